@@ -1,0 +1,334 @@
+"""Typed catalog entries: GPUs, models, links and workloads.
+
+Every entry is frozen and forbids unknown keys, so a typo in a YAML file is an
+error that names the file and the field, never a silently ignored value.
+Units are in the field names (``_tflops`` dense peak TFLOP/s, ``_gb`` decimal
+gigabytes, ``_tbps`` terabytes per second, ``_gb_per_s`` gigabytes per second,
+``_usd_per_hour`` US dollars per GPU-hour).
+
+This module imports nothing of the project (catalog is a leaf package).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", max_length=64)]
+Sources = Annotated[list[str], Field(min_length=1)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class Dtype(StrEnum):
+    """Numeric format of weights, activations or KV cache."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+    FP4 = "fp4"
+
+
+DTYPE_BYTES: dict[Dtype, float] = {Dtype.BF16: 2.0, Dtype.FP8: 1.0, Dtype.FP4: 0.5}
+
+
+class LinkKind(StrEnum):
+    """Where a link sits: inside a scale-up domain, host PCIe, or between nodes."""
+
+    SCALE_UP = "scale_up"
+    PCIE = "pcie"
+    NETWORK = "network"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- links
+
+
+class Link(Frozen):
+    """An interconnect. Bandwidth is per direction (what one transfer can use)."""
+
+    id: Id
+    name: str
+    kind: LinkKind
+    bandwidth_gb_per_s: PosFloat = Field(
+        description="Usable bandwidth per direction per GPU, GB/s (1e9 bytes/s)."
+    )
+    latency_us: NonNegFloat = Field(description="One-way latency of a transfer, microseconds.")
+    sources: Sources
+    notes: str = ""
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+class Efficiency(Frozen):
+    """Default efficiency factors of a SKU with a mainstream serving engine.
+
+    ``prefill_mfu``: achieved / peak dense FLOP/s in compute-bound prefill.
+    ``decode_mbu``: achieved / peak HBM bandwidth in memory-bound decode.
+    ``step_overhead_ms``: fixed per-step cost (scheduling, kernel launches).
+    ``reason``: why these defaults (calibration source or analogy).
+    """
+
+    prefill_mfu: Fraction
+    decode_mbu: Fraction
+    step_overhead_ms: NonNegFloat = 0.0
+    overlap_factor: Annotated[float, Field(ge=0, le=1)] = 0.8
+    reason: str = Field(min_length=10)
+
+
+class Price(Frozen):
+    """On-demand price per GPU-hour; ``estimate`` marks third-party estimates."""
+
+    usd_per_hour: PosFloat
+    estimate: bool
+    range_usd_per_hour: tuple[PosFloat, PosFloat] | None = None
+    purchase_usd: PosFloat | None = Field(
+        default=None, description="Capital cost per GPU where known (for procurement reports)."
+    )
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _range_ordered(self) -> Price:
+        if self.range_usd_per_hour and self.range_usd_per_hour[0] > self.range_usd_per_hour[1]:
+            raise ValueError("range_usd_per_hour: low must not exceed high")
+        return self
+
+
+class Server(Frozen):
+    """The node a SKU is bought in: GPUs per server, rack units, and server power."""
+
+    gpus_per_server: Annotated[int, Field(ge=1, le=72)]
+    rack_units: Annotated[int, Field(ge=1, le=64)]
+    server_overhead_w: NonNegFloat = Field(
+        default=0.0, description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server."
+    )
+
+
+class Gpu(Frozen):
+    """One accelerator SKU. TFLOP/s are dense (no 2:4 sparsity) peaks."""
+
+    id: Id
+    name: str
+    vendor: str
+    arch: str
+    bf16_dense_tflops: PosFloat
+    fp8_dense_tflops: PosFloat | None = None
+    fp4_dense_tflops: PosFloat | None = None
+    memory_gb: PosFloat
+    memory_type: str
+    mem_bw_tbps: PosFloat
+    scale_up_link: Id | None = Field(
+        default=None, description="Link id within the scale-up domain; None when PCIe only."
+    )
+    scale_up_domain_size: Annotated[int, Field(ge=1, le=576)]
+    pcie_link: Id
+    network_link: Id = Field(description="Typical scale-out NIC per GPU (link id).")
+    tdp_w: PosFloat
+    price: Price
+    server: Server
+    efficiency: Efficiency
+    sources: Sources
+    notes: str = ""
+    uncertain: list[str] = Field(
+        default_factory=list, description="Fields whose values are estimates or conflicting."
+    )
+
+    def peak_tflops(self, dtype: Dtype) -> float | None:
+        """Dense peak TFLOP/s for ``dtype`` (None when the SKU has no such tensor cores)."""
+        return {
+            Dtype.BF16: self.bf16_dense_tflops,
+            Dtype.FP8: self.fp8_dense_tflops,
+            Dtype.FP4: self.fp4_dense_tflops,
+        }[Dtype(dtype)]
+
+    def supported_dtypes(self) -> list[Dtype]:
+        return [d for d in Dtype if self.peak_tflops(d) is not None]
+
+
+# --------------------------------------------------------------------------- models
+
+
+class Moe(Frozen):
+    """Mixture-of-experts layout. ``expert_intermediate_size`` is per expert."""
+
+    num_experts: Annotated[int, Field(ge=2)]
+    experts_per_token: Annotated[int, Field(ge=1)]
+    expert_intermediate_size: Annotated[int, Field(ge=1)]
+    num_shared_experts: Annotated[int, Field(ge=0)] = 0
+    first_dense_layers: Annotated[int, Field(ge=0)] = 0
+    router_bias: bool = False
+    expert_bias: bool = False
+
+    @model_validator(mode="after")
+    def _topk(self) -> Moe:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token must not exceed num_experts")
+        return self
+
+
+class Mla(Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): the KV cache holds a latent."""
+
+    q_lora_rank: Annotated[int, Field(ge=1)]
+    kv_lora_rank: Annotated[int, Field(ge=1)]
+    qk_nope_head_dim: Annotated[int, Field(ge=1)]
+    qk_rope_head_dim: Annotated[int, Field(ge=1)]
+    v_head_dim: Annotated[int, Field(ge=1)]
+
+
+class SlidingWindow(Frozen):
+    """Sliding-window attention on some layers: those layers keep at most
+    ``window_tokens`` of KV per sequence."""
+
+    window_tokens: Annotated[int, Field(ge=1)]
+    windowed_layers: Annotated[int, Field(ge=1)]
+
+
+class ReferenceFigures(Frozen):
+    """Figures published for the model, to test the derived numbers against."""
+
+    total_params_b: PosFloat
+    active_params_b: PosFloat
+    kv_bytes_per_token_bf16: PosFloat
+    computed_total_params_b: PosFloat | None = None
+    computed_active_params_b: PosFloat | None = None
+
+
+class Model(Frozen):
+    """A transformer's architecture, as in its config.json."""
+
+    id: Id
+    name: str
+    num_layers: Annotated[int, Field(ge=1)]
+    hidden_size: Annotated[int, Field(ge=1)]
+    num_attention_heads: Annotated[int, Field(ge=1)]
+    num_kv_heads: Annotated[int, Field(ge=1)]
+    head_dim: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Per-head width; None for MLA models (see mla)."
+    )
+    intermediate_size: Annotated[int, Field(ge=1)]
+    vocab_size: Annotated[int, Field(ge=1)]
+    max_context_tokens: Annotated[int, Field(ge=1)]
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    attention_sinks: bool = False
+    moe: Moe | None = None
+    mla: Mla | None = None
+    sliding_window: SlidingWindow | None = None
+    weight_dtypes: list[Dtype] = Field(
+        default_factory=lambda: [Dtype.BF16, Dtype.FP8],
+        description="Weight formats the model is served in.",
+    )
+    reference: ReferenceFigures
+    sources: Sources
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Model:
+        if self.mla is None and self.head_dim is None:
+            raise ValueError("head_dim is required unless the model uses MLA")
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
+        if self.sliding_window and self.sliding_window.windowed_layers > self.num_layers:
+            raise ValueError("sliding_window.windowed_layers exceeds num_layers")
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise ValueError("moe.first_dense_layers exceeds num_layers")
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+
+# --------------------------------------------------------------------------- workloads
+
+Z90 = 1.2815515655446004  # standard normal 90th percentile
+
+
+class LengthDist(Frozen):
+    """A log-normal token-length distribution given by its mean and p90.
+
+    sigma solves ln(p90/mean) = z90*sigma - sigma^2/2 (smaller root);
+    mu = ln(mean) - sigma^2/2. Requires 1 < p90/mean <= exp(z90^2/2) ~ 2.27.
+    """
+
+    mean_tokens: PosFloat
+    p90_tokens: PosFloat
+
+    @model_validator(mode="after")
+    def _fits_lognormal(self) -> LengthDist:
+        ratio = self.p90_tokens / self.mean_tokens
+        if ratio <= 1.0:
+            raise ValueError("p90_tokens must exceed mean_tokens for a log-normal")
+        if math.log(ratio) > Z90**2 / 2:
+            raise ValueError(
+                f"p90_tokens/mean_tokens = {ratio:.2f} exceeds {math.exp(Z90**2 / 2):.2f}, "
+                "the largest a log-normal allows"
+            )
+        return self
+
+    @property
+    def sigma(self) -> float:
+        """Log-normal shape sigma (dimensionless)."""
+        c = math.log(self.p90_tokens / self.mean_tokens)
+        return Z90 - math.sqrt(Z90 * Z90 - 2.0 * c)
+
+    @property
+    def mu(self) -> float:
+        """Log-normal location mu (log tokens)."""
+        return math.log(self.mean_tokens) - self.sigma**2 / 2
+
+    def quantile_tokens(self, q: float) -> float:
+        """Tokens at quantile ``q`` in (0, 1): exp(mu + sigma * Phi^-1(q))."""
+        from statistics import NormalDist
+
+        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q))
+
+
+class Slo(Frozen):
+    """Latency objectives at a percentile: TTFT (first token) and TPOT (per output token)."""
+
+    ttft_ms: PosFloat
+    tpot_ms: PosFloat
+    percentile: Annotated[float, Field(ge=50, le=99.9)] = 90.0
+
+
+class Workload(Frozen):
+    """A traffic class: prompt and output length distributions, prefix reuse, SLOs."""
+
+    id: Id
+    name: str
+    description: str
+    prompt_tokens: LengthDist
+    output_tokens: LengthDist
+    prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
+        description="Share of prompt tokens already in the prefix cache (not recomputed)."
+    )
+    slo: Slo
+    sources: Sources
+    notes: str = ""
+
+
+Kind = Literal["gpus", "models", "workloads", "links"]
+
+
+class Catalog(Frozen):
+    """The whole catalog, keyed by id, with a content hash of its entries."""
+
+    gpus: dict[str, Gpu]
+    models: dict[str, Model]
+    workloads: dict[str, Workload]
+    links: dict[str, Link]
+    content_hash: str
+
+    @field_validator("gpus", "models", "workloads", "links")
+    @classmethod
+    def _non_empty(cls, v: dict) -> dict:
+        return v
