@@ -1,0 +1,1 @@
+"""One module per constraint family; each exposes ``define_<family>()``."""

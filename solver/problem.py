@@ -1,0 +1,164 @@
+"""The MILP's data: index sets and parameters, as frozen dataclasses.
+
+The solver package imports nothing of the project. The planner turns the
+catalog, the request and the cost model into a :class:`Problem`; the solver
+turns a Problem into a :class:`SolveResult`.
+
+Index sets
+    K  traffic classes (``ClassDemand``), each with a rate in requests/s.
+    J  pool candidates (``PoolCandidate``): one class, one role, one
+       configuration (GPU type, TP, dtype, chunk budget, max batch).
+    G  GPU types (the ``gpu`` of the candidates).
+
+A pool is dedicated to one class, so its queueing curve is that class's; a
+class may spread its load over several pools of its mode.
+
+Capacity of a pool with n replicas, in requests/s of its class, is
+
+    capacity(n) = min( min_i  cut_i(n),  max_t chord_t(n) )
+
+where every ``cut`` is a line that always holds (e.g. decode slots by
+Little's law, linear in n) and the ``chords`` describe a convex, increasing
+queueing curve f(n) (multi-server queues gain utilization with more servers:
+square-root staffing makes f convex). Each chord passes through f at two
+consecutive integers (a, a+1); for convex f every such chord lies below f at
+all integers, so the max over chords is exact at the tabulated points and
+conservative between them. The MILP picks one chord per pool with a binary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class PoolRole(StrEnum):
+    """What a pool's replicas do."""
+
+    AGGREGATED = "aggregated"  # chunked prefill + decode on the same replicas
+    PREFILL = "prefill"  # disaggregated: prefill only, ships KV to decode
+    DECODE = "decode"  # disaggregated: decode only
+
+
+class Mode(StrEnum):
+    """How a traffic class is served."""
+
+    AGGREGATED = "aggregated"
+    DISAGGREGATED = "disaggregated"
+
+
+class Objective(StrEnum):
+    MIN_COST = "min_cost"
+    MAX_GOODPUT = "max_goodput"
+
+
+class SolveStatus(StrEnum):
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"  # an incumbent, gap not closed (time limit)
+    INFEASIBLE = "infeasible"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class CapacityCut:
+    """rate_rps <= intercept_rps + slope_rps_per_replica * replicas."""
+
+    intercept_rps: float
+    slope_rps_per_replica: float
+
+
+@dataclass(frozen=True)
+class ClassDemand:
+    """A traffic class: its rate and the modes it may be served in."""
+
+    id: str
+    rate_rps: float
+    modes: tuple[Mode, ...] = (Mode.AGGREGATED, Mode.DISAGGREGATED)
+
+
+@dataclass(frozen=True)
+class PoolCandidate:
+    """A screened, feasible pool configuration for one class.
+
+    ``cuts`` and ``chords`` give the pool's capacity in requests/s of its
+    class at n replicas (see the module docstring). ``config_key`` identifies
+    the engine configuration (role, GPU, TP, dtype, budgets) so the "at most K
+    configurations" rule counts identical configurations across classes once.
+    """
+
+    id: str
+    class_id: str
+    role: PoolRole
+    gpu: str
+    gpus_per_replica: int
+    cost_usd_per_hour_per_replica: float
+    power_kw_per_replica: float
+    cuts: tuple[CapacityCut, ...]
+    max_replicas: int
+    config_key: str = ""
+    chords: tuple[CapacityCut, ...] = ()
+
+    def capacity_rps(self, replicas: int) -> float:
+        """Capacity at ``replicas`` (requests/s): min over cuts and, when the
+        pool has a queueing curve, the max over its chords; 0 at 0 replicas.
+        This is exactly what the MILP enforces."""
+        if replicas <= 0:
+            return 0.0
+        caps = [c.intercept_rps + c.slope_rps_per_replica * replicas for c in self.cuts]
+        if self.chords:
+            caps.append(
+                max(c.intercept_rps + c.slope_rps_per_replica * replicas for c in self.chords)
+            )
+        return max(0.0, min(caps)) if caps else 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Fleet-wide constraints; None means no limit."""
+
+    budget_usd_per_hour: float | None = None
+    max_gpus: dict[str, int] = field(default_factory=dict)
+    power_kw: float | None = None
+    min_replicas_per_pool: int = 1
+    max_configurations: int | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    classes: tuple[ClassDemand, ...]
+    candidates: tuple[PoolCandidate, ...]
+    limits: Limits = field(default_factory=Limits)
+    objective: Objective = Objective.MIN_COST
+
+    def candidates_of(self, class_id: str, role: PoolRole | None = None) -> list[PoolCandidate]:
+        return [
+            c
+            for c in self.candidates
+            if c.class_id == class_id and (role is None or c.role == role)
+        ]
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    time_limit_s: float = 10.0
+    rel_gap: float = 0.001
+    solver: str = "highs"  # or "cbc"
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    status: SolveStatus
+    objective: float | None
+    gap: float | None
+    runtime_s: float
+    solver: str
+    replicas: dict[str, int] = field(default_factory=dict)  # candidate id -> replicas
+    rates_rps: dict[str, float] = field(default_factory=dict)  # candidate id -> class rate
+    modes: dict[str, Mode] = field(default_factory=dict)  # class id -> mode
+    served_rps: dict[str, float] = field(default_factory=dict)  # class id -> served rate
+    binding: tuple[str, ...] = ()  # names of limit rows with no slack
+    relaxation: dict[str, float] = field(default_factory=dict)  # limit -> amount to relax
+    message: str = ""
+    num_variables: int = 0
+    num_constraints: int = 0

@@ -1,0 +1,210 @@
+"""Solve the fleet MILP with HiGHS through PuLP (CBC as fallback) and report honestly.
+
+With HiGHS a time-limited run that has an incumbent still maps to PuLP's
+``LpStatusOptimal``; we read HiGHS's own model status and MIP gap instead and
+report ``optimal``, ``feasible`` (with the gap), ``infeasible`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import pulp
+
+from solver.model import build_model
+from solver.problem import (
+    Mode,
+    Objective,
+    Problem,
+    SolveResult,
+    SolverOptions,
+    SolveStatus,
+)
+from solver.variables import Variables, modes_available
+
+_TOL = 1e-6
+
+
+def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSolver, str]:
+    if options.solver == "highs" and pulp.HiGHS().available():
+        return (
+            pulp.HiGHS(
+                msg=False,
+                timeLimit=max(0.05, time_limit_s),
+                gapRel=options.rel_gap,
+                threads=options.threads,
+            ),
+            "highs",
+        )
+    with warnings.catch_warnings():
+        # PuLP 3.3 deprecates its bundled CBC in favour of COIN_CMD (4.0); it still works.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cbc = pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=options.rel_gap
+        )
+    return cbc, "cbc"
+
+
+def _run(prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float):
+    """Solve; return (status, gap, solver name)."""
+    cmd, name = _solver_cmd(options, time_limit_s)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            prob.solve(cmd)
+    except pulp.PulpSolverError as err:
+        return SolveStatus.ERROR, None, name, str(err)
+    if name == "highs":
+        import highspy
+
+        model = prob.solverModel
+        status = model.getModelStatus()
+        info = model.getInfo()
+        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        ms = highspy.HighsModelStatus
+        if status == ms.kOptimal:
+            gap = info.mip_gap if math.isfinite(info.mip_gap) else 0.0
+            return SolveStatus.OPTIMAL, max(0.0, gap), name, ""
+        if status in (ms.kInfeasible, ms.kUnboundedOrInfeasible):
+            return SolveStatus.INFEASIBLE, None, name, "infeasible"
+        if has_solution:
+            gap = info.mip_gap if math.isfinite(info.mip_gap) else None
+            return SolveStatus.FEASIBLE, gap, name, model.modelStatusToString(status)
+        return SolveStatus.ERROR, None, name, model.modelStatusToString(status)
+    # CBC: PuLP's statuses are honest enough (1 optimal, -1 infeasible); a time-limited
+    # run with an incumbent reports sol_status 2.
+    if prob.status == pulp.LpStatusOptimal:
+        if prob.sol_status == pulp.LpSolutionIntegerFeasible:
+            return SolveStatus.FEASIBLE, None, name, "time limit"
+        return SolveStatus.OPTIMAL, 0.0, name, ""
+    if prob.status == pulp.LpStatusInfeasible:
+        return SolveStatus.INFEASIBLE, None, name, "infeasible"
+    return SolveStatus.ERROR, None, name, pulp.LpStatus[prob.status]
+
+
+def _value(x) -> float:
+    if isinstance(x, int | float):
+        return float(x)
+    val = x.value()
+    return float(val) if val is not None else 0.0
+
+
+def _binding(prob: pulp.LpProblem) -> tuple[str, ...]:
+    """Limit rows (budget, stock, power, max_configurations) with no slack left."""
+    out = []
+    for con in prob.constraints():
+        name = con.name
+        if name.startswith(("budget", "power", "stock__", "max_configurations")):
+            slack = -(con.value() or 0.0)
+            if slack <= _TOL * max(1.0, abs(con.constant)):
+                out.append(name)
+    return tuple(sorted(out))
+
+
+def _extract(
+    problem: Problem, v: Variables, status, gap, runtime_s, name, prob, message
+) -> SolveResult:
+    replicas = {cid: round(_value(var)) for cid, var in v.replicas.items()}
+    rates = {cid: max(0.0, _value(var)) for cid, var in v.rate.items()}
+    modes = {
+        k: (Mode.DISAGGREGATED if _value(m) > 0.5 else Mode.AGGREGATED) for k, m in v.disagg.items()
+    }
+    served = {k: _value(s) for k, s in v.served.items()}
+    cost = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
+    objective = cost if problem.objective == Objective.MIN_COST else sum(served.values())
+    return SolveResult(
+        status=status,
+        objective=objective,
+        gap=gap,
+        runtime_s=runtime_s,
+        solver=name,
+        replicas={k: n for k, n in replicas.items() if n > 0},
+        rates_rps={k: r for k, r in rates.items() if r > _TOL},
+        modes=modes,
+        served_rps=served,
+        binding=_binding(prob),
+        message=message,
+        num_variables=prob.numVariables(),
+        num_constraints=prob.numConstraints(),
+    )
+
+
+def _unservable(problem: Problem) -> list[str]:
+    return [c.id for c in problem.classes if c.rate_rps > 0 and not modes_available(problem, c.id)]
+
+
+def solve(problem: Problem, options: SolverOptions | None = None) -> SolveResult:
+    """Solve ``problem``; on infeasibility, explain with an elastic re-solve of the limits."""
+    options = options or SolverOptions()
+    t0 = time.perf_counter()
+    missing = _unservable(problem)
+    if missing and problem.objective == Objective.MIN_COST:
+        return SolveResult(
+            status=SolveStatus.INFEASIBLE,
+            objective=None,
+            gap=None,
+            runtime_s=time.perf_counter() - t0,
+            solver=options.solver,
+            message="no feasible pool candidates for class(es): " + ", ".join(missing),
+        )
+
+    def remaining() -> float:
+        return options.time_limit_s - (time.perf_counter() - t0)
+
+    prob, v = build_model(problem)
+    status, gap, name, msg = _run(prob, options, remaining())
+    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
+        problem.objective == Objective.MAX_GOODPUT
+    ):
+        floor = sum(_value(s) for s in v.served.values())
+        prob2, v2 = build_model(problem, goodput_floor_rps=floor * (1 - 1e-7) - 1e-9)
+        status2, gap2, name, msg2 = _run(prob2, options, max(0.05, remaining()))
+        if status2 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            prob, v, gap, msg = prob2, v2, (gap if status == SolveStatus.FEASIBLE else gap2), msg2
+            if status2 == SolveStatus.FEASIBLE:
+                status = SolveStatus.FEASIBLE
+    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        return _extract(problem, v, status, gap, time.perf_counter() - t0, name, prob, msg)
+    if status == SolveStatus.INFEASIBLE:
+        relaxation = _explain_infeasible(problem, options, max(0.5, remaining()))
+        if relaxation:
+            message = "fleet limits bind: " + ", ".join(
+                f"{k} short by {val:.4g}" for k, val in relaxation.items()
+            )
+        else:
+            message = "no fleet meets the SLOs even without budget, stock or power limits"
+        return SolveResult(
+            status=SolveStatus.INFEASIBLE,
+            objective=None,
+            gap=None,
+            runtime_s=time.perf_counter() - t0,
+            solver=name,
+            relaxation=relaxation,
+            message=message,
+            num_variables=prob.numVariables(),
+            num_constraints=prob.numConstraints(),
+        )
+    return SolveResult(
+        status=status,
+        objective=None,
+        gap=None,
+        runtime_s=time.perf_counter() - t0,
+        solver=name,
+        message=msg or "solver error",
+        num_variables=prob.numVariables(),
+        num_constraints=prob.numConstraints(),
+    )
+
+
+def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: float):
+    """Elastic re-solve: how much must budget / stock / power grow (in their units)."""
+    lim = problem.limits
+    if lim.budget_usd_per_hour is None and lim.power_kw is None and not lim.max_gpus:
+        return {}
+    prob, v = build_model(problem, elastic=True)
+    status, _, _, _ = _run(prob, options, time_limit_s)
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        return {}
+    return {name: _value(var) for name, var in v.slack.items() if _value(var) > _TOL}

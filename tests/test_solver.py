@@ -1,0 +1,333 @@
+"""The MILP on tiny instances with hand-computed optima, and against brute force."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pulp
+import pytest
+
+from solver.model import build_model
+from solver.problem import (
+    CapacityCut,
+    ClassDemand,
+    Limits,
+    Mode,
+    Objective,
+    PoolCandidate,
+    PoolRole,
+    Problem,
+    SolverOptions,
+    SolveStatus,
+)
+from solver.solve import solve
+
+
+def linear(cap_per_replica: float) -> tuple[CapacityCut, ...]:
+    return (CapacityCut(0.0, cap_per_replica),)
+
+
+def cand(cid, cls, role, gpu="g", cost=1.0, cap=1.0, tp=1, power=1.0, max_rep=50, cuts=None):
+    return PoolCandidate(
+        id=cid,
+        class_id=cls,
+        role=role,
+        gpu=gpu,
+        gpus_per_replica=tp,
+        cost_usd_per_hour_per_replica=cost,
+        power_kw_per_replica=power,
+        cuts=cuts or linear(cap),
+        max_replicas=max_rep,
+        config_key=f"{role}-{gpu}-{tp}",
+    )
+
+
+def test_single_pool_rounds_up_replicas():
+    # 10 rps at 3 rps per replica needs ceil(10/3) = 4 replicas at $2 each = $8/h.
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(cand("agg", "a", PoolRole.AGGREGATED, cost=2.0, cap=3.0),),
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.replicas == {"agg": 4}
+    assert r.objective == pytest.approx(8.0)
+    assert r.modes["a"] == Mode.AGGREGATED
+
+
+def test_disaggregation_chosen_when_cheaper():
+    # Aggregated: 1 rps per $3 replica -> 10 rps costs $30.
+    # Disaggregated: prefill 5 rps per $2 (2 replicas, $4) + decode 2 rps per $2 (5, $10) = $14.
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(
+            cand("agg", "a", PoolRole.AGGREGATED, cost=3.0, cap=1.0),
+            cand("pre", "a", PoolRole.PREFILL, cost=2.0, cap=5.0),
+            cand("dec", "a", PoolRole.DECODE, cost=2.0, cap=2.0),
+        ),
+    )
+    r = solve(p)
+    assert r.objective == pytest.approx(14.0)
+    assert r.modes["a"] == Mode.DISAGGREGATED
+    assert r.replicas == {"pre": 2, "dec": 5}
+    # Forbidding disaggregation falls back to the aggregated pool.
+    p2 = Problem(
+        classes=(ClassDemand("a", 10.0, modes=(Mode.AGGREGATED,)),),
+        candidates=p.candidates,
+    )
+    assert solve(p2).objective == pytest.approx(30.0)
+
+
+def test_concave_cuts_all_hold():
+    # capacity(n) = min(n, 0.5 + 0.5 n): 1 -> 1.0, 2 -> 1.5, 3 -> 2.0
+    cuts = (CapacityCut(0.0, 1.0), CapacityCut(0.5, 0.5))
+    c = cand("agg", "a", PoolRole.AGGREGATED, cuts=cuts)
+    assert [c.capacity_rps(n) for n in (1, 2, 3)] == pytest.approx([1.0, 1.5, 2.0])
+    p = Problem(classes=(ClassDemand("a", 1.6),), candidates=(c,))
+    assert solve(p).replicas == {"agg": 3}
+
+
+def chords_of(f, points):
+    return tuple(CapacityCut(f(a) - (f(a + 1) - f(a)) * a, f(a + 1) - f(a)) for a in points)
+
+
+def test_convex_queue_curve_gives_economies_of_scale():
+    # f(n) = n - sqrt(n) (square-root staffing): f(1)=0, f(2)=0.586, f(4)=2, f(9)=6
+    def f(n):
+        return n - n**0.5
+
+    c = cand("pre", "a", PoolRole.AGGREGATED, cuts=(), max_rep=40)
+    c = PoolCandidate(**{**c.__dict__, "cuts": (), "chords": chords_of(f, range(0, 40))})
+    for n in (1, 2, 4, 9, 16):
+        assert c.capacity_rps(n) == pytest.approx(f(n))
+    for rate, want in ((0.5, 2), (2.0, 4), (5.9, 9), (6.0, 9), (6.1, 10)):
+        r = solve(Problem(classes=(ClassDemand("a", rate),), candidates=(c,)))
+        assert r.replicas == {"pre": want}, rate
+    # With sparse chords (0,1),(1,2),(3,4),(7,8): exact at 0,1,2,3,4,7,8; below f elsewhere.
+    sparse = PoolCandidate(**{**c.__dict__, "chords": chords_of(f, (0, 1, 3, 7))})
+    assert sparse.capacity_rps(8) == pytest.approx(f(8))
+    assert sparse.capacity_rps(6) <= f(6)
+    r = solve(Problem(classes=(ClassDemand("a", f(8) - 1e-6),), candidates=(sparse,)))
+    assert r.replicas == {"pre": 8}
+
+
+def test_budget_infeasible_reports_shortfall():
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(cand("agg", "a", PoolRole.AGGREGATED, cost=2.0, cap=3.0),),
+        limits=Limits(budget_usd_per_hour=5.0),
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.INFEASIBLE
+    assert r.relaxation["budget"] == pytest.approx(3.0)
+    assert "budget" in r.message
+
+
+def test_stock_forces_second_gpu_type_and_binds():
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(
+            cand("cheap", "a", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=1.0),
+            cand("dear", "a", PoolRole.AGGREGATED, gpu="y", cost=5.0, cap=2.0),
+        ),
+        limits=Limits(max_gpus={"x": 4}),
+    )
+    r = solve(p)
+    # 4 cheap replicas carry 4 rps; 6 rps remain on 3 dear ones: 4 + 15 = 19.
+    assert r.objective == pytest.approx(19.0)
+    assert r.replicas == {"cheap": 4, "dear": 3}
+    assert "stock__x" in r.binding
+
+
+def test_min_replicas_and_max_configurations():
+    cands = (
+        cand("a1", "a", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=10.0),
+        cand("b1", "b", PoolRole.AGGREGATED, gpu="y", cost=1.0, cap=10.0),
+        cand("b2", "b", PoolRole.AGGREGATED, gpu="x", cost=1.5, cap=10.0),
+    )
+    base = Problem(classes=(ClassDemand("a", 1.0), ClassDemand("b", 1.0)), candidates=cands)
+    assert solve(base).objective == pytest.approx(2.0)
+    two = Problem(base.classes, cands, Limits(min_replicas_per_pool=2))
+    assert solve(two).objective == pytest.approx(4.0)
+    one_cfg = Problem(base.classes, cands, Limits(max_configurations=1))
+    r = solve(one_cfg)
+    assert r.objective == pytest.approx(2.5)  # both classes on GPU x
+    assert set(r.replicas) == {"a1", "b2"}
+
+
+def test_power_limit():
+    p = Problem(
+        classes=(ClassDemand("a", 4.0),),
+        candidates=(
+            cand("hot", "a", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=1.0, power=2.0),
+            cand("cool", "a", PoolRole.AGGREGATED, gpu="y", cost=2.0, cap=1.0, power=0.5),
+        ),
+        limits=Limits(power_kw=5.0),
+    )
+    r = solve(p)
+    # hot h, cool c: h + c = 4, 2h + 0.5c <= 5 -> h <= 2; cost h + 2c minimal at h=2: 2 + 4.
+    assert r.objective == pytest.approx(6.0)
+    assert "power" in r.binding
+
+
+def test_class_without_candidates_is_infeasible_with_reason():
+    p = Problem(
+        classes=(ClassDemand("a", 1.0), ClassDemand("b", 1.0)),
+        candidates=(cand("a1", "a", PoolRole.AGGREGATED),),
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.INFEASIBLE
+    assert "b" in r.message
+
+
+def test_max_goodput_under_budget():
+    p = Problem(
+        classes=(ClassDemand("a", 10.0), ClassDemand("b", 10.0)),
+        candidates=(
+            cand("a1", "a", PoolRole.AGGREGATED, cost=1.0, cap=2.0),
+            cand("b1", "b", PoolRole.AGGREGATED, cost=1.0, cap=1.0),
+        ),
+        limits=Limits(budget_usd_per_hour=6.0),
+        objective=Objective.MAX_GOODPUT,
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.OPTIMAL
+    # 5 replicas of a1 serve all 10 rps of a; the 6th dollar buys 1 rps of b.
+    assert r.served_rps["a"] == pytest.approx(10.0, rel=1e-5)
+    assert r.served_rps["b"] == pytest.approx(1.0, rel=1e-5)
+    assert r.objective == pytest.approx(11.0, rel=1e-5)
+
+
+def test_rows_are_named_by_family():
+    p = Problem(
+        classes=(ClassDemand("chat", 10.0),),
+        candidates=(
+            cand("agg-h100", "chat", PoolRole.AGGREGATED),
+            cand("pre-h100", "chat", PoolRole.PREFILL),
+            cand("dec-h100", "chat", PoolRole.DECODE),
+        ),
+        limits=Limits(budget_usd_per_hour=100, power_kw=10, max_gpus={"g": 3}),
+    )
+    prob, _ = build_model(p)
+    names = {c.name for c in prob.constraints()}
+    for expected in (
+        "demand_aggregated__chat",
+        "demand_prefill__chat",
+        "demand_decode__chat",
+        "mode_disaggregated__chat",
+        "capacity__agg_h100__0",
+        "pool_rate__pre_h100",
+        "min_replicas__dec_h100",
+        "budget",
+        "power",
+        "stock__g",
+    ):
+        assert expected in names
+    cap = prob.get_constraint_by_name("capacity__agg_h100__0")
+    assert cap.sense == pulp.LpConstraintLE
+
+
+# ---------------------------------------------------------------- brute force
+
+
+def brute_force(p: Problem, max_rep: int) -> float | None:
+    cands = list(p.candidates)
+    best = None
+    lim = p.limits
+    for ns in itertools.product(range(max_rep + 1), repeat=len(cands)):
+        if any(0 < n < lim.min_replicas_per_pool for n in ns):
+            continue
+        cost = sum(c.cost_usd_per_hour_per_replica * n for c, n in zip(cands, ns, strict=True))
+        if best is not None and cost >= best:
+            continue
+        if lim.budget_usd_per_hour is not None and cost > lim.budget_usd_per_hour + 1e-9:
+            continue
+        gpus: dict[str, int] = {}
+        for c, n in zip(cands, ns, strict=True):
+            gpus[c.gpu] = gpus.get(c.gpu, 0) + n * c.gpus_per_replica
+        if any(gpus.get(g, 0) > m for g, m in lim.max_gpus.items()):
+            continue
+        ok = True
+        for cls in p.classes:
+
+            def cap(role, cls_id=cls.id, ns=ns):
+                return sum(
+                    c.capacity_rps(n)
+                    for c, n in zip(cands, ns, strict=True)
+                    if c.class_id == cls_id and c.role == role
+                )
+
+            agg = cap(PoolRole.AGGREGATED) >= cls.rate_rps - 1e-9
+            dis = min(cap(PoolRole.PREFILL), cap(PoolRole.DECODE)) >= cls.rate_rps - 1e-9
+            if not (agg or dis):
+                ok = False
+                break
+        if ok:
+            best = cost
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_milp_matches_brute_force_on_random_instances(seed):
+    rng = random.Random(seed)
+    classes = tuple(ClassDemand(f"k{i}", round(rng.uniform(0.5, 4.0), 2)) for i in range(2))
+    cands = []
+    roles = [PoolRole.AGGREGATED, PoolRole.PREFILL, PoolRole.DECODE]
+    for k in classes:
+        for role in roles:
+            gpu = rng.choice(["x", "y"])
+            slope = rng.uniform(0.6, 2.5)
+            cuts = (CapacityCut(0.3, slope),)
+            rho = rng.uniform(0.3, 0.9)
+
+            def f(n, slope=slope, rho=rho):
+                return slope * n * (1 - (1 - rho) / (n**0.5)) if n > 0 else 0.0
+
+            cands.append(
+                cand(
+                    f"{k.id}-{role}",
+                    k.id,
+                    role,
+                    gpu=gpu,
+                    cost=round(rng.uniform(1, 5), 2),
+                    cuts=cuts,
+                    tp=rng.choice([1, 2]),
+                    max_rep=4,
+                )
+            )
+            if rng.random() < 0.6:
+                cands[-1] = PoolCandidate(
+                    **{
+                        **cands[-1].__dict__,
+                        "chords": chords_of(f, rng.choice([(0, 1, 2, 3), (0, 2)])),
+                    }
+                )
+    limits = Limits(
+        budget_usd_per_hour=rng.choice([None, 30.0]),
+        max_gpus=rng.choice([{}, {"x": 6}]),
+        min_replicas_per_pool=rng.choice([1, 1, 2]),
+    )
+    p = Problem(classes, tuple(cands), limits)
+    expected = brute_force(p, 4)
+    r = solve(p, SolverOptions(rel_gap=0.0))
+    if expected is None:
+        assert r.status == SolveStatus.INFEASIBLE
+    else:
+        assert r.status == SolveStatus.OPTIMAL
+        assert r.objective == pytest.approx(expected, abs=1e-6)
+
+
+def test_cbc_fallback_agrees():
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(
+            cand("agg", "a", PoolRole.AGGREGATED, cost=3.0, cap=1.0),
+            cand("pre", "a", PoolRole.PREFILL, cost=2.0, cap=5.0),
+            cand("dec", "a", PoolRole.DECODE, cost=2.0, cap=2.0),
+        ),
+    )
+    r = solve(p, SolverOptions(solver="cbc"))
+    assert r.solver == "cbc"
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.objective == pytest.approx(14.0)
