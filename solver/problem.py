@@ -15,15 +15,16 @@ class may spread its load over several pools of its mode.
 
 Capacity of a pool with n replicas, in requests/s of its class, is
 
-    capacity(n) = min( min_i  cut_i(n),  max_t chord_t(n) )
+    capacity(n) = min( min_i cut_i(n),  segment_s(n) for the segment s holding n )
 
-where every ``cut`` is a line that always holds (e.g. decode slots by
-Little's law, linear in n) and the ``chords`` describe a convex, increasing
-queueing curve f(n) (multi-server queues gain utilization with more servers:
-square-root staffing makes f convex). Each chord passes through f at two
-consecutive integers (a, a+1); for convex f every such chord lies below f at
-all integers, so the max over chords is exact at the tabulated points and
-conservative between them. The MILP picks one chord per pool with a binary.
+Every ``cut`` is a line that always holds (e.g. decode slots, linear in n).
+The ``segments`` describe a convex, increasing queueing curve f(n)
+(multi-server queues gain utilization with more servers: square-root
+staffing makes f convex). Segment s covers replica counts [a_s, b_s] and
+uses the chord of f through (a_s, a_s + 1), which for convex f lies below f
+at every integer: exact at a_s and a_s + 1, conservative up to b_s. The MILP
+picks one segment per used pool (a multiple-choice, convex-hull formulation,
+much tighter than big-M disjunctions).
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ class CapacityCut:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """On replica counts [start, end]: rate_rps <= intercept + slope * replicas."""
+
+    start_replicas: int
+    end_replicas: int
+    intercept_rps: float
+    slope_rps_per_replica: float
+
+
+@dataclass(frozen=True)
 class ClassDemand:
     """A traffic class: its rate and the modes it may be served in."""
 
@@ -96,19 +107,22 @@ class PoolCandidate:
     cuts: tuple[CapacityCut, ...]
     max_replicas: int
     config_key: str = ""
-    chords: tuple[CapacityCut, ...] = ()
+    segments: tuple[Segment, ...] = ()
 
     def capacity_rps(self, replicas: int) -> float:
         """Capacity at ``replicas`` (requests/s): min over cuts and, when the
-        pool has a queueing curve, the max over its chords; 0 at 0 replicas.
-        This is exactly what the MILP enforces."""
+        pool has a queueing curve, the best segment holding ``replicas``; 0 at
+        0 replicas or beyond the segments. Exactly what the MILP enforces."""
         if replicas <= 0:
             return 0.0
         caps = [c.intercept_rps + c.slope_rps_per_replica * replicas for c in self.cuts]
-        if self.chords:
-            caps.append(
-                max(c.intercept_rps + c.slope_rps_per_replica * replicas for c in self.chords)
-            )
+        if self.segments:
+            held = [
+                s.intercept_rps + s.slope_rps_per_replica * replicas
+                for s in self.segments
+                if s.start_replicas <= replicas <= s.end_replicas
+            ]
+            caps.append(max(held) if held else 0.0)
         return max(0.0, min(caps)) if caps else 0.0
 
 

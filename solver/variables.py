@@ -29,7 +29,7 @@ class Variables:
     served: dict[str, pulp.LpVariable | float] = field(default_factory=dict)  # s_k, rps
     config_used: dict[str, pulp.LpVariable] = field(default_factory=dict)  # z_key
     slack: dict[str, pulp.LpVariable] = field(default_factory=dict)  # elastic limits
-    chord_pick: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # u_{j,t}
+    segment_pick: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # w_{j,s}
 
 
 def modes_available(problem: Problem, class_id: str) -> set[Mode]:

@@ -18,6 +18,7 @@ from solver.problem import (
     PoolCandidate,
     PoolRole,
     Problem,
+    Segment,
     SolverOptions,
     SolveStatus,
 )
@@ -88,8 +89,15 @@ def test_concave_cuts_all_hold():
     assert solve(p).replicas == {"agg": 3}
 
 
-def chords_of(f, points):
-    return tuple(CapacityCut(f(a) - (f(a + 1) - f(a)) * a, f(a + 1) - f(a)) for a in points)
+def segments_of(f, points, end):
+    """Segments [a_s, a_{s+1}] (last to ``end``) with the chord of f through (a, a+1)."""
+    pts = list(points)
+    out = []
+    for i, a in enumerate(pts):
+        hi = pts[i + 1] if i + 1 < len(pts) else end
+        slope = f(a + 1) - f(a)
+        out.append(Segment(a, hi, f(a) - slope * a, slope))
+    return tuple(out)
 
 
 def test_convex_queue_curve_gives_economies_of_scale():
@@ -98,14 +106,14 @@ def test_convex_queue_curve_gives_economies_of_scale():
         return n - n**0.5
 
     c = cand("pre", "a", PoolRole.AGGREGATED, cuts=(), max_rep=40)
-    c = PoolCandidate(**{**c.__dict__, "cuts": (), "chords": chords_of(f, range(0, 40))})
+    c = PoolCandidate(**{**c.__dict__, "cuts": (), "segments": segments_of(f, range(0, 40), 40)})
     for n in (1, 2, 4, 9, 16):
         assert c.capacity_rps(n) == pytest.approx(f(n))
     for rate, want in ((0.5, 2), (2.0, 4), (5.9, 9), (6.0, 9), (6.1, 10)):
         r = solve(Problem(classes=(ClassDemand("a", rate),), candidates=(c,)))
         assert r.replicas == {"pre": want}, rate
-    # With sparse chords (0,1),(1,2),(3,4),(7,8): exact at 0,1,2,3,4,7,8; below f elsewhere.
-    sparse = PoolCandidate(**{**c.__dict__, "chords": chords_of(f, (0, 1, 3, 7))})
+    # Sparse segments starting at 0, 1, 3, 7: exact at 0, 1, 2, 3, 4, 7, 8; below f elsewhere.
+    sparse = PoolCandidate(**{**c.__dict__, "segments": segments_of(f, (0, 1, 3, 7), 40)})
     assert sparse.capacity_rps(8) == pytest.approx(f(8))
     assert sparse.capacity_rps(6) <= f(6)
     r = solve(Problem(classes=(ClassDemand("a", f(8) - 1e-6),), candidates=(sparse,)))
@@ -300,7 +308,7 @@ def test_milp_matches_brute_force_on_random_instances(seed):
                 cands[-1] = PoolCandidate(
                     **{
                         **cands[-1].__dict__,
-                        "chords": chords_of(f, rng.choice([(0, 1, 2, 3), (0, 2)])),
+                        "segments": segments_of(f, rng.choice([(0, 1, 2, 3), (0, 2)]), 4),
                     }
                 )
     limits = Limits(

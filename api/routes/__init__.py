@@ -1,0 +1,1 @@
+"""HTTP routes. Thin: parse -> planner -> repository -> response schema."""

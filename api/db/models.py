@@ -1,0 +1,99 @@
+"""Tables. One name per layer: ``PlanRecord`` here, ``Plan`` in the planner,
+``PlanCreate``/``PlanPublic`` in the API.
+
+Plan ids are UUID4 strings (``String(36)``), not integers: they appear in URLs and
+reports, so they should not be guessable or reveal how many plans exist; they can
+be made before the row is written (the planner can name a plan while solving, a
+client can retry without creating duplicates); rows copied between databases
+(a laptop SQLite file to a shared PostgreSQL) never collide; and the text form is
+identical on SQLite and PostgreSQL, so no dialect-specific UUID type is needed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Double, Enum, Integer, String, UniqueConstraint, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from api.db.base import Base, UtcDateTime, utcnow
+
+
+class PlanStatus(StrEnum):
+    """Outcome of a planning run, stored as text (no database enum type, so adding a
+    value needs no migration). Must match the planner's statuses."""
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"  # stopped at the time limit with an incumbent; see ``gap``
+    INFEASIBLE = "infeasible"  # stored with the reasons in ``plan``
+    ERROR = "error"
+
+
+class CatalogKind(StrEnum):
+    GPUS = "gpus"
+    MODELS = "models"
+    WORKLOADS = "workloads"
+    LINKS = "links"
+
+
+def new_plan_id() -> str:
+    return str(uuid.uuid4())
+
+
+class PlanRecord(Base):
+    """A stored plan with everything needed to reproduce it."""
+
+    __tablename__ = "plans"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_plan_id)
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now(), index=True
+    )
+    status: Mapped[PlanStatus] = mapped_column(
+        Enum(
+            PlanStatus,
+            native_enum=False,
+            create_constraint=False,
+            length=32,
+            values_callable=lambda e: [m.value for m in e],
+            validate_strings=True,
+        ),
+        index=True,
+    )
+    model_id: Mapped[str] = mapped_column(String(64), index=True)
+    catalog_hash: Mapped[str] = mapped_column(String(80))
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    normalized_request: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    solver_options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    objective: Mapped[float | None] = mapped_column(Double())
+    cost_usd_per_hour: Mapped[float | None] = mapped_column(Double())
+    gap: Mapped[float | None] = mapped_column(Double())
+    runtime_s: Mapped[float | None] = mapped_column(Double())
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+    def __repr__(self) -> str:
+        return f"PlanRecord(id={self.id!r}, status={self.status!r}, model_id={self.model_id!r})"
+
+
+class CatalogEntryRecord(Base):
+    """A custom catalog entry (a GPU, model, workload or link the user added)."""
+
+    __tablename__ = "catalog_entries"
+    __table_args__ = (UniqueConstraint("kind", "entry_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    entry_id: Mapped[str] = mapped_column(String(64))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, onupdate=utcnow, server_default=func.now()
+    )
+
+    def __repr__(self) -> str:
+        return f"CatalogEntryRecord(kind={self.kind!r}, entry_id={self.entry_id!r})"

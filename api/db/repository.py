@@ -1,0 +1,84 @@
+"""Small read/write functions over the tables. They add, flush and query; the
+caller (a route or CLI command) owns the transaction and commits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from api.db.models import CatalogEntryRecord, PlanRecord, PlanStatus
+
+# --------------------------------------------------------------------------- catalog entries
+
+
+def list_catalog_entries(session: Session, kind: str | None = None) -> Sequence[CatalogEntryRecord]:
+    """Custom entries, of one ``kind`` or all, ordered by kind then id."""
+    stmt = select(CatalogEntryRecord).order_by(CatalogEntryRecord.kind, CatalogEntryRecord.entry_id)
+    if kind is not None:
+        stmt = stmt.where(CatalogEntryRecord.kind == kind)
+    return session.scalars(stmt).all()
+
+
+def get_catalog_entry(session: Session, kind: str, entry_id: str) -> CatalogEntryRecord | None:
+    stmt = select(CatalogEntryRecord).where(
+        CatalogEntryRecord.kind == kind, CatalogEntryRecord.entry_id == entry_id
+    )
+    return session.scalars(stmt).one_or_none()
+
+
+def put_catalog_entry(
+    session: Session, kind: str, entry_id: str, body: Mapping[str, Any]
+) -> CatalogEntryRecord:
+    """Insert or replace the entry ``(kind, entry_id)``; validation is the caller's job."""
+    record = get_catalog_entry(session, kind, entry_id)
+    if record is None:
+        record = CatalogEntryRecord(kind=kind, entry_id=entry_id, body=dict(body))
+        session.add(record)
+    else:
+        record.body = dict(body)
+    session.flush()
+    return record
+
+
+def delete_catalog_entry(session: Session, kind: str, entry_id: str) -> bool:
+    """Delete the entry; False when there was none."""
+    record = get_catalog_entry(session, kind, entry_id)
+    if record is None:
+        return False
+    session.delete(record)
+    session.flush()
+    return True
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def add_plan(session: Session, record: PlanRecord) -> PlanRecord:
+    """Stage a new plan and flush it, so its id and defaults are set."""
+    session.add(record)
+    session.flush()
+    return record
+
+
+def get_plan(session: Session, plan_id: str) -> PlanRecord | None:
+    return session.get(PlanRecord, plan_id)
+
+
+def list_plans(
+    session: Session,
+    *,
+    model_id: str | None = None,
+    status: PlanStatus | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Sequence[PlanRecord]:
+    """Plans, newest first, optionally filtered by model and status."""
+    stmt = select(PlanRecord).order_by(PlanRecord.created_at.desc(), PlanRecord.id)
+    if model_id is not None:
+        stmt = stmt.where(PlanRecord.model_id == model_id)
+    if status is not None:
+        stmt = stmt.where(PlanRecord.status == status)
+    return session.scalars(stmt.limit(limit).offset(offset)).all()

@@ -1,0 +1,63 @@
+"""Request dependencies: settings, catalog, database session, write access."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from sqlalchemy.orm import Session
+
+from api.errors import ApiError
+from api.settings import Settings
+from catalog.schema import Catalog
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_catalog(request: Request) -> Catalog:
+    return request.app.state.catalog
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request; the route commits what it wrote (nothing is
+    committed implicitly, and an exception rolls back on close)."""
+    with request.app.state.sessionmaker() as session:
+        yield session
+
+
+def require_api_key(
+    settings: Annotated[Settings, Depends(get_settings)],
+    x_api_key: Annotated[str | None, Header(alias="X-API-Key")] = None,
+) -> None:
+    """Write routes depend on this. With no ``FLEETPLAN_API_KEY`` configured, anyone
+    may write (a local tool); with one, the request must present it."""
+    if settings.api_key is None:
+        return
+    expected = settings.api_key.get_secret_value()
+    if x_api_key is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this request needs an API key in the X-API-Key header",
+            [("X-API-Key", "missing")],
+            headers={"WWW-Authenticate": "X-API-Key"},
+        )
+    if not secrets.compare_digest(x_api_key.encode(), expected.encode()):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "the API key in X-API-Key is not valid",
+            [("X-API-Key", "invalid")],
+            headers={"WWW-Authenticate": "X-API-Key"},
+        )
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
+SessionDep = Annotated[Session, Depends(get_session)]
+WriteAccess = Depends(require_api_key)
+"""Use as ``@router.post(..., dependencies=[WriteAccess])`` on every write route."""

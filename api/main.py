@@ -1,0 +1,55 @@
+"""The FastAPI application.
+
+``create_app()`` builds it (also usable as a uvicorn factory:
+``uvicorn --factory api.main:create_app``). Settings come from ``FLEETPLAN_*``
+environment variables unless passed in; the catalog is the shipped one unless
+passed in. The database engine is made here (lazily connecting) and disposed
+when the app shuts down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import __version__
+from api.db.session import make_engine, make_sessionmaker
+from api.errors import BodySizeLimitMiddleware, install_error_handlers
+from api.routes import catalog as catalog_routes
+from api.routes import health as health_routes
+from api.settings import Settings
+from catalog.loader import load_catalog
+from catalog.schema import Catalog
+
+
+def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> FastAPI:
+    settings = settings if settings is not None else Settings()
+    catalog = catalog if catalog is not None else load_catalog()
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="fleetplan",
+        version=__version__,
+        summary="Capacity planning for LLM inference fleets.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.catalog = catalog
+    app.state.engine = engine
+    app.state.sessionmaker = make_sessionmaker(engine)
+
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+
+    app.include_router(health_routes.router)
+    app.include_router(catalog_routes.router)
+    return app

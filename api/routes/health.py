@@ -1,0 +1,42 @@
+"""Liveness and readiness: is the database reachable, which catalog is loaded."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from api.deps import CatalogDep
+
+router = APIRouter(tags=["health"])
+log = logging.getLogger("api")
+
+
+class HealthPublic(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: Literal["ok", "unreachable"]
+    catalog_hash: str
+    version: str
+
+
+@router.get("/health", response_model=HealthPublic)
+def health(request: Request, response: Response, catalog: CatalogDep) -> HealthPublic:
+    """200 when the database answers, 503 (same body) when it does not."""
+    try:
+        with request.app.state.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        database: Literal["ok", "unreachable"] = "ok"
+    except SQLAlchemyError as err:
+        log.warning("health: database unreachable: %s", str(err).splitlines()[0])
+        database = "unreachable"
+        response.status_code = 503
+    return HealthPublic(
+        status="ok" if database == "ok" else "unavailable",
+        database=database,
+        catalog_hash=catalog.content_hash,
+        version=request.app.version,
+    )

@@ -1,0 +1,36 @@
+"""Service settings, read from ``FLEETPLAN_*`` environment variables.
+
+``FLEETPLAN_DATABASE_URL``       SQLAlchemy URL (``sqlite:///./fleetplan.db`` by default;
+                                 ``postgresql://...`` is served through psycopg 3)
+``FLEETPLAN_API_KEY``            when set, write requests need header ``X-API-Key``
+``FLEETPLAN_SOLVER_TIME_LIMIT_S`` wall-clock limit of one MILP solve, seconds
+``FLEETPLAN_SOLVER_GAP``         relative MIP gap at which the solver may stop
+``FLEETPLAN_MAX_BODY_BYTES``     largest request body accepted (413 beyond)
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./fleetplan.db"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLEETPLAN_", extra="ignore", frozen=True)
+
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, min_length=1)
+    api_key: SecretStr | None = Field(
+        default=None, description="When set, write requests must send it as X-API-Key."
+    )
+    solver_time_limit_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    solver_gap: float = Field(default=0.001, ge=0, lt=1, allow_inf_nan=False)
+    max_body_bytes: int = Field(default=1_000_000, gt=0)
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _empty_key_is_none(cls, value: object) -> object:
+        """``FLEETPLAN_API_KEY=`` (empty) means no key, not an empty key."""
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value

@@ -1,0 +1,331 @@
+"""What a model's architecture implies: parameter counts, weight and KV bytes, FLOPs.
+
+Everything here is derived from a :class:`catalog.schema.Model` alone (its
+config.json facts), never from a GPU. Counts are plain numbers of parameters
+(not billions); bytes are bytes; FLOPs count a multiply-add as 2 FLOP
+(DOMAIN.md section 2).
+
+Parameter layout (what is counted):
+
+- embeddings: ``vocab x hidden`` for the input table, plus the same again for
+  an untied ``lm_head``;
+- attention per layer: q, k, v, o projections (``hidden x heads x head_dim``,
+  ``hidden x kv_heads x head_dim`` twice, ``heads x head_dim x hidden``), plus
+  q/k/v biases when ``qkv_bias`` and one sink logit per head when
+  ``attention_sinks``. MLA (DeepSeek-V2/V3) instead has q_a
+  (``hidden x q_lora_rank``), q_a_norm (``q_lora_rank``), q_b
+  (``q_lora_rank x heads x (qk_nope + qk_rope)``), kv_a
+  (``hidden x (kv_lora_rank + qk_rope)``), kv_a_norm (``kv_lora_rank``), kv_b
+  (``kv_lora_rank x heads x (qk_nope + v_head_dim)``) and o
+  (``heads x v_head_dim x hidden``);
+- MLP per layer: a gated MLP (gate, up, down) is ``3 x hidden x intermediate``.
+  MoE layers hold ``num_experts`` routed experts of ``3 x hidden x
+  expert_intermediate`` each (plus ``2 x expert_intermediate + hidden`` biases
+  when ``expert_bias``), ``num_shared_experts`` shared experts of the same size
+  and a router ``hidden x num_experts`` (+ ``num_experts`` bias when
+  ``router_bias``). The first ``first_dense_layers`` layers use the dense MLP of
+  ``intermediate_size``;
+- norms: two RMSNorms of ``hidden`` per layer and a final one.
+
+Active parameters (what one token touches) count only the ``experts_per_token``
+routed experts plus the shared ones; everything else is as in the total. Both
+include the embedding tables, as the reference figures do (DeepSeek-V3 computed
+671.03 B / 37.55 B, gpt-oss-120b 116.83 B / 5.71 B).
+"""
+
+from __future__ import annotations
+
+from catalog.schema import DTYPE_BYTES, Dtype, Model
+
+# --------------------------------------------------------------------------- parameters
+
+
+def embedding_param_count(model: Model) -> int:
+    """Embedding parameters: ``vocab x hidden`` x (1 if tied else 2, for the lm_head)."""
+    tables = 1 if model.tie_word_embeddings else 2
+    return tables * model.vocab_size * model.hidden_size
+
+
+def attention_param_count_per_layer(model: Model) -> int:
+    """Parameters of one attention block (projections, biases, sinks, MLA norms)."""
+    h = model.hidden_size
+    heads = model.num_attention_heads
+    if model.mla is not None:
+        m = model.mla
+        q_a = h * m.q_lora_rank + m.q_lora_rank  # projection + q_a_layernorm
+        q_b = m.q_lora_rank * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + kv_a_layernorm
+        kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+        o = heads * m.v_head_dim * h
+        count = q_a + q_b + kv_a + kv_b + o
+    else:
+        assert model.head_dim is not None  # guaranteed by the schema without MLA
+        q_width = heads * model.head_dim
+        kv_width = model.num_kv_heads * model.head_dim
+        count = h * q_width + 2 * h * kv_width + q_width * h
+        if model.qkv_bias:
+            count += q_width + 2 * kv_width
+    if model.attention_sinks:
+        count += heads
+    return count
+
+
+def dense_mlp_param_count(model: Model) -> int:
+    """Parameters of one dense gated MLP: ``3 x hidden x intermediate_size``."""
+    return 3 * model.hidden_size * model.intermediate_size
+
+
+def expert_param_count(model: Model) -> int:
+    """Parameters of one (routed or shared) expert: ``3 x hidden x expert_intermediate``
+    (+ ``2 x expert_intermediate + hidden`` biases when ``moe.expert_bias``); 0 if dense."""
+    if model.moe is None:
+        return 0
+    e = model.moe.expert_intermediate_size
+    count = 3 * model.hidden_size * e
+    if model.moe.expert_bias:
+        count += 2 * e + model.hidden_size
+    return count
+
+
+def router_param_count(model: Model) -> int:
+    """Router parameters of one MoE layer: ``hidden x num_experts`` (+ bias); 0 if dense."""
+    if model.moe is None:
+        return 0
+    count = model.hidden_size * model.moe.num_experts
+    if model.moe.router_bias:
+        count += model.moe.num_experts
+    return count
+
+
+def moe_layer_count(model: Model) -> int:
+    """Layers with experts: ``num_layers - first_dense_layers`` (0 for a dense model)."""
+    if model.moe is None:
+        return 0
+    return model.num_layers - model.moe.first_dense_layers
+
+
+def _dense_mlp_layer_count(model: Model) -> int:
+    return model.num_layers - moe_layer_count(model)
+
+
+def _norm_param_count(model: Model) -> int:
+    """Two RMSNorms per layer plus the final norm, each ``hidden`` wide."""
+    return (2 * model.num_layers + 1) * model.hidden_size
+
+
+def _shared_param_count(model: Model) -> int:
+    """Parameters every token touches: all but the routed experts."""
+    count = embedding_param_count(model) + _norm_param_count(model)
+    count += model.num_layers * attention_param_count_per_layer(model)
+    count += _dense_mlp_layer_count(model) * dense_mlp_param_count(model)
+    if model.moe is not None:
+        per_layer = router_param_count(model)
+        per_layer += model.moe.num_shared_experts * expert_param_count(model)
+        count += moe_layer_count(model) * per_layer
+    return count
+
+
+def total_param_count(model: Model) -> int:
+    """All parameters N (a count): embeddings + attention + MLPs/experts + norms.
+
+    For MoE, every routed expert of every MoE layer is counted:
+    ``N = shared part + moe_layers x num_experts x expert_params``.
+    """
+    count = _shared_param_count(model)
+    if model.moe is not None:
+        count += moe_layer_count(model) * model.moe.num_experts * expert_param_count(model)
+    return count
+
+
+def active_param_count(model: Model) -> int:
+    """Parameters one token touches, N_active (a count).
+
+    Dense models: ``N_active = N``. MoE: the shared part plus
+    ``moe_layers x experts_per_token x expert_params`` (shared experts are in the
+    shared part).
+    """
+    count = _shared_param_count(model)
+    if model.moe is not None:
+        count += moe_layer_count(model) * model.moe.experts_per_token * expert_param_count(model)
+    return count
+
+
+def routed_expert_param_count(model: Model) -> int:
+    """Parameters in all routed experts of all MoE layers (0 for a dense model)."""
+    if model.moe is None:
+        return 0
+    return moe_layer_count(model) * model.moe.num_experts * expert_param_count(model)
+
+
+# --------------------------------------------------------------------------- bytes
+
+
+def weight_bytes(model: Model, dtype: Dtype | str) -> float:
+    """Bytes of all weights: ``total_param_count x DTYPE_BYTES[dtype]`` (bytes)."""
+    return total_param_count(model) * DTYPE_BYTES[Dtype(dtype)]
+
+
+def kv_bytes_per_token_per_layer(model: Model, kv_dtype: Dtype | str) -> float:
+    """KV bytes one token adds to one layer: ``2 x kv_heads x head_dim x b_kv``
+    (MLA: ``(kv_lora_rank + qk_rope_head_dim) x b_kv``, one latent, no separate K/V)."""
+    b_kv = DTYPE_BYTES[Dtype(kv_dtype)]
+    if model.mla is not None:
+        return (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * b_kv
+    assert model.head_dim is not None
+    return 2 * model.num_kv_heads * model.head_dim * b_kv
+
+
+def kv_bytes_per_token(model: Model, kv_dtype: Dtype | str) -> float:
+    """KV-cache bytes per token over all layers: ``2 x L x kv_heads x head_dim x b_kv``
+    (MLA: ``L x (kv_lora_rank + qk_rope_head_dim) x b_kv``), bytes/token.
+
+    This is the per-token rate with every layer growing; sliding-window layers
+    stop growing past their window (see :func:`kv_bytes_for_sequence`).
+    Checks (bf16): llama-2-7b 524,288; GQA-8 7-8B 131,072; llama-3.1-405b
+    516,096; DeepSeek-V3 70,272; gpt-oss-120b 73,728.
+    """
+    return model.num_layers * kv_bytes_per_token_per_layer(model, kv_dtype)
+
+
+def _windowed_layers(model: Model) -> tuple[int, int]:
+    """(full-attention layers, sliding-window layers)."""
+    windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
+    return model.num_layers - windowed, windowed
+
+
+def kv_bytes_for_sequence(model: Model, tokens: float, kv_dtype: Dtype | str) -> float:
+    """KV-cache bytes held for one sequence of ``tokens`` tokens (bytes).
+
+    ``per_layer x (L_full x tokens + L_window x min(tokens, window_tokens))``:
+    sliding-window layers keep at most ``window_tokens`` per sequence. gpt-oss-120b
+    in bf16: 18 full layers grow 36,864 B/token, 18 windowed layers hold at most
+    128 tokens each (18 x 128 x 2,048 B).
+    """
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    full, windowed = _windowed_layers(model)
+    per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    held = full * tokens
+    if windowed:
+        assert model.sliding_window is not None
+        held += windowed * min(tokens, model.sliding_window.window_tokens)
+    return per_layer * held
+
+
+# --------------------------------------------------------------------------- FLOPs
+
+
+def weight_flops_per_token(model: Model) -> float:
+    """FLOPs per token in the weight matmuls: ``2 x N_active`` (FLOP/token).
+
+    llama-2-7b: 2 x 6.738e9 = 13.48 GFLOP/token.
+    """
+    return 2.0 * active_param_count(model)
+
+
+def attention_flops_per_context_token(model: Model) -> float:
+    """Attention FLOPs one query token spends per context token, per layer.
+
+    ``4 x d_attn`` with ``d_attn = heads x head_dim`` (QK^T and AV, 2 FLOP per
+    multiply-add each); MLA (naive, not weight-absorbed):
+    ``2 x heads x (qk_nope + qk_rope + v_head_dim)``.
+    """
+    heads = model.num_attention_heads
+    if model.mla is not None:
+        m = model.mla
+        return 2.0 * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    assert model.head_dim is not None
+    return 4.0 * heads * model.head_dim
+
+
+def attention_flops_per_token(model: Model, context_tokens: float) -> float:
+    """Attention FLOPs for one token attending to ``context_tokens`` earlier tokens.
+
+    ``4 x d_attn x (L_full x s + L_window x min(s, window))`` (FLOP/token; MLA:
+    ``2 x heads x (qk_nope + qk_rope + v) `` in place of ``4 x d_attn``).
+    llama-2-7b at s = 2,048: 4 x 32 x 4096 x 2048 = 1.07 GFLOP.
+    """
+    if context_tokens < 0:
+        raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
+    full, windowed = _windowed_layers(model)
+    ctx = full * context_tokens
+    if windowed:
+        assert model.sliding_window is not None
+        ctx += windowed * min(context_tokens, model.sliding_window.window_tokens)
+    return attention_flops_per_context_token(model) * ctx
+
+
+def flops_per_token(model: Model, context_tokens: float) -> float:
+    """FLOPs per token at context s: ``2 x N_active + attention_flops_per_token(s)``.
+
+    llama-2-7b at s = 2,048: 13.476 + 1.074 = 14.55 GFLOP/token.
+    """
+    return weight_flops_per_token(model) + attention_flops_per_token(model, context_tokens)
+
+
+def _integral_min(a: float, b: float, w: float) -> float:
+    """Integral of ``min(s, w)`` over s in [a, b] (a <= b)."""
+    if b <= w:
+        return (b * b - a * a) / 2.0
+    if a >= w:
+        return w * (b - a)
+    return (w * w - a * a) / 2.0 + w * (b - w)
+
+
+def attention_flops_for_span(model: Model, start_tokens: float, new_tokens: float) -> float:
+    """Attention FLOPs of ``new_tokens`` tokens appended after ``start_tokens`` cached ones.
+
+    The continuous sum ``integral_{c}^{c+S} attention_flops_per_token(s) ds`` (FLOP):
+    token at position s attends to the s tokens before it (causal). For full
+    layers this equals ``S x attention_flops_per_token(c + S/2)``, the doc's
+    "mean context c + S/2"; windowed layers integrate ``min(s, window)`` exactly.
+    """
+    if start_tokens < 0 or new_tokens < 0:
+        raise ValueError("start_tokens and new_tokens must be >= 0")
+    full, windowed = _windowed_layers(model)
+    a, b = start_tokens, start_tokens + new_tokens
+    ctx = full * (b * b - a * a) / 2.0
+    if windowed:
+        assert model.sliding_window is not None
+        ctx += windowed * _integral_min(a, b, model.sliding_window.window_tokens)
+    return attention_flops_per_context_token(model) * ctx
+
+
+def prefill_flops(model: Model, new_tokens: float, cached_tokens: float = 0.0) -> float:
+    """FLOPs to prefill ``new_tokens`` after ``cached_tokens`` already in the cache (FLOP).
+
+    ``S x 2 x N_active + attention_flops_for_span(cached, S)`` (mean context
+    ``cached + S/2`` on full-attention layers).
+    """
+    return new_tokens * weight_flops_per_token(model) + attention_flops_for_span(
+        model, cached_tokens, new_tokens
+    )
+
+
+def params_billions(count: int) -> float:
+    """A parameter count in billions (for display): ``count / 1e9``."""
+    return count / 1e9
+
+
+__all__ = [
+    "active_param_count",
+    "attention_flops_for_span",
+    "attention_flops_per_context_token",
+    "attention_flops_per_token",
+    "attention_param_count_per_layer",
+    "dense_mlp_param_count",
+    "embedding_param_count",
+    "expert_param_count",
+    "flops_per_token",
+    "kv_bytes_for_sequence",
+    "kv_bytes_per_token",
+    "kv_bytes_per_token_per_layer",
+    "moe_layer_count",
+    "params_billions",
+    "prefill_flops",
+    "routed_expert_param_count",
+    "router_param_count",
+    "total_param_count",
+    "weight_bytes",
+    "weight_flops_per_token",
+]

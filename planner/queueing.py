@@ -1,0 +1,213 @@
+"""Waiting times under load (DOMAIN.md section 6).
+
+Prefill pools are multi-server queues: requests arrive as a Poisson stream of
+``rate_per_s``, each takes a service time on one of ``servers`` replicas. We use
+Erlang C (M/M/c) for the probability of waiting and its exponential waiting-time
+tail, and the Allen-Cunneen approximation for general service times (M/G/c,
+incl. deterministic M/D/c). Decode pools are sized by Little's law.
+
+Units: rates per second, times in seconds (``_s``), loads in Erlangs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from scipy.optimize import brentq
+
+from planner.errors import PlanningError
+
+#: Utilization upper bound used when searching: queues blow up at rho = 1.
+_RHO_MAX = 1.0 - 1e-12
+
+
+def _servers(servers: int) -> int:
+    """``servers`` as an int >= 1 (integral floats such as a solver's 3.0 are accepted)."""
+    if isinstance(servers, bool) or not isinstance(servers, numbers.Real):
+        raise PlanningError.for_field("servers", f"must be a positive integer, got {servers!r}")
+    if isinstance(servers, numbers.Integral) or float(servers).is_integer():
+        n = int(servers)
+    else:
+        raise PlanningError.for_field("servers", f"must be a positive integer, got {servers!r}")
+    if n < 1:
+        raise PlanningError.for_field("servers", f"must be a positive integer, got {servers!r}")
+    return n
+
+
+def _check_quantile(quantile: float) -> None:
+    if not 0.0 < quantile < 1.0:
+        raise PlanningError.for_field("quantile", f"must be in (0, 1), got {quantile}")
+
+
+def erlang_b_blocking_probability(servers: int, offered_load: float) -> float:
+    """Erlang B (loss) probability for ``c`` servers and load ``a = lambda / mu`` (Erlangs).
+
+    Stable recursion ``B(0) = 1``, ``B(k) = a B(k-1) / (k + a B(k-1))`` (no factorials).
+    """
+    servers = _servers(servers)
+    if offered_load < 0:
+        raise PlanningError.for_field("offered_load", f"must be >= 0, got {offered_load}")
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = offered_load * b / (k + offered_load * b)
+    return b
+
+
+def erlang_c_wait_probability(servers: int, offered_load: float) -> float:
+    """Erlang C: probability an arrival waits in an M/M/c queue (dimensionless).
+
+    ``C(c, a) = c B(c, a) / (c - a (1 - B(c, a)))`` from the Erlang B recursion,
+    numerically stable for hundreds of servers; 1 when ``a >= c`` (overloaded).
+    Check: ``C(2, 1) = 1/3``; ``C(1, a) = a`` (M/M/1).
+    """
+    servers = _servers(servers)
+    b = erlang_b_blocking_probability(servers, offered_load)
+    if offered_load >= servers:
+        return 1.0
+    return servers * b / (servers - offered_load * (1.0 - b))
+
+
+def _load(rate_per_s: float, service_s: float, servers: int) -> tuple[float, float]:
+    """(offered load a = lambda x S, utilization rho = a / c), validated."""
+    servers = _servers(servers)
+    if rate_per_s < 0:
+        raise PlanningError.for_field("rate_per_s", f"must be >= 0, got {rate_per_s}")
+    if service_s <= 0:
+        raise PlanningError.for_field("service_s", f"must be > 0, got {service_s}")
+    a = rate_per_s * service_s
+    return a, a / servers
+
+
+def mmc_mean_wait_s(rate_per_s: float, service_s: float, servers: int) -> float:
+    """Mean queueing delay of M/M/c (s): ``W_q = C(c, a) / (c mu - lambda)``;
+    inf when ``rho >= 1``. M/M/1: ``rho / (mu - lambda)``."""
+    a, rho = _load(rate_per_s, service_s, servers)
+    if rho >= 1.0:
+        return math.inf
+    mu = 1.0 / service_s
+    return erlang_c_wait_probability(servers, a) / (servers * mu - rate_per_s)
+
+
+def mmc_wait_quantile_s(
+    rate_per_s: float, service_s: float, servers: int, quantile: float
+) -> float:
+    """Waiting-time quantile of M/M/c (s).
+
+    ``P(W > t) = C e^{-(c mu - lambda) t}``, so
+    ``t_q = ln(C / (1 - q)) / (c mu - lambda)``; 0 when ``C <= 1 - q`` (at least a
+    share q of arrivals do not wait at all); inf when ``rho >= 1``.
+    """
+    _check_quantile(quantile)
+    a, rho = _load(rate_per_s, service_s, servers)
+    if rho >= 1.0:
+        return math.inf
+    c_wait = erlang_c_wait_probability(servers, a)
+    if c_wait <= 1.0 - quantile:
+        return 0.0
+    decay = servers / service_s - rate_per_s
+    return math.log(c_wait / (1.0 - quantile)) / decay
+
+
+def allen_cunneen_factor(service_cv2: float, arrival_cv2: float = 1.0) -> float:
+    """Allen-Cunneen scaling of an M/M/c wait to G/G/c: ``(ca^2 + cs^2) / 2``.
+
+    Poisson arrivals (``ca^2 = 1``): ``(1 + cs^2) / 2``; deterministic service
+    (M/D/c, ``cs^2 = 0``) halves the M/M/c wait; exponential service keeps it.
+    """
+    if service_cv2 < 0 or arrival_cv2 < 0:
+        raise PlanningError.for_field("service_cv2", f"must be >= 0, got {service_cv2}")
+    return (arrival_cv2 + service_cv2) / 2.0
+
+
+def mgc_mean_wait_s(
+    rate_per_s: float, mean_service_s: float, servers: int, service_cv2: float = 1.0
+) -> float:
+    """Mean queueing delay of M/G/c (s), Allen-Cunneen:
+    ``W_q ~ W_q(M/M/c) x (1 + cs^2) / 2`` (exact for M/G/1: Pollaczek-Khinchine)."""
+    return mmc_mean_wait_s(rate_per_s, mean_service_s, servers) * allen_cunneen_factor(service_cv2)
+
+
+def mgc_wait_quantile_s(
+    rate_per_s: float,
+    mean_service_s: float,
+    servers: int,
+    quantile: float,
+    service_cv2: float = 1.0,
+) -> float:
+    """Waiting-time quantile of M/G/c (s), Allen-Cunneen style:
+
+    ``t_q(M/G/c) ~ t_q(M/M/c) x (1 + cs^2) / 2`` with ``cs^2`` the squared
+    coefficient of variation of the service time (0 for M/D/c, 1 for M/M/c).
+    The scaling is exact for the mean of M/G/1 and a standard engineering
+    approximation for tails and for c > 1; the probability of waiting is kept
+    at Erlang C.
+    """
+    t = mmc_wait_quantile_s(rate_per_s, mean_service_s, servers, quantile)
+    return t * allen_cunneen_factor(service_cv2) if math.isfinite(t) else t
+
+
+def max_utilization_for_wait(
+    servers: int,
+    service_s: float,
+    quantile: float,
+    wait_budget_s: float,
+    service_cv2: float = 1.0,
+) -> float:
+    """Largest utilization ``rho`` in [0, 1) whose ``quantile`` wait fits the budget.
+
+    Solves ``mgc_wait_quantile_s(rho x c / S, S, c, q, cs^2) = wait_budget_s`` for
+    rho with :func:`scipy.optimize.brentq` (the wait grows with rho). With a zero
+    budget it is the rho at which ``C(c, rho c) = 1 - q`` (a share q never waits).
+    The optimizer uses it as each pool's headroom: ``servers x rho`` Erlangs.
+    """
+    servers = _servers(servers)
+    _check_quantile(quantile)
+    if service_s <= 0:
+        raise PlanningError.for_field("service_s", f"must be > 0, got {service_s}")
+    if wait_budget_s < 0:
+        raise PlanningError.for_field("wait_budget_s", f"must be >= 0, got {wait_budget_s}")
+
+    def wait_at(rho: float) -> float:
+        return mgc_wait_quantile_s(
+            rho * servers / service_s, service_s, servers, quantile, service_cv2
+        )
+
+    if wait_at(_RHO_MAX) <= wait_budget_s:
+        return _RHO_MAX
+    if wait_budget_s == 0.0:
+
+        def excess(rho: float) -> float:
+            return erlang_c_wait_probability(servers, rho * servers) - (1.0 - quantile)
+
+        if excess(0.0) > 0:  # unreachable: C(c, 0) = 0
+            return 0.0
+        return float(brentq(excess, 0.0, _RHO_MAX, xtol=1e-12))
+
+    def gap(rho: float) -> float:
+        return wait_at(rho) - wait_budget_s
+
+    return float(brentq(gap, 0.0, _RHO_MAX, xtol=1e-12))
+
+
+def littles_law_resident(rate_per_s: float, output_tokens: float, tpot_ms: float) -> float:
+    """Sequences resident in decode (Little's law): ``L = lambda x G x TPOT`` (sequences).
+
+    Each request stays ``G x TPOT`` seconds in the decode batch.
+    """
+    if rate_per_s < 0 or output_tokens < 0 or tpot_ms < 0:
+        raise PlanningError.for_field("rate_per_s", "rate, tokens and TPOT must be >= 0")
+    return rate_per_s * output_tokens * tpot_ms / 1e3
+
+
+__all__ = [
+    "allen_cunneen_factor",
+    "erlang_b_blocking_probability",
+    "erlang_c_wait_probability",
+    "littles_law_resident",
+    "max_utilization_for_wait",
+    "mgc_mean_wait_s",
+    "mgc_wait_quantile_s",
+    "mmc_mean_wait_s",
+    "mmc_wait_quantile_s",
+]

@@ -1,0 +1,225 @@
+"""The plan request: model, traffic mix, SLOs, candidates, constraints, objective.
+
+The same document is read from YAML/JSON by the CLI and posted to ``POST
+/plans``. Validation is strict (unknown keys are errors) and names the field;
+``resolve_request`` then checks it against the catalog and fills defaults, so
+the rest of the planner works on a fully specified :class:`ResolvedRequest`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from catalog.schema import Catalog, Dtype, LengthDist, Slo, Workload
+from planner.errors import PlanningError, UnknownEntryError
+from solver.problem import Mode, Objective
+
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SloSpec(Strict):
+    """Latency objectives; any field left out falls back to the next level
+    (class override -> request default -> the workload's catalog default)."""
+
+    ttft_ms: PosFloat | None = None
+    tpot_ms: PosFloat | None = None
+    percentile: Annotated[float, Field(ge=50, le=99.9, allow_inf_nan=False)] | None = None
+
+
+class LengthSpec(Strict):
+    mean_tokens: PosFloat
+    p90_tokens: PosFloat
+
+
+class ClassSpec(Strict):
+    """One traffic class: a catalog workload, its share of requests, overrides."""
+
+    workload: str = Field(min_length=1)
+    share: Share
+    slo: SloSpec | None = None
+    prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None = None
+    prompt_tokens: LengthSpec | None = None
+    output_tokens: LengthSpec | None = None
+    modes: list[Mode] | None = Field(default=None, min_length=1)
+    name: str | None = Field(default=None, description="Label; defaults to the workload id.")
+
+
+class Traffic(Strict):
+    rate_rps: PosFloat = Field(description="Total requests per second over all classes.")
+    classes: list[ClassSpec] = Field(min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _shares(self) -> Traffic:
+        total = sum(c.share for c in self.classes)
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            raise ValueError(f"class shares must sum to 1, got {total:.6g}")
+        names = [c.name or c.workload for c in self.classes]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate class names {sorted(dup)}: give each a distinct name")
+        return self
+
+
+class CandidateSpec(Strict):
+    gpus: list[str] | None = Field(default=None, min_length=1)
+    modes: list[Mode] = Field(
+        default_factory=lambda: [Mode.AGGREGATED, Mode.DISAGGREGATED], min_length=1
+    )
+    dtypes: list[Dtype] = Field(default_factory=lambda: [Dtype.BF16, Dtype.FP8], min_length=1)
+    tp: list[int] | None = Field(default=None, min_length=1)
+    chunk_budgets: list[Annotated[int, Field(ge=16, le=65536)]] = Field(
+        default_factory=lambda: list(DEFAULT_CHUNK_BUDGETS), min_length=1
+    )
+
+    @field_validator("tp")
+    @classmethod
+    def _pow2(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None:
+            for tp in v:
+                if tp < 1 or tp & (tp - 1):
+                    raise ValueError(f"{tp} is not a positive power of two")
+        return v
+
+
+class ConstraintSpec(Strict):
+    budget_usd_per_hour: PosFloat | None = None
+    max_gpus: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    power_kw: PosFloat | None = None
+    min_replicas_per_pool: Annotated[int, Field(ge=1, le=64)] = 1
+    max_configurations: Annotated[int, Field(ge=1, le=100)] | None = None
+
+
+class SolverSpec(Strict):
+    time_limit_s: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] | None = None
+    rel_gap: Annotated[float, Field(ge=0, le=0.5, allow_inf_nan=False)] | None = None
+
+
+class EfficiencySpec(Strict):
+    """Override the catalog's efficiency factors for every GPU in this request."""
+
+    prefill_mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    decode_mbu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+
+
+class PlanRequest(Strict):
+    model: str = Field(min_length=1)
+    traffic: Traffic
+    slo: SloSpec = Field(default_factory=SloSpec)
+    candidates: CandidateSpec = Field(default_factory=CandidateSpec)
+    constraints: ConstraintSpec = Field(default_factory=ConstraintSpec)
+    objective: Objective = Objective.MIN_COST
+    solver: SolverSpec = Field(default_factory=SolverSpec)
+    efficiency: EfficiencySpec = Field(default_factory=EfficiencySpec)
+    name: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _goodput_needs_budget(self) -> PlanRequest:
+        if self.objective == Objective.MAX_GOODPUT and self.constraints.budget_usd_per_hour is None:
+            raise ValueError("objective max_goodput needs constraints.budget_usd_per_hour")
+        return self
+
+
+@dataclass(frozen=True)
+class ResolvedClass:
+    """A traffic class with every number filled in."""
+
+    name: str
+    workload: Workload
+    share: float
+    rate_rps: float
+    prompt: LengthDist
+    output: LengthDist
+    prefix_hit_rate: float
+    slo: Slo
+    modes: tuple[Mode, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    request: PlanRequest
+    model_id: str
+    classes: tuple[ResolvedClass, ...]
+    gpus: tuple[str, ...]
+    dtypes: tuple[Dtype, ...]
+    tps: tuple[int, ...] | None
+    chunk_budgets: tuple[int, ...]
+
+
+def _merge_slo(base: Slo, *overrides: SloSpec | None) -> Slo:
+    data = base.model_dump()
+    for o in overrides:
+        if o is not None:
+            data.update({k: v for k, v in o.model_dump().items() if v is not None})
+    return Slo(**data)
+
+
+def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
+    """Check ids against the catalog and fill defaults; raise PlanningError naming the field."""
+    if req.model not in catalog.models:
+        raise UnknownEntryError.for_field(
+            "model", f"unknown model {req.model!r}; known: {', '.join(sorted(catalog.models))}"
+        )
+    classes = []
+    for i, spec in enumerate(req.traffic.classes):
+        wl = catalog.workloads.get(spec.workload)
+        if wl is None:
+            raise UnknownEntryError.for_field(
+                f"traffic.classes.{i}.workload",
+                f"unknown workload {spec.workload!r}; known: {', '.join(sorted(catalog.workloads))}",
+            )
+        try:
+            prompt = LengthDist(**spec.prompt_tokens.model_dump()) if spec.prompt_tokens else None
+            output = LengthDist(**spec.output_tokens.model_dump()) if spec.output_tokens else None
+        except ValueError as err:
+            raise PlanningError.for_field(f"traffic.classes.{i}", str(err)) from None
+        modes = tuple(m for m in (spec.modes or req.candidates.modes) if m in req.candidates.modes)
+        if not modes:
+            raise PlanningError.for_field(
+                f"traffic.classes.{i}.modes", "none of these modes is allowed by candidates.modes"
+            )
+        classes.append(
+            ResolvedClass(
+                name=spec.name or spec.workload,
+                workload=wl,
+                share=spec.share,
+                rate_rps=req.traffic.rate_rps * spec.share,
+                prompt=prompt or wl.prompt_tokens,
+                output=output or wl.output_tokens,
+                prefix_hit_rate=(
+                    wl.prefix_hit_rate if spec.prefix_hit_rate is None else spec.prefix_hit_rate
+                ),
+                slo=_merge_slo(wl.slo, req.slo, spec.slo),
+                modes=modes,
+            )
+        )
+    gpus = req.candidates.gpus or sorted(catalog.gpus)
+    for i, g in enumerate(gpus):
+        if g not in catalog.gpus:
+            raise UnknownEntryError.for_field(
+                f"candidates.gpus.{i}",
+                f"unknown GPU {g!r}; known: {', '.join(sorted(catalog.gpus))}",
+            )
+    for g in req.constraints.max_gpus:
+        if g not in catalog.gpus:
+            raise UnknownEntryError.for_field(f"constraints.max_gpus.{g}", f"unknown GPU {g!r}")
+    return ResolvedRequest(
+        request=req,
+        model_id=req.model,
+        classes=tuple(classes),
+        gpus=tuple(dict.fromkeys(gpus)),
+        dtypes=tuple(dict.fromkeys(req.candidates.dtypes)),
+        tps=tuple(sorted(set(req.candidates.tp))) if req.candidates.tp else None,
+        chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
+    )

@@ -1,0 +1,192 @@
+"""make_plan(): the one entry point the API and the CLI call to plan a fleet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from catalog.loader import load_catalog
+from catalog.schema import Catalog
+from planner.candidates import Screening, screen_candidates
+from planner.errors import PlanningError
+from planner.plan import Alternative, Plan, plan_from_result
+from planner.request import PlanRequest, ResolvedRequest, resolve_request
+from solver.problem import (
+    ClassDemand,
+    Limits,
+    Mode,
+    PoolCandidate,
+    PoolRole,
+    Problem,
+    SolveResult,
+    SolverOptions,
+    SolveStatus,
+)
+from solver.solve import solve
+
+DEFAULT_TIME_LIMIT_S = 10.0
+DEFAULT_REL_GAP = 0.001
+
+
+class RequestInvalid(PlanningError):
+    code = "invalid_request"
+
+
+def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
+    """Validate a raw request document; errors name each offending field."""
+    if isinstance(data, PlanRequest):
+        return data
+    try:
+        return PlanRequest.model_validate(data)
+    except ValidationError as err:
+        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
+        text = "; ".join(f"{f}: {m}" for f, m in issues)
+        raise RequestInvalid(text, issues) from None
+
+
+def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
+    """Solver input: class demands, the screened candidates, the fleet limits."""
+    lim = req.request.constraints
+    return Problem(
+        classes=tuple(
+            ClassDemand(c.name, c.rate_rps, tuple(c.modes)) for c in req.classes if c.rate_rps > 0
+        ),
+        candidates=tuple(c.to_pool_candidate() for c in screening.candidates),
+        limits=Limits(
+            budget_usd_per_hour=lim.budget_usd_per_hour,
+            max_gpus=dict(lim.max_gpus),
+            power_kw=lim.power_kw,
+            min_replicas_per_pool=lim.min_replicas_per_pool,
+            max_configurations=lim.max_configurations,
+        ),
+        objective=req.request.objective,
+    )
+
+
+@dataclass(frozen=True)
+class SolverLimits:
+    """Caps from settings; a request may ask for less, never more."""
+
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    rel_gap: float = DEFAULT_REL_GAP
+
+
+def solver_options_for(req: PlanRequest, caps: SolverLimits) -> SolverOptions:
+    """Request overrides, capped by the settings (time) and floored at their gap."""
+    t = req.solver.time_limit_s
+    g = req.solver.rel_gap
+    return SolverOptions(
+        time_limit_s=min(t, caps.time_limit_s) if t else caps.time_limit_s,
+        rel_gap=max(g, 0.0) if g is not None else caps.rel_gap,
+    )
+
+
+def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) -> list[Alternative]:
+    """The next-cheapest fleets: the other mode for every class, and without each GPU
+    type the plan uses (the screened candidates, re-solved with a short time limit)."""
+    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        return []
+    base = result.objective or 0.0
+    short = replace(opts, time_limit_s=min(2.0, opts.time_limit_s))
+    variants: list[tuple[str, Problem, str]] = []
+    modes_used = set(result.modes.get(c.id) for c in problem.classes)
+    for mode, roles in (
+        (Mode.AGGREGATED, {PoolRole.AGGREGATED}),
+        (Mode.DISAGGREGATED, {PoolRole.PREFILL, PoolRole.DECODE}),
+    ):
+        if modes_used == {mode}:
+            continue
+        classes = tuple(replace(c, modes=(mode,)) for c in problem.classes)
+        cands = tuple(c for c in problem.candidates if c.role in roles)
+        variants.append(
+            (f"{mode.value} only", replace(problem, classes=classes, candidates=cands), "")
+        )
+    used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
+    for gpu in used_gpus:
+        cands = tuple(c for c in problem.candidates if c.gpu != gpu)
+        variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
+    out = []
+    for name, prob, note in variants:
+        r = solve(prob, short)
+        ok = r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+        cost = _cost(prob.candidates, r) if ok else None
+        out.append(
+            Alternative(
+                name=name,
+                status=r.status.value,
+                cost_usd_per_hour=cost,
+                delta_usd_per_hour=(cost - base) if cost is not None else None,
+                note=note or (r.message if not ok else ""),
+            )
+        )
+    return sorted(out, key=lambda a: (a.cost_usd_per_hour is None, a.cost_usd_per_hour or 0.0))
+
+
+def _cost(cands: tuple[PoolCandidate, ...], r: SolveResult) -> float:
+    by_id = {c.id: c for c in cands}
+    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+
+
+def make_plan(
+    data: Mapping[str, Any] | PlanRequest,
+    catalog: Catalog | None = None,
+    caps: SolverLimits | None = None,
+    *,
+    alternatives: bool = True,
+) -> Plan:
+    """Validate, screen candidates, solve the MILP and assemble the Plan.
+
+    Bad input raises :class:`PlanningError` (naming the field); an infeasible
+    request returns a Plan with status ``infeasible`` and the reasons.
+    """
+    t0 = time.perf_counter()
+    catalog = catalog or load_catalog()
+    caps = caps or SolverLimits()
+    request = parse_request(data)
+    resolved = resolve_request(request, catalog)
+    screening = screen_candidates(resolved, catalog)
+    problem = build_problem(resolved, screening)
+    opts = solver_options_for(request, caps)
+    result = solve(problem, opts)
+    plan = plan_from_result(
+        resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
+    )
+    if alternatives:
+        plan.alternatives = _alternatives(problem, result, opts)
+    plan.assumptions = assumptions(resolved, catalog, screening)
+    plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
+    return plan
+
+
+def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) -> dict[str, Any]:
+    """Prices and efficiency factors of the GPUs in the model, per-class figures."""
+    gpus = sorted({c.config.gpu for c in screening.candidates})
+    return {
+        "gpus": {
+            g: {
+                "price_usd_per_hour": catalog.gpus[g].price.usd_per_hour,
+                "price_is_estimate": catalog.gpus[g].price.estimate,
+                "prefill_mfu": next(
+                    c.replica.prefill_mfu for c in screening.candidates if c.config.gpu == g
+                ),
+                "decode_mbu": next(
+                    c.replica.decode_mbu for c in screening.candidates if c.config.gpu == g
+                ),
+            }
+            for g in gpus
+        },
+        "classes": {
+            c.name: {
+                "prompt_mean_tokens": c.prompt.mean_tokens,
+                "prompt_p90_tokens": c.prompt.p90_tokens,
+                "output_mean_tokens": c.output.mean_tokens,
+                "prefix_hit_rate": c.prefix_hit_rate,
+            }
+            for c in req.classes
+        },
+        "pools_per_class": "each pool serves one class (no head-of-line blocking across classes)",
+    }

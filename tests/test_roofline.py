@@ -1,0 +1,425 @@
+"""Roofline step times, memory, chunk budgets and KV transfer (DOMAIN.md sections 2-4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from catalog.loader import load_catalog, with_entries
+from catalog.schema import Catalog, Gpu, Model
+from planner import architecture as arch
+from planner import roofline as rl
+from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
+
+H100 = "h100-sxm5-80gb"
+LLAMA = "llama-2-7b"
+
+
+def _model(model_id: str, **fields: object) -> Model:
+    base = {
+        "id": model_id,
+        "name": model_id,
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_context_tokens": 131072,
+        "reference": {
+            "total_params_b": 8.03,
+            "active_params_b": 8.03,
+            "kv_bytes_per_token_bf16": 131072,
+        },
+        "sources": ["test"],
+    }
+    base.update(fields)
+    return Model.model_validate(base)
+
+
+# Llama-3.1-style models of several sizes, an MoE and a sliding-window model (test-only ids).
+GQA8 = _model("t-gqa8-8b")
+BIG70 = _model(
+    "t-dense-70b", num_layers=80, hidden_size=8192, num_attention_heads=64, intermediate_size=28672
+)
+BIG405 = _model(
+    "t-dense-405b",
+    num_layers=126,
+    hidden_size=16384,
+    num_attention_heads=128,
+    intermediate_size=53248,
+)
+TINY_MOE = _model(
+    "t-moe",
+    moe={"num_experts": 8, "experts_per_token": 2, "expert_intermediate_size": 14336},
+)
+WINDOWED = _model("t-window", sliding_window={"window_tokens": 1024, "windowed_layers": 16})
+BF16_ONLY = _model("t-bf16-only", weight_dtypes=["bf16"])
+
+
+def _catalog() -> Catalog:
+    base = load_catalog()
+    h100 = base.gpus[H100]
+    no_fp8 = h100.model_copy(update={"id": "t-no-fp8", "fp8_dense_tflops": None})
+    pcie_only = h100.model_copy(
+        update={"id": "t-pcie-only", "scale_up_link": None, "scale_up_domain_size": 1}
+    )
+    gpus: dict[str, Gpu] = {g.id: g for g in (no_fp8, pcie_only)}
+    models = {m.id: m for m in (GQA8, BIG70, BIG405, TINY_MOE, WINDOWED, BF16_ONLY)}
+    return with_entries(base, {"gpus": gpus, "models": models})
+
+
+CAT = _catalog()
+
+
+@pytest.fixture
+def llama() -> rl.Replica:
+    """llama-2-7b on one H100 at the catalog defaults (MFU 0.5, MBU 0.7, 2 ms overhead)."""
+    return rl.build_replica(CAT, LLAMA, H100)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def test_build_uses_catalog_defaults(llama: rl.Replica) -> None:
+    eff = CAT.gpus[H100].efficiency
+    assert llama.prefill_mfu == eff.prefill_mfu == 0.5
+    assert llama.decode_mbu == eff.decode_mbu
+    assert llama.step_overhead_ms == eff.step_overhead_ms
+    assert llama.overlap_factor == eff.overlap_factor
+    assert llama.kv_dtype == "bf16"
+    assert llama.scale_up_link is None
+    assert llama.memory_utilization == 0.9
+    assert llama.activation_reserve_gb == rl.DEFAULT_ACTIVATION_RESERVE_GB
+
+
+def test_build_overrides_per_call() -> None:
+    r = rl.build_replica(
+        CAT,
+        LLAMA,
+        H100,
+        tp=2,
+        dtype="fp8",
+        kv_dtype="fp8",
+        mfu=0.4,
+        mbu=0.8,
+        step_overhead_ms=1.0,
+        overlap_factor=0.5,
+    )
+    assert (r.tp, r.weight_dtype, r.kv_dtype) == (2, "fp8", "fp8")
+    assert (r.prefill_mfu, r.decode_mbu, r.step_overhead_ms, r.overlap_factor) == (
+        0.4,
+        0.8,
+        1.0,
+        0.5,
+    )
+    assert r.scale_up_link is not None and r.scale_up_link.id == CAT.gpus[H100].scale_up_link
+
+
+def _issue_fields(err: PlanningError) -> list[str]:
+    return [field for field, _ in err.issues]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field", "words"),
+    [
+        ({"model_id": "nope"}, UnknownEntryError, "model", "nope"),
+        ({"gpu_id": "nope"}, UnknownEntryError, "gpu", "nope"),
+        ({"tp": 3}, PlanningError, "tp", "power of two"),
+        ({"tp": 0}, PlanningError, "tp", "power of two"),
+        ({"tp": 16}, PlanningError, "tp", "scale-up domain"),
+        ({"gpu_id": "t-pcie-only", "tp": 2}, PlanningError, "tp", "scale-up domain"),
+        ({"dtype": "fp4"}, PlanningError, "dtype", "fp4"),
+        ({"dtype": "int4"}, PlanningError, "dtype", "unknown dtype"),
+        ({"gpu_id": "t-no-fp8", "dtype": "fp8"}, PlanningError, "dtype", "no fp8"),
+        ({"model_id": "t-bf16-only", "dtype": "fp8"}, PlanningError, "dtype", "not served"),
+        ({"kv_dtype": "fp4"}, PlanningError, "kv_dtype", "fp4"),
+        ({"mfu": 0.0}, PlanningError, "mfu", "(0, 1]"),
+        ({"mfu": 1.5}, PlanningError, "mfu", "(0, 1]"),
+        ({"mbu": -0.1}, PlanningError, "mbu", "(0, 1]"),
+        ({"overlap_factor": 1.2}, PlanningError, "overlap_factor", "[0, 1]"),
+        ({"step_overhead_ms": -1.0}, PlanningError, "step_overhead_ms", ">= 0"),
+    ],
+)
+def test_build_rejects_bad_input_naming_the_argument(
+    kwargs: dict, error: type[PlanningError], field: str, words: str
+) -> None:
+    args = {"model_id": LLAMA, "gpu_id": H100} | kwargs
+    with pytest.raises(error) as info:
+        rl.build_replica(CAT, **args)
+    assert _issue_fields(info.value) == [field]
+    assert words in str(info.value)
+
+
+def test_real_catalog_pcie_gpu_rejects_tp_beyond_domain() -> None:
+    cat = load_catalog()
+    pcie = [g for g in cat.gpus.values() if g.scale_up_domain_size == 1]
+    if not pcie:
+        pytest.skip("no PCIe-only GPU in the catalog")
+    gpu = pcie[0]
+    with pytest.raises(
+        PlanningError, match=rf"tp: 8 exceeds the scale-up domain of {gpu.id} \(1\)"
+    ):
+        rl.build_replica(cat, LLAMA, gpu.id, tp=8, check_fit=False)
+
+
+def test_model_too_big_for_tp_names_tp_and_the_gb() -> None:
+    with pytest.raises(DoesNotFitError) as info:
+        rl.build_replica(CAT, BIG70.id, H100, tp=1)
+    assert _issue_fields(info.value) == ["tp"]
+    text = str(info.value)
+    assert "GB" in text and "72.0 GB usable" in text and "tp=4 would fit" in text
+    weights_gb = arch.weight_bytes(BIG70, "bf16") / 1e9
+    assert f"{weights_gb:.1f} GB weights" in text
+    rl.build_replica(CAT, BIG70.id, H100, tp=4)  # fits
+
+
+def test_model_too_big_for_the_whole_domain_names_gpu() -> None:
+    with pytest.raises(DoesNotFitError) as info:
+        rl.build_replica(CAT, BIG405.id, H100, tp=8)
+    assert _issue_fields(info.value) == ["gpu"]
+    assert "576.0 GB usable" in str(info.value)
+    rl.build_replica(CAT, BIG405.id, H100, tp=8, dtype="fp8")  # fp8 weights fit
+    rl.build_replica(CAT, BIG405.id, H100, tp=8, check_fit=False)  # no check asked
+
+
+def test_replica_validates_its_own_fields(llama: rl.Replica) -> None:
+    with pytest.raises(PlanningError, match="mbu"):
+        dataclasses.replace(llama, decode_mbu=0.0)
+    with pytest.raises(PlanningError, match="tp"):
+        dataclasses.replace(llama, tp=2)  # no scale-up link given
+
+
+# --------------------------------------------------------------------------- rates
+
+
+def test_effective_rates(llama: rl.Replica) -> None:
+    assert rl.effective_flops(llama) == pytest.approx(494.7e12)
+    assert rl.effective_bandwidth_bytes_per_s(llama) == pytest.approx(3.35e12 * 0.7)
+    r8 = rl.build_replica(CAT, LLAMA, H100, tp=8, dtype="fp8")
+    assert rl.effective_flops(r8) == pytest.approx(8 * 1978.9e12 * 0.5)
+    assert rl.effective_bandwidth_bytes_per_s(r8) == pytest.approx(8 * 3.35e12 * 0.7)
+
+
+def test_tp_comm(llama: rl.Replica) -> None:
+    assert rl.tp_comm_ms(llama, 4096) == 0.0
+    r8 = rl.build_replica(CAT, LLAMA, H100, tp=8)
+    link = r8.scale_up_link
+    assert link is not None
+    message = 100 * 4096 * 2
+    one = 2 * 7 / 8 * message / (link.bandwidth_gb_per_s * 1e9) + link.latency_us * 1e-6
+    assert rl.tp_comm_ms(r8, 100) == pytest.approx(2 * 32 * one * 1e3)
+    assert rl.tp_comm_ms(r8, 0) == 0.0
+
+
+# --------------------------------------------------------------------------- prefill
+
+
+def test_prefill_worked_check_129_ms(llama: rl.Replica) -> None:
+    # DOMAIN.md section 4's "129 ms prefill" (4,096-token llama-2-7b prompt, one H100,
+    # MFU 0.5) charges every token the full 4,096-token context (15.62 GFLOP/token).
+    full = rl.prefill_ms(llama, 4096, include_overhead=False, causal_skip=False)
+    assert round(full) == 129
+    assert full == pytest.approx(4096 * arch.flops_per_token(llama.model, 4096) / 494.7e12 * 1e3)
+    # The causal mean context 2,048 (14.55 GFLOP/token) gives 120.5 ms.
+    causal = rl.prefill_ms(llama, 4096, include_overhead=False)
+    assert round(causal, 1) == 120.5
+    assert causal == pytest.approx(4096 * 14.5506e9 / 494.7e12 * 1e3, rel=1e-4)
+    assert rl.prefill_ms(llama, 4096) == pytest.approx(causal + llama.step_overhead_ms)
+
+
+def test_prefill_never_below_one_weight_read(llama: rl.Replica) -> None:
+    floor = rl.weight_read_ms(llama)
+    assert rl.prefill_ms(llama, 1, include_overhead=False) == pytest.approx(floor)
+    assert floor == pytest.approx(arch.weight_bytes(llama.model, "bf16") / (3.35e12 * 0.7) * 1e3)
+
+
+def test_prefill_with_cache_computes_only_new_tokens(llama: rl.Replica) -> None:
+    # 1,024 new tokens after 3,072 cached: mean context 3,072 + 512.
+    t = rl.prefill_ms(llama, 4096, 3072, include_overhead=False)
+    expected = 1024 * arch.flops_per_token(llama.model, 3584) / rl.effective_flops(llama) * 1e3
+    assert t == pytest.approx(expected)
+    assert rl.prefill_ms(llama, 4096, 4096) == 0.0
+    with pytest.raises(PlanningError, match="cached_tokens"):
+        rl.prefill_ms(llama, 100, 200)
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def test_decode_step_reads_weights_and_kv(llama: rl.Replica) -> None:
+    w_eff = 3.35e12 * 0.7
+    weights = arch.weight_bytes(llama.model, "bf16")
+    t1 = rl.decode_step_ms(llama, 1, 0)
+    assert t1 == pytest.approx(weights / w_eff * 1e3 + 2.0)
+    t = rl.decode_step_ms(llama, 16, 2048, include_overhead=False)
+    assert t == pytest.approx((weights + 16 * 2048 * 524_288) / w_eff * 1e3)
+
+
+def test_decode_step_never_below_compute(llama: rl.Replica) -> None:
+    batch = 5000
+    compute = batch * arch.flops_per_token(llama.model, 10) / rl.effective_flops(llama) * 1e3
+    assert rl.decode_step_ms(llama, batch, 10, include_overhead=False) == pytest.approx(compute)
+
+
+def test_decode_step_rejects_empty_batch(llama: rl.Replica) -> None:
+    with pytest.raises(PlanningError, match="batch"):
+        rl.decode_step_ms(llama, 0, 100)
+
+
+def test_moe_decode_reads_expected_distinct_experts() -> None:
+    r = rl.build_replica(CAT, TINY_MOE.id, H100, tp=2)
+    b_w = 2.0
+    expert = arch.expert_param_count(TINY_MOE) * b_w
+    total = arch.weight_bytes(TINY_MOE, "bf16")
+    dense = total - 32 * 8 * expert
+    assert rl.weight_bytes_read_per_step(r, 1) == pytest.approx(dense + 32 * 2 * expert)
+    expected_b4 = 8 * (1 - (1 - 2 / 8) ** 4)
+    assert rl.weight_bytes_read_per_step(r, 4) == pytest.approx(dense + 32 * expected_b4 * expert)
+    assert rl.weight_bytes_read_per_step(r, 10_000) == pytest.approx(total)
+    assert rl.decode_step_ms(r, 1, 0) < rl.decode_step_ms(r, 64, 0)
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def test_kv_capacity(llama: rl.Replica) -> None:
+    free = 80 * 0.9 - 2.0 - arch.weight_bytes(llama.model, "bf16") / 1e9
+    assert rl.kv_capacity_bytes(llama) == pytest.approx(free * 1e9)
+    assert rl.kv_capacity_tokens(llama) == math.floor(free * 1e9 / 524_288) == 107_809
+    assert rl.max_resident_batch(llama, 4096) == math.floor(free * 1e9 / (4096 * 524_288)) == 26
+    tight = dataclasses.replace(llama, memory_utilization=0.1)
+    assert rl.kv_capacity_tokens(tight) == 0
+
+
+def test_sliding_window_raises_resident_batch() -> None:
+    full = rl.build_replica(CAT, GQA8.id, H100)
+    windowed = rl.build_replica(CAT, WINDOWED.id, H100)
+    assert rl.kv_capacity_tokens(full) == rl.kv_capacity_tokens(windowed)
+    assert rl.max_resident_batch(windowed, 32_768) > rl.max_resident_batch(full, 32_768)
+    per_seq = 16 * 32_768 * 4096 + 16 * 1024 * 4096  # 4,096 B per token per layer
+    assert rl.max_resident_batch(windowed, 32_768) == math.floor(
+        rl.kv_capacity_bytes(windowed) / per_seq
+    )
+
+
+# --------------------------------------------------------------------------- chunked prefill
+
+
+def test_free_chunk_worked_check(llama: rl.Replica) -> None:
+    # DOMAIN.md section 3: 20.1 ms x 494.5 TFLOP/s / 14.55 GFLOP = 683 tokens.
+    assert rl.max_free_chunk_tokens(llama, 20.1, 2048) == 683
+
+
+def test_mixed_step_overlap(llama: rl.Replica) -> None:
+    decode = rl.decode_step_ms(llama, 32, 2048)
+    assert rl.mixed_step_ms(llama, 32, 2048, 0, 0) == pytest.approx(decode)
+    d = rl.decode_step_ms(llama, 32, 2048, include_overhead=False)
+    c = rl.chunk_compute_ms(llama, 512, 1000)
+    perfect = dataclasses.replace(llama, overlap_factor=1.0)
+    none = dataclasses.replace(llama, overlap_factor=0.0)
+    assert rl.mixed_step_ms(perfect, 32, 2048, 512, 1000, include_overhead=False) == (
+        pytest.approx(max(d, c))
+    )
+    assert rl.mixed_step_ms(none, 32, 2048, 512, 1000, include_overhead=False) == pytest.approx(
+        d + c
+    )
+    o = llama.overlap_factor
+    assert rl.mixed_step_ms(llama, 32, 2048, 512, 1000) == pytest.approx(
+        max(d, c) + (1 - o) * min(d, c) + llama.step_overhead_ms
+    )
+
+
+def test_chunk_compute(llama: rl.Replica) -> None:
+    t = rl.chunk_compute_ms(llama, 512, 1000)
+    assert t == pytest.approx(512 * arch.flops_per_token(llama.model, 1256) / 494.7e12 * 1e3)
+    assert rl.chunk_compute_ms(llama, 0, 1000) == 0.0
+
+
+def test_shrinking_schedule_holds_step_time(llama: rl.Replica) -> None:
+    chunks = rl.shrinking_chunk_schedule(llama, 4096, 20.1)
+    assert sum(chunks) == 4096
+    assert chunks == sorted(chunks, reverse=True)  # attention grows, chunks shrink
+    s = 0
+    for t in chunks[:-1]:
+        assert rl.chunk_compute_ms(llama, t, s) <= 20.1 < rl.chunk_compute_ms(llama, t + 1, s)
+        s += t
+    # The first chunk is close to T* at its own context.
+    assert chunks[0] == rl._largest_chunk_within(llama, 20.1, 0, 4096)
+    cached = rl.shrinking_chunk_schedule(llama, 4096, 20.1, cached_tokens=2048)
+    assert sum(cached) == 2048
+    assert cached[0] < chunks[0]
+
+
+def test_chunk_of_at_least_one_token_under_a_tiny_budget(llama: rl.Replica) -> None:
+    assert rl.shrinking_chunk_schedule(llama, 3, 1e-6) == [1, 1, 1]
+
+
+def test_fixed_chunk_ttft(llama: rl.Replica) -> None:
+    chunks = [683] * 5 + [4096 - 5 * 683]
+    expected, s = 0.0, 0
+    for t in chunks:
+        expected += max(20.0, rl.chunk_compute_ms(llama, t, s))
+        s += t
+    assert rl.chunked_prefill_ttft_ms(llama, 4096, 683, 20.0) == pytest.approx(expected)
+    # When the decode step dominates, TTFT is ceil(P/T) steps of it.
+    assert rl.chunked_prefill_ttft_ms(llama, 4096, 256, 100.0) == pytest.approx(16 * 100.0)
+    # Later fixed chunks are slower (attention grows).
+    assert rl.chunk_compute_ms(llama, 683, 3 * 683) > rl.chunk_compute_ms(llama, 683, 0)
+
+
+def test_shrinking_schedule_ttft(llama: rl.Replica) -> None:
+    chunks = rl.shrinking_chunk_schedule(llama, 4096, 20.1)
+    ttft = rl.shrinking_schedule_ttft_ms(llama, 4096, 20.1, 20.1)
+    assert ttft == pytest.approx(20.1 * len(chunks))
+
+
+def test_chunk_kv_reread_exact() -> None:
+    assert rl.chunk_kv_reread_tokens(4096, 512) == 14_336
+    for s, t in [(4096, 512), (6000, 1000), (1024, 1), (512, 512)]:
+        brute = sum(i * t for i in range(s // t))
+        assert rl.chunk_kv_reread_tokens(s, t) == brute
+    assert rl.chunk_kv_reread_tokens(100, 1000) == 0.0
+    model = CAT.models[LLAMA]
+    assert rl.chunk_kv_reread_bytes(model, 4096, 512) == 14_336 * 524_288
+
+
+# --------------------------------------------------------------------------- KV transfer
+
+
+@pytest.mark.parametrize(
+    ("kv_per_token", "bandwidth", "expected_ms"),
+    [
+        (131_072, 400, 1.3),
+        (131_072, 64, 8.4),
+        (131_072, 25, 21.5),
+        (524_288, 400, 5.4),
+        (524_288, 64, 33.6),
+        (524_288, 25, 85.9),
+    ],
+)
+def test_kv_transfer_worked_check(kv_per_token: int, bandwidth: float, expected_ms: float) -> None:
+    # DOMAIN.md section 4: a 4,096-token cache (GQA-8 0.537 GB, MHA 2.147 GB).
+    assert round(rl.kv_transfer_ms(4096 * kv_per_token, bandwidth), 1) == expected_ms
+
+
+def test_kv_transfer_latency_and_validation() -> None:
+    assert rl.kv_transfer_ms(1e9, 100, latency_us=5.0) == pytest.approx(10.0 + 0.005)
+    with pytest.raises(PlanningError, match="bandwidth"):
+        rl.kv_transfer_ms(1e9, 0)
+
+
+def test_exposed_transfer() -> None:
+    # Fully hidden share capped by overlap_fraction.
+    assert rl.exposed_transfer_ms(10.0, 100.0, 0.8, num_layers=32) == pytest.approx(2.0)
+    # Capped by the prefill tail (L-1)/L x prefill.
+    assert rl.exposed_transfer_ms(100.0, 10.0, 1.0, num_layers=2) == pytest.approx(95.0)
+    # No streaming (one layer) or no overlap: all exposed.
+    assert rl.exposed_transfer_ms(10.0, 100.0, 0.9) == 10.0
+    assert rl.exposed_transfer_ms(10.0, 100.0, 0.0, num_layers=32) == 10.0
+    assert rl.exposed_transfer_ms(0.0, 100.0, 0.5, num_layers=32) == 0.0
+    with pytest.raises(PlanningError, match="overlap_fraction"):
+        rl.exposed_transfer_ms(10.0, 100.0, 1.5, num_layers=32)
