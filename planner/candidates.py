@@ -43,9 +43,8 @@ MAX_REPLICAS_PER_POOL = 4096
 DEFAULT_MAX_TP = 16
 #: Share of the KV transfer hidden behind the prefill by layer-wise streaming.
 KV_STREAM_OVERLAP = 0.9
-#: Candidates kept per (class, role) after pruning: each GPU type's best plus this many.
-KEEP_TOP = 6
-KEEP_PER_GPU = 1
+#: Candidates kept per (class, role, GPU type) after dominance pruning.
+KEEP_PER_GPU = 2
 #: Gauss-Hermite nodes for expectations over log-normal prompt lengths.
 _GH_X, _GH_W = np.polynomial.hermite.hermgauss(10)
 
@@ -555,24 +554,53 @@ def screen_candidates(req: ResolvedRequest, catalog: Catalog) -> Screening:
     return Screening(final, pruned, rejections, considered)
 
 
+def dominates(a: Candidate, b: Candidate) -> bool:
+    """True when ``a`` is at least as good as ``b`` in every respect the MILP sees:
+    same class, role and GPU type; no more GPUs, cost or power per replica; and at
+    least the capacity at every replica count (prefill: no longer mean service
+    time, no less wait budget, no more service variability; decode: at least as
+    many slots, each turning over at least as fast)."""
+    if (a.class_name, a.config.role, a.config.gpu) != (b.class_name, b.config.role, b.config.gpu):
+        return False
+    if a.config.tp > b.config.tp or a.cost_usd_per_hour > b.cost_usd_per_hour:
+        return False
+    if a.power_kw > b.power_kw:
+        return False
+    if b.service_mean_ms is not None:
+        if a.service_mean_ms is None or a.service_mean_ms > b.service_mean_ms:
+            return False
+        if a.wait_budget_ms < b.wait_budget_ms or (a.service_cv2 or 0) > (b.service_cv2 or 0):
+            return False
+    if b.config.max_batch is not None:
+        if a.config.max_batch is None or a.step_ms is None or b.step_ms is None:
+            return False
+        if a.config.max_batch < b.config.max_batch or a.step_ms > b.step_ms:
+            return False
+    return True
+
+
 def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
-    """Keep, per (class, role), each GPU type's KEEP_PER_GPU cheapest per request/s
-    and the KEEP_TOP cheapest overall; the rest are dominated on cost per unit
-    of capacity (all survivors already meet the SLOs unloaded)."""
-    groups: dict[tuple[str, PoolRole], list[Candidate]] = {}
+    """Drop dominated candidates (see :func:`dominates`), then keep per (class,
+    role, GPU type) the KEEP_PER_GPU cheapest per request/s of capacity.
+
+    Pruning never looks across GPU types, so offering more GPU types only adds
+    candidates (a plan can only get cheaper), and every GPU type keeps its
+    best configurations for stock limits and for the "why not" explanation.
+    """
+    groups: dict[tuple[str, PoolRole, str], list[Candidate]] = {}
     for c in cands:
-        groups.setdefault((c.class_name, c.config.role), []).append(c)
+        groups.setdefault((c.class_name, c.config.role, c.config.gpu), []).append(c)
     keep, drop = [], []
     for group in groups.values():
         group.sort(key=lambda c: (c.usd_per_rps, c.config.tp, c.config.key))
-        chosen: set[int] = set(range(min(KEEP_TOP, len(group))))
-        per_gpu: Counter[str] = Counter()
-        for i, c in enumerate(group):
-            if per_gpu[c.config.gpu] < KEEP_PER_GPU:
-                chosen.add(i)
-            per_gpu[c.config.gpu] += 1
-        for i, c in enumerate(group):
-            (keep if i in chosen else drop).append(c)
+        alive: list[Candidate] = []
+        for c in group:
+            if any(dominates(k, c) for k in alive):
+                drop.append(c)
+            else:
+                alive.append(c)
+        keep += alive[:KEEP_PER_GPU]
+        drop += alive[KEEP_PER_GPU:]
     return keep, drop
 
 

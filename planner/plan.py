@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner import queueing
+from planner import queueing, sizing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
@@ -80,6 +80,8 @@ class ClassPlan(Out):
     aggregated_gpus: int
     prefill_gpu_s_per_request: float | None = None
     decode_gpu_s_per_request: float | None = None
+    prefill_load_share: float | None = None
+    mode_reason: str = ""
 
 
 class BindingConstraint(Out):
@@ -93,6 +95,7 @@ class Alternative(Out):
     cost_usd_per_hour: float | None
     delta_usd_per_hour: float | None
     note: str = ""
+    class_name: str | None = Field(default=None, serialization_alias="class")
 
 
 class WhyNot(Out):
@@ -340,6 +343,7 @@ def plan_from_result(
                 aggregated_gpus=gpus_of(PoolRole.AGGREGATED),
             )
         )
+    fill_gpu_seconds(classes, pools, by_id, req)
     gpus_by_type: dict[str, int] = {}
     for p in pools:
         gpus_by_type[p.gpu] = gpus_by_type.get(p.gpu, 0) + p.gpus
@@ -348,9 +352,11 @@ def plan_from_result(
     cost = sum(p.cost_usd_per_hour for p in pools) if solved else None
     infeasible: list[str] = []
     if result.status == SolveStatus.INFEASIBLE:
-        infeasible = infeasibility_reasons(req, screening) or [result.message]
+        infeasible = infeasibility_reasons(req, screening)
         if result.relaxation:
-            infeasible.append(result.message)
+            infeasible += [relaxation_text(k, v, req) for k, v in result.relaxation.items()]
+        if not infeasible:
+            infeasible = [result.message]
     return Plan(
         status=result.status,
         objective=req.request.objective.value,
@@ -387,21 +393,70 @@ def plan_from_result(
     )
 
 
+def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
+    """A fleet limit that must grow for any fleet to meet the SLOs, in its units."""
+    lim = req.request.constraints
+    if name == "budget":
+        return (
+            f"budget ${lim.budget_usd_per_hour:,.2f}/h is short by ${amount:,.2f}/h "
+            f"(the cheapest fleet meeting the SLOs needs about "
+            f"${lim.budget_usd_per_hour + amount:,.2f}/h)"
+        )
+    if name == "power":
+        return f"power limit {lim.power_kw:,.1f} kW is short by {amount:,.1f} kW"
+    for gpu, cap in lim.max_gpus.items():
+        if name == "stock__" + "".join(ch if ch.isalnum() else "_" for ch in gpu):
+            return f"{gpu} stock of {cap} GPUs is short by {amount:,.0f} GPUs"
+    return f"{name} short by {amount:.4g}"
+
+
+def fill_gpu_seconds(
+    classes: list[ClassPlan], pools: list[PoolPlan], by_id: dict[str, Candidate], req
+) -> None:
+    """Per class, rate-weighted over its pools: prefill GPU-seconds per request
+    (``sizing.prefill_gpu_s`` of the mean prompt after prefix hits) and decode
+    GPU-seconds per request (``sizing.decode_gpu_s`` at the pool's step and max
+    batch), and each class's share of the fleet's prefill load."""
+    res = {c.name: c for c in req.classes}
+    for cp in classes:
+        rc = res[cp.name]
+        pre, dec, w_pre, w_dec = 0.0, 0.0, 0.0, 0.0
+        for p in pools:
+            if p.class_name != cp.name or p.rate_rps <= 0:
+                continue
+            cand = by_id[p.id]
+            if p.role in (PoolRole.PREFILL, PoolRole.AGGREGATED):
+                pre += p.rate_rps * sizing.prefill_gpu_s(
+                    cand.replica, rc.prompt.mean_tokens, rc.prefix_hit_rate
+                )
+                w_pre += p.rate_rps
+            if p.role in (PoolRole.DECODE, PoolRole.AGGREGATED) and cand.step_ms:
+                dec += p.rate_rps * sizing.decode_gpu_s(
+                    cand.config.tp, rc.output.mean_tokens, cand.step_ms, cand.config.max_batch
+                )
+                w_dec += p.rate_rps
+        cp.prefill_gpu_s_per_request = pre / w_pre if w_pre else None
+        cp.decode_gpu_s_per_request = dec / w_dec if w_dec else None
+    total = sum((c.prefill_gpu_s_per_request or 0.0) * c.served_rps for c in classes)
+    for cp in classes:
+        if total > 0 and cp.prefill_gpu_s_per_request is not None:
+            cp.prefill_load_share = cp.prefill_gpu_s_per_request * cp.served_rps / total
+
+
+def _most_capable(rejections: list) -> object:
+    """The rejection of the most capable configuration tried: largest TP, then FP8."""
+    return max(rejections, key=lambda r: (r.tp or 0, r.dtype == "fp8", r.chunk_budget_tokens or 0))
+
+
 def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[str]:
-    """For each class with no usable candidates in some mode: the most common reason
-    its configurations were rejected, with one example."""
+    """For each class that no mode can serve: per missing pool role, why even the
+    most capable configuration tried (largest TP, FP8) was rejected."""
     out = []
     have = {(c.class_name, c.config.role) for c in screening.candidates}
     for cls in req.classes:
         if cls.rate_rps <= 0:
             continue
-        roles = set()
-        if Mode.AGGREGATED in cls.modes:
-            roles.add(PoolRole.AGGREGATED)
-        if Mode.DISAGGREGATED in cls.modes:
-            roles |= {PoolRole.PREFILL, PoolRole.DECODE}
-        missing = sorted(r.value for r in roles if (cls.name, r) not in have)
-        agg_ok = (cls.name, PoolRole.AGGREGATED) in have and Mode.AGGREGATED in cls.modes
+        agg_ok = Mode.AGGREGATED in cls.modes and (cls.name, PoolRole.AGGREGATED) in have
         dis_ok = (
             Mode.DISAGGREGATED in cls.modes
             and {
@@ -412,19 +467,31 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
         )
         if agg_ok or dis_ok:
             continue
-        rej = [r for r in screening.rejections if r.class_name == cls.name and r.role in missing]
-        if not rej:
-            out.append(f"class {cls.name}: no candidate configurations for {', '.join(missing)}")
-            continue
-        from collections import Counter
-
-        reason, _ = Counter(r.reason for r in rej).most_common(1)[0]
-        example = next(r for r in rej if r.reason == reason)
+        roles = []
+        if Mode.AGGREGATED in cls.modes:
+            roles.append(PoolRole.AGGREGATED)
+        if Mode.DISAGGREGATED in cls.modes:
+            roles += [PoolRole.PREFILL, PoolRole.DECODE]
+        parts = []
+        for role in roles:
+            if (cls.name, role) in have:
+                continue
+            rej = [r for r in screening.rejections if r.class_name == cls.name and r.role == role]
+            if not rej:
+                parts.append(f"no {role.value} configurations were offered")
+                continue
+            fit = {"does_not_fit", "dtype_unsupported", "invalid"}
+            if any(r.reason not in fit for r in rej):  # the SLO is what binds
+                rej = [r for r in rej if r.reason not in fit]
+            reasons = []
+            for reason in dict.fromkeys(r.reason for r in rej):
+                best = _most_capable([r for r in rej if r.reason == reason])
+                budget = f" T={best.chunk_budget_tokens}" if best.chunk_budget_tokens else ""
+                reasons.append(f"{best.gpu} tp{best.tp} {best.dtype}{budget}: {best.detail}")
+            parts.append(f"no {role.value} pool (" + "; ".join(reasons[:3]) + ")")
         out.append(
             f"class {cls.name} (p{cls.slo.percentile:g} TTFT {cls.slo.ttft_ms:g} ms, "
-            f"TPOT {cls.slo.tpot_ms:g} ms): no {'/'.join(missing)} pool on "
-            f"{', '.join(sorted({r.gpu for r in rej}))} can meet it; most often {reason}, "
-            f"e.g. {example.gpu} tp{example.tp} {example.dtype}: {example.detail}"
+            f"TPOT {cls.slo.tpot_ms:g} ms) cannot be served: " + "; ".join(parts)
         )
     return out
 

@@ -177,7 +177,8 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         if wl is None:
             raise UnknownEntryError.for_field(
                 f"traffic.classes.{i}.workload",
-                f"unknown workload {spec.workload!r}; known: {', '.join(sorted(catalog.workloads))}",
+                f"unknown workload {spec.workload!r}; "
+                f"known: {', '.join(sorted(catalog.workloads))}",
             )
         try:
             prompt = LengthDist(**spec.prompt_tokens.model_dump()) if spec.prompt_tokens else None

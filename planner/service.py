@@ -30,6 +30,9 @@ from solver.solve import solve
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
+#: Alternatives (the next-cheapest fleets) are solved quickly, to a 1% gap.
+ALTERNATIVE_TIME_LIMIT_S = 2.0
+ALTERNATIVE_GAP = 0.01
 
 
 class RequestInvalid(PlanningError):
@@ -86,12 +89,15 @@ def solver_options_for(req: PlanRequest, caps: SolverLimits) -> SolverOptions:
 
 
 def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) -> list[Alternative]:
-    """The next-cheapest fleets: the other mode for every class, and without each GPU
-    type the plan uses (the screened candidates, re-solved with a short time limit)."""
+    """The next-cheapest fleets: each mode alone, each class in its other mode, and
+    the fleet without each GPU type the plan uses (the screened candidates,
+    re-solved with a short time limit to a 1% gap)."""
     if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return []
     base = result.objective or 0.0
-    short = replace(opts, time_limit_s=min(2.0, opts.time_limit_s))
+    short = replace(
+        opts, time_limit_s=min(ALTERNATIVE_TIME_LIMIT_S, opts.time_limit_s), rel_gap=ALTERNATIVE_GAP
+    )
     variants: list[tuple[str, Problem, str]] = []
     modes_used = set(result.modes.get(c.id) for c in problem.classes)
     for mode, roles in (
@@ -104,6 +110,17 @@ def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) ->
         cands = tuple(c for c in problem.candidates if c.role in roles)
         variants.append(
             (f"{mode.value} only", replace(problem, classes=classes, candidates=cands), "")
+        )
+    for cls in problem.classes:
+        chosen = result.modes.get(cls.id)
+        other = Mode.DISAGGREGATED if chosen == Mode.AGGREGATED else Mode.AGGREGATED
+        if other not in cls.modes or chosen is None:
+            continue
+        classes = tuple(
+            replace(c, modes=(other,)) if c.id == cls.id else c for c in problem.classes
+        )
+        variants.append(
+            (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
         )
     used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
     for gpu in used_gpus:
@@ -120,10 +137,34 @@ def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) ->
                 status=r.status.value,
                 cost_usd_per_hour=cost,
                 delta_usd_per_hour=(cost - base) if cost is not None else None,
-                note=note or (r.message if not ok else ""),
+                note=r.message if not ok else "",
+                class_name=note.removeprefix("class:") if note else None,
             )
         )
     return sorted(out, key=lambda a: (a.cost_usd_per_hour is None, a.cost_usd_per_hour or 0.0))
+
+
+def explain_modes(plan: Plan) -> None:
+    """Say, per class, why its mode won: what the other mode would cost the fleet."""
+    for cls in plan.classes:
+        if cls.mode is None:
+            continue
+        alt = next((a for a in plan.alternatives if a.class_name == cls.name), None)
+        if alt is None:
+            cls.mode_reason = f"{cls.mode.value}: the only mode allowed or with feasible pools"
+        elif alt.cost_usd_per_hour is None:
+            cls.mode_reason = (
+                f"{cls.mode.value}: serving it {alt.name.split()[-1]} is {alt.status} ({alt.note})"
+                if alt.note
+                else f"{cls.mode.value}: the other mode is {alt.status}"
+            )
+        else:
+            cls.mode_reason = (
+                f"{cls.mode.value}: {alt.name.split()[-1]} would cost "
+                f"${alt.delta_usd_per_hour:,.2f}/h more"
+                if (alt.delta_usd_per_hour or 0) >= 0
+                else f"{cls.mode.value}: within the solver gap of {alt.name.split()[-1]}"
+            )
 
 
 def _cost(cands: tuple[PoolCandidate, ...], r: SolveResult) -> float:
@@ -157,6 +198,7 @@ def make_plan(
     )
     if alternatives:
         plan.alternatives = _alternatives(problem, result, opts)
+        explain_modes(plan)
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
     return plan
