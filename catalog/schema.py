@@ -142,11 +142,13 @@ class Gpu(Frozen):
 
     def peak_tflops(self, dtype: Dtype) -> float | None:
         """Dense peak TFLOP/s for ``dtype`` (None when the SKU has no such tensor cores)."""
-        return {
-            Dtype.BF16: self.bf16_dense_tflops,
-            Dtype.FP8: self.fp8_dense_tflops,
-            Dtype.FP4: self.fp4_dense_tflops,
-        }[Dtype(dtype)]
+        if dtype == Dtype.BF16:
+            return self.bf16_dense_tflops
+        if dtype == Dtype.FP8:
+            return self.fp8_dense_tflops
+        if dtype == Dtype.FP4:
+            return self.fp4_dense_tflops
+        raise ValueError(f"unknown dtype {dtype!r}")
 
     def supported_dtypes(self) -> list[Dtype]:
         return [d for d in Dtype if self.peak_tflops(d) is not None]

@@ -113,8 +113,21 @@ def _norm_param_count(model: Model) -> int:
     return (2 * model.num_layers + 1) * model.hidden_size
 
 
+_SHARED_CACHE: dict[int, tuple[Model, int]] = {}
+
+
 def _shared_param_count(model: Model) -> int:
-    """Parameters every token touches: all but the routed experts."""
+    """Parameters every token touches: all but the routed experts (memoized per
+    model object: the planner asks for it hundreds of thousands of times)."""
+    hit = _SHARED_CACHE.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    count = _compute_shared_param_count(model)
+    _SHARED_CACHE[id(model)] = (model, count)
+    return count
+
+
+def _compute_shared_param_count(model: Model) -> int:
     count = embedding_param_count(model) + _norm_param_count(model)
     count += model.num_layers * attention_param_count_per_layer(model)
     count += _dense_mlp_layer_count(model) * dense_mlp_param_count(model)

@@ -46,7 +46,7 @@ KV_STREAM_OVERLAP = 0.9
 #: Candidates kept per (class, role, GPU type) after dominance pruning.
 KEEP_PER_GPU = 2
 #: Gauss-Hermite nodes for expectations over log-normal prompt lengths.
-_GH_X, _GH_W = np.polynomial.hermite.hermgauss(10)
+_GH_X, _GH_W = np.polynomial.hermite.hermgauss(8)
 
 
 def kv_dtype_for(dtype: Dtype) -> Dtype:
@@ -340,8 +340,34 @@ def fast_chunked_ttft_ms(
         return tail
     c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
     c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
-    full = np.maximum(step_ms, np.linspace(c0, c1, k - 1)).sum()
-    return float(full) + tail
+    return sum_max_linear(step_ms, c0, c1, k - 1) + tail
+
+
+def sum_max_linear(floor: float, first: float, last: float, count: int) -> float:
+    """sum_{i=0}^{count-1} max(floor, first + (last - first) i / (count - 1)), closed form."""
+    if count <= 0:
+        return 0.0
+    if count == 1:
+        return max(floor, first)
+    if first >= floor and last >= floor:
+        return count * (first + last) / 2.0
+    if first <= floor and last <= floor:
+        return count * floor
+    step = (last - first) / (count - 1)
+    # indices whose value is below the floor form a prefix (step > 0) or suffix (step < 0)
+    below = (
+        math.floor((floor - first) / step) + 1
+        if step > 0
+        else count - (math.floor((floor - first) / step) + 1)
+    )
+    below = min(max(below, 0), count)
+    if step > 0:
+        lo, hi = below, count - 1
+    else:
+        lo, hi = 0, count - below - 1
+    above = hi - lo + 1
+    above_sum = above * (2 * first + step * (lo + hi)) / 2.0 if above > 0 else 0.0
+    return below * floor + above_sum
 
 
 # --------------------------------------------------------------------------- screening
@@ -551,7 +577,8 @@ def screen_candidates(req: ResolvedRequest, catalog: Catalog) -> Screening:
             final.append(cand)
         else:
             rejections.append(err)
-    return Screening(final, pruned, rejections, considered)
+    final, dominated = prune_by_cost_curves(final, req)
+    return Screening(final, pruned + dominated, rejections, considered)
 
 
 def dominates(a: Candidate, b: Candidate) -> bool:
@@ -601,6 +628,65 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
                 alive.append(c)
         keep += alive[:KEEP_PER_GPU]
         drop += alive[KEEP_PER_GPU:]
+    return keep, drop
+
+
+def _capacity_table(pc: PoolCandidate) -> np.ndarray:
+    """Best capacity_rps(k) over k <= n, for n = 1..max_replicas (requests/s): the
+    smallest n reaching a rate is the same as with the raw table."""
+    caps = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
+    return np.maximum.accumulate(caps)  # monotone, for searchsorted
+
+
+def prune_by_cost_curves(
+    cands: list[Candidate], req: ResolvedRequest
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Drop a candidate B when another candidate A of the same class and role can
+    carry every rate B can carry for no more money (and no more power when a
+    power limit is set): for every replica count n of B, the fewest replicas m
+    of A with capacity_A(m) >= capacity_B(n) cost c_A m <= c_B n.
+
+    Any fleet using B then has a fleet at most as expensive using A instead
+    (capacities are superadditive, up to the segment approximation). Not applied
+    to GPU types with a stock limit, nor when the number of configurations is
+    limited (swapping configurations could break those rules).
+    """
+    lim = req.request.constraints
+    if lim.max_configurations is not None:
+        return cands, []
+    limited = set(lim.max_gpus)
+    power = lim.power_kw is not None
+    m0 = lim.min_replicas_per_pool
+    groups: dict[tuple[str, PoolRole], list[Candidate]] = {}
+    for c in cands:
+        groups.setdefault((c.class_name, c.config.role), []).append(c)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    for group in groups.values():
+        free = [c for c in group if c.config.gpu not in limited]
+        keep += [c for c in group if c.config.gpu in limited]
+        tables = {id(c): _capacity_table(c.to_pool_candidate()) for c in free}
+        free.sort(key=lambda c: (c.usd_per_rps, c.config.key))
+        alive: list[Candidate] = []
+        for b in free:
+            cap_b = tables[id(b)]
+            n_b = np.maximum(np.arange(1, len(cap_b) + 1), m0)
+            r_b = np.minimum(cap_b, b.rate_rps)
+            beaten = False
+            for a in alive:
+                cap_a = tables[id(a)]
+                m = np.searchsorted(cap_a, r_b * (1 - 1e-12), side="left") + 1
+                if (m > len(cap_a)).any():
+                    continue
+                m = np.maximum(m, m0)
+                if (a.cost_usd_per_hour * m > b.cost_usd_per_hour * n_b + 1e-9).any():
+                    continue
+                if power and (a.power_kw * m > b.power_kw * n_b + 1e-12).any():
+                    continue
+                beaten = True
+                break
+            (drop if beaten else alive).append(b)
+        keep += alive
     return keep, drop
 
 

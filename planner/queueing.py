@@ -15,15 +15,20 @@ import math
 import numbers
 
 from scipy.optimize import brentq
+from scipy.special import gammaln, pdtr
 
 from planner.errors import PlanningError
 
 #: Utilization upper bound used when searching: queues blow up at rho = 1.
 _RHO_MAX = 1.0 - 1e-12
+#: Above this many servers Erlang B uses its closed form instead of the recursion.
+_RECURSION_MAX_SERVERS = 32
 
 
 def _servers(servers: int) -> int:
     """``servers`` as an int >= 1 (integral floats such as a solver's 3.0 are accepted)."""
+    if type(servers) is int and servers >= 1:  # the common case, fast
+        return servers
     if isinstance(servers, bool) or not isinstance(servers, numbers.Real):
         raise PlanningError.for_field("servers", f"must be a positive integer, got {servers!r}")
     if isinstance(servers, numbers.Integral) or float(servers).is_integer():
@@ -43,11 +48,18 @@ def _check_quantile(quantile: float) -> None:
 def erlang_b_blocking_probability(servers: int, offered_load: float) -> float:
     """Erlang B (loss) probability for ``c`` servers and load ``a = lambda / mu`` (Erlangs).
 
-    Stable recursion ``B(0) = 1``, ``B(k) = a B(k-1) / (k + a B(k-1))`` (no factorials).
+    Stable recursion ``B(0) = 1``, ``B(k) = a B(k-1) / (k + a B(k-1))`` (no factorials)
+    up to 32 servers; beyond, the closed form ``B = P(N = c) / P(N <= c)`` for
+    ``N ~ Poisson(a)`` with scipy's ``pdtr`` and ``gammaln`` (O(1), same value).
     """
     servers = _servers(servers)
     if offered_load < 0:
         raise PlanningError.for_field("offered_load", f"must be >= 0, got {offered_load}")
+    if servers > _RECURSION_MAX_SERVERS and offered_load > 0:
+        # Closed form B = pmf(c; a) / cdf(c; a) of a Poisson(a), in log space.
+        log_pmf = servers * math.log(offered_load) - offered_load - gammaln(servers + 1)
+        cdf = pdtr(servers, offered_load)
+        return math.exp(log_pmf) / cdf if cdf > 0 else 1.0
     b = 1.0
     for k in range(1, servers + 1):
         b = offered_load * b / (k + offered_load * b)

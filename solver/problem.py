@@ -158,6 +158,7 @@ class SolverOptions:
     rel_gap: float = 0.001
     solver: str = "highs"  # or "cbc"
     threads: int | None = None
+    decompose: bool = True  # try class-by-class first (exact when limits allow)
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,11 @@ def solve(problem: Problem, options: SolverOptions | None = None) -> SolveResult
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
+    if options.decompose and problem.objective == Objective.MIN_COST and len(problem.classes) > 1:
+        split = _solve_by_class(problem, options, t0)
+        if split is not None:
+            return split
+
     prob, v = build_model(problem)
     status, gap, name, msg = _run(prob, options, remaining())
     if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
@@ -208,3 +213,103 @@ def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: 
     if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return {}
     return {name: _value(var) for name, var in v.slack.items() if _value(var) > _TOL}
+
+
+def _limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float] | None:
+    """Slack of each fleet limit for a set of replica counts; None if any is violated."""
+    lim = problem.limits
+    by_id = {c.id: c for c in problem.candidates}
+    used = [(by_id[k], n) for k, n in replicas.items() if n > 0]
+    slack: dict[str, float] = {}
+    if lim.budget_usd_per_hour is not None:
+        slack["budget"] = lim.budget_usd_per_hour - sum(
+            c.cost_usd_per_hour_per_replica * n for c, n in used
+        )
+    if lim.power_kw is not None:
+        slack["power"] = lim.power_kw - sum(c.power_kw_per_replica * n for c, n in used)
+    for gpu, cap in lim.max_gpus.items():
+        name = "stock__" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in gpu)
+        slack[name] = cap - sum(c.gpus_per_replica * n for c, n in used if c.gpu == gpu)
+    if lim.max_configurations is not None:
+        keys = {c.config_key or c.id for c, _ in used}
+        slack["max_configurations"] = lim.max_configurations - len(keys)
+    if any(v < -_TOL * max(1.0, abs(v)) for v in slack.values()):
+        return None
+    return slack
+
+
+def _solve_by_class(problem: Problem, options: SolverOptions, t0: float) -> SolveResult | None:
+    """Solve each class on its own and combine, when that is exact.
+
+    Pools serve one class, so classes interact only through the fleet limits
+    (budget, stock, power, configurations). Without those limits the
+    per-class optima add up to the fleet optimum; with them, if the combined
+    fleet happens to satisfy every limit it is still optimal (the per-class
+    problems are a relaxation). Otherwise return None and let the caller
+    solve the monolithic model. The combined gap is sum(gap_k x cost_k) /
+    sum(cost_k), i.e. (upper - lower bound) / upper bound over the fleet.
+    """
+    from dataclasses import replace
+
+    results: list[SolveResult] = []
+    for cls in problem.classes:
+        sub = replace(
+            problem,
+            classes=(cls,),
+            candidates=tuple(c for c in problem.candidates if c.class_id == cls.id),
+            limits=replace(
+                problem.limits,
+                budget_usd_per_hour=None,
+                max_gpus={},
+                power_kw=None,
+                max_configurations=None,
+            ),
+        )
+        left = options.time_limit_s - (time.perf_counter() - t0)
+        if left <= 0:
+            return None
+        r = solve(sub, replace(options, time_limit_s=left))
+        if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            return None
+        results.append(r)
+    replicas: dict[str, int] = {}
+    rates: dict[str, float] = {}
+    modes: dict[str, Mode] = {}
+    served: dict[str, float] = {}
+    for r in results:
+        replicas.update(r.replicas)
+        rates.update(r.rates_rps)
+        modes.update(r.modes)
+        served.update(r.served_rps)
+    slack = _limits_slack(problem, replicas)
+    if slack is None:
+        return None
+    costs = [r.objective or 0.0 for r in results]
+    total = sum(costs)
+    gaps = [r.gap for r in results]
+    gap = (
+        sum((g or 0.0) * c for g, c in zip(gaps, costs, strict=True)) / total
+        if total > 0 and all(g is not None for g in gaps)
+        else (None if any(g is None for g in gaps) else 0.0)
+    )
+    status = (
+        SolveStatus.OPTIMAL
+        if all(r.status == SolveStatus.OPTIMAL for r in results)
+        else SolveStatus.FEASIBLE
+    )
+    binding = tuple(sorted(k for k, v in slack.items() if v <= _TOL * max(1.0, abs(v))))
+    return SolveResult(
+        status=status,
+        objective=total,
+        gap=gap,
+        runtime_s=time.perf_counter() - t0,
+        solver=results[0].solver if results else options.solver,
+        replicas=replicas,
+        rates_rps=rates,
+        modes=modes,
+        served_rps=served,
+        binding=binding,
+        message=f"solved class by class ({len(results)} independent subproblems)",
+        num_variables=sum(r.num_variables for r in results),
+        num_constraints=sum(r.num_constraints for r in results),
+    )

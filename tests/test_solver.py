@@ -326,6 +326,35 @@ def test_milp_matches_brute_force_on_random_instances(seed):
         assert r.objective == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_class_by_class_equals_monolithic(seed):
+    rng = random.Random(100 + seed)
+    classes = tuple(ClassDemand(f"k{i}", rng.uniform(0.5, 6.0)) for i in range(3))
+    cands = []
+    for k in classes:
+        for role in (PoolRole.AGGREGATED, PoolRole.PREFILL, PoolRole.DECODE):
+            for gpu in ("x", "y"):
+                cands.append(
+                    cand(
+                        f"{k.id}-{role}-{gpu}",
+                        k.id,
+                        role,
+                        gpu=gpu,
+                        cost=rng.uniform(1, 4),
+                        cap=rng.uniform(0.5, 3.0),
+                        max_rep=20,
+                    )
+                )
+    for limits in (Limits(), Limits(budget_usd_per_hour=1e6), Limits(max_gpus={"x": 3})):
+        p = Problem(classes, tuple(cands), limits)
+        split = solve(p, SolverOptions(rel_gap=0.0))
+        mono = solve(p, SolverOptions(rel_gap=0.0, decompose=False))
+        assert split.status == mono.status == SolveStatus.OPTIMAL
+        assert split.objective == pytest.approx(mono.objective, abs=1e-6)
+        if limits.max_gpus:
+            assert sum(n for c, n in split.replicas.items() if c.endswith("-x")) <= 3
+
+
 def test_cbc_fallback_agrees():
     p = Problem(
         classes=(ClassDemand("a", 10.0),),

@@ -1,0 +1,288 @@
+"""Solver scaling: screening and MILP time and gap against instance size.
+
+Run: ``.venv/bin/python bench/solver_scaling.py`` (or ``make bench``).
+
+1. The 80/20 example over the whole catalog (target: under 1 s end to end,
+   without the alternatives).
+2. Synthetic instances up to 50 GPU types x 20 traffic classes: the catalog's
+   GPUs cloned with perturbed prices and speeds, and the catalog's workloads
+   cloned with perturbed lengths, shares and SLOs (target: 50 x 20 solved to
+   a proven 0.1% gap in under 10 s).
+3. Small random instances against a brute-force enumeration of replica counts
+   (the MILP's cost must equal the enumeration's).
+
+Prints one table per part; figures are wall-clock seconds on this machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from catalog.loader import load_catalog, with_entries
+from catalog.schema import Catalog
+from planner.candidates import screen_candidates
+from planner.request import resolve_request
+from planner.service import build_problem, make_plan, parse_request
+from solver.problem import (
+    ClassDemand,
+    Limits,
+    PoolCandidate,
+    PoolRole,
+    Problem,
+    Segment,
+    SolverOptions,
+)
+from solver.solve import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths, strict=True))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)))
+    print()
+
+
+def synthetic_catalog(base: Catalog, n_gpus: int, n_classes: int, seed: int = 7) -> Catalog:
+    """Clone GPUs and workloads with perturbed figures until there are enough."""
+    rng = random.Random(seed)
+    gpus, workloads = {}, {}
+    base_gpus = sorted(base.gpus.values(), key=lambda g: g.id)
+    i = 0
+    while len(base.gpus) + len(gpus) < n_gpus:
+        g = base_gpus[i % len(base_gpus)]
+        i += 1
+        f = rng.uniform(0.8, 1.25)
+        data = g.model_dump()
+        data["id"] = f"{g.id}-syn{i}"
+        data["name"] = f"{g.name} (synthetic {i})"
+        data["bf16_dense_tflops"] *= f
+        if data["fp8_dense_tflops"]:
+            data["fp8_dense_tflops"] *= f
+        data["mem_bw_tbps"] *= rng.uniform(0.85, 1.2)
+        data["price"]["usd_per_hour"] *= rng.uniform(0.75, 1.3)
+        gpus[data["id"]] = type(g).model_validate(data)
+    base_wl = sorted(base.workloads.values(), key=lambda w: w.id)
+    j = 0
+    while len(base.workloads) + len(workloads) < n_classes:
+        w = base_wl[j % len(base_wl)]
+        j += 1
+        data = w.model_dump()
+        data["id"] = f"{w.id}-syn{j}"
+        data["name"] = f"{w.name} (synthetic {j})"
+        s = rng.uniform(0.6, 1.5)
+        data["prompt_tokens"] = {
+            "mean_tokens": w.prompt_tokens.mean_tokens * s,
+            "p90_tokens": w.prompt_tokens.p90_tokens * s,
+        }
+        data["slo"]["ttft_ms"] *= rng.uniform(1.0, 1.5)
+        workloads[data["id"]] = type(w).model_validate(data)
+    return with_entries(base, {"gpus": gpus, "workloads": workloads})
+
+
+def synthetic_request(cat: Catalog, n_gpus: int, n_classes: int, seed: int = 7) -> dict:
+    rng = random.Random(seed)
+    wl = sorted(cat.workloads)[:n_classes]
+    weights = [rng.uniform(0.5, 2.0) for _ in wl]
+    total = sum(weights)
+    shares = [w / total for w in weights]
+    shares[-1] = 1.0 - sum(shares[:-1])
+    # Keep agent-like long prompts from dominating: 8B model, moderate rate.
+    return {
+        "model": "llama-3.1-8b",
+        "traffic": {
+            "rate_rps": 40.0 * n_classes,
+            "classes": [
+                {"workload": w, "share": s, "name": f"k{i}-{w}"}
+                for i, (w, s) in enumerate(zip(wl, shares, strict=True))
+            ],
+        },
+        "candidates": {"gpus": sorted(cat.gpus)[:n_gpus], "dtypes": ["fp8", "bf16"]},
+        "solver": {"time_limit_s": 60, "rel_gap": 0.001},
+    }
+
+
+def run_instance(cat: Catalog, req: dict) -> dict:
+    t0 = time.perf_counter()
+    res = resolve_request(parse_request(req), cat)
+    sc = screen_candidates(res, cat)
+    t1 = time.perf_counter()
+    problem = build_problem(res, sc)
+    result = solve(problem, SolverOptions(time_limit_s=60, rel_gap=0.001))
+    t2 = time.perf_counter()
+    return {
+        "considered": sc.considered,
+        "in_model": len(sc.candidates),
+        "vars": result.num_variables,
+        "rows": result.num_constraints,
+        "screen_s": t1 - t0,
+        "solve_s": t2 - t1,
+        "status": result.status.value,
+        "gap": result.gap,
+    }
+
+
+def part1(base: Catalog) -> None:
+    print("== 1. The 80/20 example over the whole catalog (make_plan, no alternatives)")
+    req = yaml.safe_load((ROOT / "examples" / "chat-agent-80-20.yaml").read_text())
+    rows = []
+    for run in range(3):
+        t0 = time.perf_counter()
+        plan = make_plan(req, base, alternatives=False)
+        dt = time.perf_counter() - t0
+        rows.append(
+            [
+                run + 1,
+                f"{dt:.3f}",
+                f"{plan.solver.runtime_s:.3f}",
+                plan.solver.status.value,
+                f"{plan.solver.gap:.5f}",
+                plan.solver.candidates_in_model,
+                f"{plan.cost_usd_per_hour:,.2f}",
+            ]
+        )
+    table(["run", "total_s", "solve_s", "status", "gap", "in_model", "usd_per_hour"], rows)
+
+
+def part2(base: Catalog) -> None:
+    print("== 2. Synthetic instances: GPU types x classes (8B model, fp8+bf16, all TPs,")
+    print("      6 chunk budgets, both modes)")
+    rows = []
+    for n_gpus, n_classes in [(5, 2), (14, 6), (25, 10), (50, 10), (50, 20)]:
+        cat = synthetic_catalog(base, n_gpus, n_classes)
+        req = synthetic_request(cat, n_gpus, n_classes)
+        r = run_instance(cat, req)
+        rows.append(
+            [
+                f"{n_gpus}x{n_classes}",
+                r["considered"],
+                r["in_model"],
+                r["vars"],
+                r["rows"],
+                f"{r['screen_s']:.2f}",
+                f"{r['solve_s']:.2f}",
+                r["status"],
+                f"{r['gap']:.5f}" if r["gap"] is not None else "-",
+            ]
+        )
+        print("   ", rows[-1], flush=True)
+    table(
+        [
+            "gpus x classes",
+            "configs",
+            "in_model",
+            "vars",
+            "rows",
+            "screen_s",
+            "solve_s",
+            "status",
+            "gap",
+        ],
+        rows,
+    )
+
+
+def brute_force(p: Problem, max_rep: int) -> float | None:
+    cands = list(p.candidates)
+    best = None
+    for ns in itertools.product(range(max_rep + 1), repeat=len(cands)):
+        cost = sum(c.cost_usd_per_hour_per_replica * n for c, n in zip(cands, ns, strict=True))
+        if best is not None and cost >= best:
+            continue
+        ok = True
+        for cls in p.classes:
+
+            def cap(role, cid=cls.id, ns=ns):
+                return sum(
+                    c.capacity_rps(n)
+                    for c, n in zip(cands, ns, strict=True)
+                    if c.class_id == cid and c.role == role
+                )
+
+            if not (
+                cap(PoolRole.AGGREGATED) >= cls.rate_rps - 1e-9
+                or min(cap(PoolRole.PREFILL), cap(PoolRole.DECODE)) >= cls.rate_rps - 1e-9
+            ):
+                ok = False
+                break
+        if ok:
+            best = cost
+    return best
+
+
+def part3() -> None:
+    print("== 3. Small random instances: MILP vs brute force over replica counts")
+    rows = []
+    for seed in range(8):
+        rng = random.Random(seed)
+        classes = tuple(ClassDemand(f"k{i}", round(rng.uniform(0.5, 5.0), 2)) for i in range(2))
+        cands = []
+        for k in classes:
+            for role in (PoolRole.AGGREGATED, PoolRole.PREFILL, PoolRole.DECODE):
+                slope = rng.uniform(0.6, 2.5)
+                rho = rng.uniform(0.3, 0.9)
+
+                def f(n, slope=slope, rho=rho):
+                    return slope * n * (1 - (1 - rho) / n**0.5) if n > 0 else 0.0
+
+                segs = tuple(
+                    Segment(a, b, f(a) - (f(a + 1) - f(a)) * a, f(a + 1) - f(a))
+                    for a, b in ((0, 1), (1, 2), (2, 3), (3, 5))
+                )
+                cands.append(
+                    PoolCandidate(
+                        f"{k.id}-{role}",
+                        k.id,
+                        role,
+                        rng.choice("xy"),
+                        1,
+                        round(rng.uniform(1, 5), 2),
+                        1.0,
+                        (),
+                        5,
+                        segments=segs,
+                    )
+                )
+        p = Problem(classes, tuple(cands), Limits())
+        t0 = time.perf_counter()
+        bf = brute_force(p, 5)
+        t1 = time.perf_counter()
+        r = solve(p, SolverOptions(rel_gap=0.0))
+        t2 = time.perf_counter()
+        rows.append(
+            [
+                seed,
+                f"{bf:.2f}" if bf is not None else "infeasible",
+                f"{r.objective:.2f}" if r.objective is not None else r.status.value,
+                f"{t1 - t0:.3f}",
+                f"{t2 - t1:.3f}",
+                "yes"
+                if (bf is None and r.objective is None)
+                or abs((bf or 0) - (r.objective or 0)) < 1e-6
+                else "NO",
+            ]
+        )
+    table(["seed", "brute_force", "milp", "brute_s", "milp_s", "equal"], rows)
+
+
+def main() -> None:
+    base = load_catalog()
+    part1(base)
+    part3()
+    part2(base)
+
+
+if __name__ == "__main__":
+    main()

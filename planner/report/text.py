@@ -1,0 +1,341 @@
+"""A plan as plain text: the header, pools, classes, binding constraints,
+alternatives, infeasibility, the solver line and the launch commands.
+
+``render_plan_text`` takes the plan's JSON (``Plan.to_json_dict()``, or a stored
+plan document) rather than the model, so plans stored by older versions render
+too: every field is read defensively and a missing one shows as ``-``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+RULE = "-"
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> str:
+    """A plain aligned text table; numeric-looking columns are right-aligned."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [
+        bool(rows) and all(_looks_numeric(row[i]) for row in rows) for i in range(len(headers))
+    ]
+
+    def fmt(cells: Sequence[str]) -> str:
+        out = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return (indent + "  ".join(out)).rstrip()
+
+    lines = [fmt(headers), fmt([RULE * w for w in widths])]
+    lines += [fmt(row) for row in rows]
+    return "\n".join(lines)
+
+
+def _looks_numeric(cell: str) -> bool:
+    stripped = cell.strip().lstrip("+~$-").rstrip("%x").replace(",", "").replace(".", "", 1)
+    return stripped in ("", "-") or stripped.isdigit()
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def num(value: Any, digits: int = 0) -> str:
+    return f"{value:,.{digits}f}" if _is_num(value) else "-"
+
+
+def usd(value: Any, digits: int = 2) -> str:
+    if not _is_num(value):
+        return "-"
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):,.{digits}f}"
+
+
+def usd_delta(value: Any) -> str:
+    if not _is_num(value):
+        return "-"
+    return ("+" if value >= 0 else "-") + f"${abs(value):,.2f}"
+
+
+def ms(value: Any) -> str:
+    """Milliseconds: whole above 100, one decimal below."""
+    if not _is_num(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def rate(value: Any) -> str:
+    if not _is_num(value):
+        return "-"
+    return f"{value:,.1f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def pct(value: Any, digits: int = 0) -> str:
+    return f"{value * 100:.{digits}f}%" if _is_num(value) else "-"
+
+
+def per_mtok(value: Any) -> str:
+    if not _is_num(value):
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _yes_no(value: Any) -> str:
+    return "yes" if value is True else "NO" if value is False else "-"
+
+
+def _s(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
+    solver = _map(plan.get("solver"))
+    status = _s(plan.get("status"))
+    if status == "feasible" and _is_num(solver.get("gap")):
+        status += f" (stopped at the time limit, gap {pct(solver['gap'], 2)})"
+    by_type = _map(plan.get("gpus_by_type"))
+    gpus = num(plan.get("gpus_total"))
+    if by_type:
+        gpus += " (" + ", ".join(f"{g} {num(n)}" for g, n in by_type.items()) + ")"
+    ratio = plan.get("pool_ratio_prefill_to_decode")
+    rows = [
+        ("status", status),
+        ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
+        (
+            "cost",
+            f"{usd(plan.get('cost_usd_per_hour'))}/h   "
+            f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
+            f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
+        ),
+        ("GPUs", gpus),
+        ("power", f"{num(plan.get('power_kw'), 1)} kW"),
+        (
+            "prefill:decode",
+            f"{ratio:.2f} : 1 (GPUs in disaggregated pools)"
+            if _is_num(ratio)
+            else "- (no disaggregated pools)",
+        ),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [title] if title else []
+    lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
+    return lines
+
+
+def _pools(plan: Mapping[str, Any]) -> list[str]:
+    pools = _list(plan.get("pools"))
+    if not pools:
+        return ["Pools", "  (none)"]
+    headers = [
+        "class",
+        "role",
+        "gpu",
+        "tp",
+        "dtype",
+        "replicas",
+        "gpus",
+        "chunk",
+        "max batch",
+        "rate r/s",
+        "load",
+        "TTFT ms",
+        "TPOT ms",
+    ]
+    rows = []
+    for p in pools:
+        p = _map(p)
+        dtype = _s(p.get("dtype"))
+        kv = p.get("kv_dtype")
+        if kv and kv != p.get("dtype"):
+            dtype += f"/kv {kv}"
+        rows.append(
+            [
+                _s(p.get("class")),
+                _s(p.get("role")),
+                _s(p.get("gpu")),
+                num(p.get("tp")),
+                dtype,
+                num(p.get("replicas")),
+                num(p.get("gpus")),
+                num(p.get("chunk_budget_tokens")),
+                num(p.get("max_batch")),
+                rate(p.get("rate_rps")),
+                pct(p.get("utilization")),
+                ms(p.get("predicted_ttft_ms")),
+                ms(p.get("predicted_tpot_ms")),
+            ]
+        )
+    out = ["Pools", render_table(headers, rows, indent="  ")]
+    out.append("  load = rate / the pool's capacity within its SLO (not GPU busy time)")
+    transfers = [
+        _map(p)
+        for p in pools
+        if _map(p).get("kv_transfer_link") and _is_num(_map(p).get("kv_transfer_exposed_ms"))
+    ]
+    for p in transfers:
+        out.append(
+            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache shipped over "
+            f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, in TTFT)"
+        )
+    return out
+
+
+def _classes(plan: Mapping[str, Any]) -> list[str]:
+    classes = _list(plan.get("classes"))
+    if not classes:
+        return []
+    headers = ["class", "workload", "mode", "rate r/s", "SLO TTFT/TPOT ms", "TTFT ms", "TPOT ms"]
+    headers.append("meets SLO")
+    rows = []
+    reasons = []
+    for c in classes:
+        c = _map(c)
+        slo = _map(c.get("slo"))
+        pctl = slo.get("percentile")
+        slo_text = f"{ms(slo.get('ttft_ms'))}/{ms(slo.get('tpot_ms'))}"
+        if _is_num(pctl):
+            slo_text += f" @p{pctl:g}"
+        rows.append(
+            [
+                _s(c.get("name")),
+                _s(c.get("workload")),
+                _s(c.get("mode")),
+                rate(c.get("rate_rps")),
+                slo_text,
+                ms(c.get("ttft_ms")),
+                ms(c.get("tpot_ms")),
+                _yes_no(c.get("meets_slo")),
+            ]
+        )
+        if c.get("mode_reason"):
+            reasons.append(f"  {c.get('name')}: {c['mode_reason']}")
+    out = ["Classes (predicted latencies at the SLO percentile)"]
+    out.append(render_table(headers, rows, indent="  "))
+    if reasons:
+        out += ["", "  Why this mode:", *["  " + r for r in reasons]]
+    return out
+
+
+def _binding(plan: Mapping[str, Any]) -> list[str]:
+    binding = _list(plan.get("binding"))
+    out = ["Binding constraints"]
+    if not binding:
+        return [*out, "  (none: no budget, stock, power or configuration limit is binding)"]
+    for b in binding:
+        b = _map(b)
+        name, detail = _s(b.get("name")), b.get("detail")
+        out.append(f"  - {name}: {detail}" if detail and detail != name else f"  - {name}")
+    return out
+
+
+def _alternatives(plan: Mapping[str, Any]) -> list[str]:
+    alts = _list(plan.get("alternatives"))
+    if not alts:
+        return []
+    headers = ["alternative", "status", "$/h", "vs plan $/h", "note"]
+    rows = [
+        [
+            _s(_map(a).get("name")),
+            _s(_map(a).get("status")),
+            usd(_map(a).get("cost_usd_per_hour")),
+            usd_delta(_map(a).get("delta_usd_per_hour")),
+            _s(_map(a).get("note")) if _map(a).get("note") else "",
+        ]
+        for a in alts
+    ]
+    return ["Alternatives (next-cheapest fleets)", render_table(headers, rows, indent="  ")]
+
+
+def _infeasible(plan: Mapping[str, Any]) -> list[str]:
+    reasons = _list(plan.get("infeasible_reasons"))
+    relaxation = _map(plan.get("relaxation"))
+    if not reasons and not relaxation:
+        return []
+    out = ["Why no fleet meets this request"]
+    out += [f"  - {r}" for r in reasons]
+    if relaxation:
+        out.append("  Relaxation (what would have to change):")
+        out += [
+            f"    {k}: {num(v, 2) if _is_num(v) else _s(v)}" for k, v in sorted(relaxation.items())
+        ]
+    return out
+
+
+def _solver(plan: Mapping[str, Any]) -> list[str]:
+    s = _map(plan.get("solver"))
+    if not s:
+        return []
+    runtime = s.get("runtime_s")
+    parts = [
+        f"{_s(s.get('solver'))} {_s(s.get('status'))}",
+        f"gap {pct(s.get('gap'), 2)}",
+        f"{runtime:.2f} s" if _is_num(runtime) else "- s",
+        f"(limit {num(s.get('time_limit_s'), 1)} s, target gap {pct(s.get('rel_gap'), 2)})",
+    ]
+    line = "Solver: " + ", ".join(parts[:3]) + " " + parts[3]
+    cands = (
+        f"Candidates: {num(s.get('candidates_considered'))} considered, "
+        f"{num(s.get('candidates_in_model'))} in the model"
+    )
+    rejected = _map(s.get("candidates_rejected"))
+    if rejected:
+        ordered = sorted(rejected.items(), key=lambda kv: (-(kv[1] or 0), kv[0]))
+        cands += "; rejected: " + ", ".join(f"{k} {num(v)}" for k, v in ordered)
+    out = [line, cands]
+    if s.get("message") and s.get("status") not in ("optimal",):
+        out.append(f"  solver message: {s['message']}")
+    return out
+
+
+def _launch(plan: Mapping[str, Any]) -> list[str]:
+    pools = [_map(p) for p in _list(plan.get("pools"))]
+    cmds = [(p, _list(_map(p.get("launch")).get("vllm"))) for p in pools]
+    cmds = [(p, c) for p, c in cmds if c]
+    if not cmds:
+        return []
+    out = ["Launch (vLLM, one command per replica)"]
+    for p, cmd in cmds:
+        out.append(
+            f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
+            f"tp{p.get('tp')}"
+        )
+        out.append("    " + shlex.join(str(a) for a in cmd))
+    return out
+
+
+def render_plan_text(plan: Mapping[str, Any], title: str | None = None) -> str:
+    """The whole plan as text, sections separated by blank lines."""
+    sections = [
+        _header(plan, title),
+        _infeasible(plan),
+        _pools(plan) if _list(plan.get("pools")) or plan.get("status") != "infeasible" else [],
+        _classes(plan),
+        _binding(plan) if plan.get("status") in ("optimal", "feasible") else [],
+        _alternatives(plan),
+        _solver(plan),
+        _launch(plan),
+    ]
+    return "\n\n".join("\n".join(s) for s in sections if s) + "\n"
