@@ -492,8 +492,14 @@ def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
     return roles
 
 
-def screen_candidates(req: ResolvedRequest, catalog: Catalog) -> Screening:
-    """Enumerate role x GPU x TP x dtype (x chunk budget) per class; screen; prune."""
+def screen_candidates(
+    req: ResolvedRequest, catalog: Catalog, *, cross_gpu_prune: bool = True
+) -> Screening:
+    """Enumerate role x GPU x TP x dtype (x chunk budget) per class; screen; prune.
+
+    ``cross_gpu_prune=False`` keeps candidates that another GPU type beats on cost
+    (needed when GPUs are bought once for several scenarios: then the GPU type
+    itself matters, not just the cost of the pool)."""
     eff = req.request.efficiency
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
@@ -577,7 +583,7 @@ def screen_candidates(req: ResolvedRequest, catalog: Catalog) -> Screening:
             final.append(cand)
         else:
             rejections.append(err)
-    final, dominated = prune_by_cost_curves(final, req)
+    final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
     return Screening(final, pruned + dominated, rejections, considered)
 
 

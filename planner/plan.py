@@ -142,6 +142,7 @@ class Plan(Out):
     relaxation: dict[str, float] = {}
     solver: SolverInfo
     assumptions: dict[str, Any] = {}
+    scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
 
     def to_json_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json(by_alias=True))

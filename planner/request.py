@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -113,6 +113,21 @@ class EfficiencySpec(Strict):
     overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
 
 
+class ScenarioSpec(Strict):
+    """A future (or present) state of the traffic, as changes to the base request.
+
+    ``mix`` sets class shares by class name (the rest keep their share,
+    renormalized is NOT applied: give every class or make them sum to 1);
+    ``rate_scale`` multiplies the total rate; ``override`` is deep-merged into
+    the base request (mappings merge, lists and values replace)."""
+
+    name: str = Field(min_length=1, max_length=100)
+    weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    mix: dict[str, Share] | None = None
+    rate_scale: PosFloat | None = None
+    override: dict[str, Any] | None = None
+
+
 class PlanRequest(Strict):
     model: str = Field(min_length=1)
     traffic: Traffic
@@ -123,6 +138,12 @@ class PlanRequest(Strict):
     solver: SolverSpec = Field(default_factory=SolverSpec)
     efficiency: EfficiencySpec = Field(default_factory=EfficiencySpec)
     name: str | None = Field(default=None, max_length=200)
+    scenarios: list[ScenarioSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=12,
+        description="Buy one fleet that serves every scenario (see planner.scenarios).",
+    )
 
     @model_validator(mode="after")
     def _goodput_needs_budget(self) -> PlanRequest:

@@ -188,6 +188,11 @@ def make_plan(
     catalog = catalog or load_catalog()
     caps = caps or SolverLimits()
     request = parse_request(data)
+    if request.scenarios:
+        from planner.scenarios import make_robust_plan
+
+        raw = data if isinstance(data, Mapping) else request.model_dump(exclude_none=True)
+        return make_robust_plan(request, raw, catalog, solver_options_for(request, caps))
     resolved = resolve_request(request, catalog)
     screening = screen_candidates(resolved, catalog)
     problem = build_problem(resolved, screening)

@@ -86,3 +86,52 @@ def test_robust_limits_and_infeasibility():
     r = solve_robust([Scenario("s", s)], Limits(budget_usd_per_hour=2.0))
     assert r.status == SolveStatus.INFEASIBLE
     assert r.objective is None
+
+
+def test_robust_plan_from_a_request_with_scenarios():
+    from catalog.loader import load_catalog
+    from planner.service import make_plan
+
+    req = {
+        "model": "llama-3.1-8b",
+        "traffic": {
+            "rate_rps": 20,
+            "classes": [{"workload": "chat", "share": 0.8}, {"workload": "rag", "share": 0.2}],
+        },
+        "candidates": {"gpus": ["h100-sxm5-80gb", "l40s"], "dtypes": ["fp8"]},
+        "constraints": {"max_gpus": {"h100-sxm5-80gb": 2}},
+        "scenarios": [
+            {"name": "now", "weight": 0.6},
+            {"name": "later", "weight": 0.4, "mix": {"chat": 0.2, "rag": 0.8}},
+            {"name": "peak", "weight": 0.1, "rate_scale": 1.5},
+        ],
+    }
+    p = make_plan(req, load_catalog()).to_json_dict()
+    assert p["status"] in ("optimal", "feasible")
+    assert p["gpus_by_type"].get("h100-sxm5-80gb", 0) <= 2
+    alone = [s["cost_alone_usd_per_hour"] for s in p["scenarios"]]
+    # One fleet for all costs at least as much as the hardest scenario alone...
+    assert p["cost_usd_per_hour"] >= max(alone) - 1e-6
+    # ...and no more than buying every scenario's own fleet side by side.
+    assert p["cost_usd_per_hour"] <= sum(alone) + 1e-6
+    for s in p["scenarios"]:
+        for g, n in s["gpus_used"].items():
+            assert n <= p["gpus_by_type"][g]
+        assert all(c["meets_slo"] for c in s["plan"]["classes"])
+    peak = next(s for s in p["scenarios"] if s["name"] == "peak")
+    assert sum(c["rate_rps"] for c in peak["plan"]["classes"]) == pytest.approx(30.0)
+
+
+def test_scenario_mix_naming_an_unknown_class_is_refused():
+    from catalog.loader import load_catalog
+    from planner.errors import PlanningError
+    from planner.service import make_plan
+
+    req = {
+        "model": "llama-3.1-8b",
+        "traffic": {"rate_rps": 5, "classes": [{"workload": "chat", "share": 1.0}]},
+        "scenarios": [{"name": "x", "mix": {"agent": 1.0}}],
+    }
+    with pytest.raises(PlanningError) as err:
+        make_plan(req, load_catalog())
+    assert err.value.issues[0][0] == "scenarios.0.mix"
