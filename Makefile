@@ -7,7 +7,7 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 export FLEETPLAN_DATABASE_URL ?= sqlite:///./fleetplan.db
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench calibrate-defaults clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Refit the shipped GPUs' efficiency defaults to catalog/measurements/reference.json
+# and rewrite docs/calibration.md (scripts/calibrate_defaults.py; a few minutes).
+calibrate-defaults: $(STAMP)
+	$(BIN)/python scripts/calibrate_defaults.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

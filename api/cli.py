@@ -30,6 +30,8 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import __version__
+from api.cli_analyze import register_analyze
+from api.cli_plans import register_plan, register_plans
 from api.settings import Settings
 from catalog.loader import KIND_SCHEMAS, CatalogError, load_catalog
 from catalog.schema import Catalog, Gpu, Link, Model, Workload
@@ -319,7 +321,14 @@ def cmd_catalog_show(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- parser
 
-REGISTRARS: list[Callable[[Subparsers], None]] = [register_serve, register_db, register_catalog]
+REGISTRARS: list[Callable[[Subparsers], None]] = [
+    register_serve,
+    register_db,
+    register_catalog,
+    register_plan,
+    register_plans,
+    register_analyze,
+]
 """Command groups, in help order. Append a ``register_*`` function to add one."""
 
 

@@ -14,7 +14,7 @@ never a status: they are request problems, so 422. A catalog id that appears in 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
@@ -120,8 +120,18 @@ def _loc_to_field(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in parts) or "(body)"
 
 
+def _issue(e: Mapping[str, Any]) -> tuple[str, str]:
+    if e.get("type") == "json_invalid":  # loc is ("body", character offset)
+        loc = list(e.get("loc", ()))
+        where = f" at character {loc[1]}" if len(loc) > 1 else ""
+        reason = (e.get("ctx") or {}).get("error", "")
+        return "(body)", f"invalid JSON{where}: {reason}" if reason else f"invalid JSON{where}"
+    message = str(e.get("msg", "")).removeprefix("Value error, ")
+    return _loc_to_field(e.get("loc", ())), message
+
+
 def validation_issues(err: RequestValidationError) -> list[tuple[str, str]]:
-    return [(_loc_to_field(e.get("loc", ())), str(e.get("msg", ""))) for e in err.errors()]
+    return [_issue(e) for e in err.errors()]
 
 
 def _summary(issues: Sequence[tuple[str, str]], fallback: str) -> str:

@@ -19,6 +19,7 @@ from api.db.session import make_engine, make_sessionmaker
 from api.errors import BodySizeLimitMiddleware, install_error_handlers
 from api.routes import catalog as catalog_routes
 from api.routes import health as health_routes
+from api.routes import plans as plans_routes
 from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
@@ -52,4 +53,5 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
 
     app.include_router(health_routes.router)
     app.include_router(catalog_routes.router)
+    app.include_router(plans_routes.router)
     return app

@@ -67,6 +67,16 @@ class Link(Frozen):
 # --------------------------------------------------------------------------- GPUs
 
 
+class DtypeEfficiency(Frozen):
+    """Efficiency factors for one weight dtype, overriding the SKU's defaults
+    (a calibration fitted from measurements in that dtype)."""
+
+    prefill_mfu: Fraction
+    decode_mbu: Fraction
+    step_overhead_ms: NonNegFloat
+    reason: str = Field(min_length=10)
+
+
 class Efficiency(Frozen):
     """Default efficiency factors of a SKU with a mainstream serving engine.
 
@@ -74,6 +84,7 @@ class Efficiency(Frozen):
     ``decode_mbu``: achieved / peak HBM bandwidth in memory-bound decode.
     ``step_overhead_ms``: fixed per-step cost (scheduling, kernel launches).
     ``reason``: why these defaults (calibration source or analogy).
+    ``by_dtype``: per weight dtype overrides (see :meth:`Gpu.efficiency_for`).
     """
 
     prefill_mfu: Fraction
@@ -81,6 +92,7 @@ class Efficiency(Frozen):
     step_overhead_ms: NonNegFloat = 0.0
     overlap_factor: Annotated[float, Field(ge=0, le=1)] = 0.8
     reason: str = Field(min_length=10)
+    by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
 
 
 class Price(Frozen):
@@ -152,6 +164,14 @@ class Gpu(Frozen):
 
     def supported_dtypes(self) -> list[Dtype]:
         return [d for d in Dtype if self.peak_tflops(d) is not None]
+
+    def efficiency_for(self, dtype: Dtype | str) -> Efficiency:
+        """The efficiency factors for weights in ``dtype``: the SKU's defaults with the
+        ``by_dtype`` override for that dtype, if any, applied."""
+        override = self.efficiency.by_dtype.get(Dtype(dtype))
+        if override is None:
+            return self.efficiency
+        return self.efficiency.model_copy(update=override.model_dump())
 
 
 # --------------------------------------------------------------------------- models

@@ -19,6 +19,7 @@ from planner import queueing, sizing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
+from planner.simulate.results import Verification
 from solver.problem import Mode, PoolRole, SolveResult, SolveStatus
 
 HOURS_PER_MONTH = 730.0
@@ -142,6 +143,10 @@ class Plan(Out):
     relaxation: dict[str, float] = {}
     solver: SolverInfo
     assumptions: dict[str, Any] = {}
+    verification: Verification | None = Field(
+        default=None,
+        description="The planned fleet simulated under load (planner.simulate.verify)",
+    )
     scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
 
     def to_json_dict(self) -> dict[str, Any]:

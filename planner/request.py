@@ -128,6 +128,24 @@ class ScenarioSpec(Strict):
     override: dict[str, Any] | None = None
 
 
+class VerifySpec(Strict):
+    """Verify the plan by simulating its fleet (planner.simulate) after solving."""
+
+    enabled: bool | None = Field(
+        default=None, description="Simulate the plan; unset: on (the planner's default)."
+    )
+    requests: Annotated[int, Field(ge=1000, le=200_000)] = Field(
+        default=20_000, description="Requests to simulate (all classes together)."
+    )
+    seed: Annotated[int, Field(ge=0)] = 1
+    burst_cv: Annotated[float, Field(ge=0.05, le=20, allow_inf_nan=False)] = Field(
+        default=1.0, description="Coefficient of variation of inter-arrival times (1: Poisson)."
+    )
+    correct: bool = Field(
+        default=True, description="When a class misses, re-solve with its pools derated."
+    )
+
+
 class PlanRequest(Strict):
     model: str = Field(min_length=1)
     traffic: Traffic
@@ -137,6 +155,13 @@ class PlanRequest(Strict):
     objective: Objective = Objective.MIN_COST
     solver: SolverSpec = Field(default_factory=SolverSpec)
     efficiency: EfficiencySpec = Field(default_factory=EfficiencySpec)
+    calibration: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9._\-]*$",
+        max_length=64,
+        description="A stored calibration (fleetplan calibrate) whose fitted efficiency "
+        "factors replace the catalog's; the plan records it in assumptions.calibration.",
+    )
     name: str | None = Field(default=None, max_length=200)
     scenarios: list[ScenarioSpec] | None = Field(
         default=None,
@@ -144,6 +169,7 @@ class PlanRequest(Strict):
         max_length=12,
         description="Buy one fleet that serves every scenario (see planner.scenarios).",
     )
+    verify: VerifySpec = Field(default_factory=VerifySpec)
 
     @model_validator(mode="after")
     def _goodput_needs_budget(self) -> PlanRequest:

@@ -184,7 +184,8 @@ def build_replica(
 ) -> Replica:
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
-    Efficiency defaults come from ``gpu.efficiency`` and are overridden per call.
+    Efficiency defaults come from ``gpu.efficiency_for(dtype)`` (the SKU's factors, or a
+    calibration's for that dtype) and are overridden per call.
     ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
     activation dtype, bf16, even for fp8 weights). Raises
     :class:`UnknownEntryError` (fields ``model``, ``gpu``) or
@@ -226,7 +227,7 @@ def build_replica(
         )
     _check_fraction("mfu", mfu)
     _check_fraction("mbu", mbu)
-    eff = gpu.efficiency
+    eff = gpu.efficiency_for(w_dtype)
     link = None
     if tp > 1:
         assert gpu.scale_up_link is not None  # the loader guarantees it for domains > 1

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -15,6 +15,7 @@ from planner.candidates import Screening, screen_candidates
 from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
+from planner.simulate import verify as sv
 from solver.problem import (
     ClassDemand,
     Limits,
@@ -27,6 +28,9 @@ from solver.problem import (
     SolveStatus,
 )
 from solver.solve import solve
+
+if TYPE_CHECKING:
+    from planner.calibration import Calibration
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
@@ -178,21 +182,31 @@ def make_plan(
     caps: SolverLimits | None = None,
     *,
     alternatives: bool = True,
+    verify: bool | None = None,
+    calibrations: Callable[[str], Calibration] | None = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
 
     Bad input raises :class:`PlanningError` (naming the field); an infeasible
-    request returns a Plan with status ``infeasible`` and the reasons.
+    request returns a Plan with status ``infeasible`` and the reasons. The plan
+    is then verified by simulation (``verify``: None follows the request's
+    ``verify.enabled``, on by default) and corrected when a class misses
+    (:mod:`planner.simulate.verify`).
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
     caps = caps or SolverLimits()
     request = parse_request(data)
+    if request.calibration is not None:
+        catalog = calibrated_catalog(catalog, request.calibration, calibrations)
     if request.scenarios:
         from planner.scenarios import make_robust_plan
 
         raw = data if isinstance(data, Mapping) else request.model_dump(exclude_none=True)
-        return make_robust_plan(request, raw, catalog, solver_options_for(request, caps))
+        robust = make_robust_plan(request, raw, catalog, solver_options_for(request, caps))
+        if request.calibration is not None:
+            robust.assumptions["calibration"] = request.calibration
+        return robust
     resolved = resolve_request(request, catalog)
     screening = screen_candidates(resolved, catalog)
     problem = build_problem(resolved, screening)
@@ -201,12 +215,31 @@ def make_plan(
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
+    if sv.enabled(request.verify, verify):
+        plan, problem, result = sv.verify_and_correct(
+            plan, problem, result, resolved, screening, catalog, opts
+        )
+    else:
+        plan.verification = sv.skipped(request.verify)
     if alternatives:
         plan.alternatives = _alternatives(problem, result, opts)
         explain_modes(plan)
     plan.assumptions = assumptions(resolved, catalog, screening)
+    plan.assumptions["calibration"] = request.calibration
     plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
     return plan
+
+
+def calibrated_catalog(
+    catalog: Catalog, name: str, resolve: Callable[[str], Calibration] | None = None
+) -> Catalog:
+    """``catalog`` with the named calibration's factors applied. ``resolve`` finds it
+    (the service reads its database); by default the YAML store
+    (``$FLEETPLAN_CALIBRATION_DIR``). An unknown name is an error on ``calibration``."""
+    from planner.calibration import apply_calibration, load_calibration
+
+    cal = resolve(name) if resolve is not None else load_calibration(name)
+    return apply_calibration(catalog, cal)
 
 
 def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) -> dict[str, Any]:

@@ -43,6 +43,13 @@ def _clean_fleetplan_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+@pytest.fixture(autouse=True)
+def _plans_skip_verification(_clean_fleetplan_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans are not simulated unless a test asks (``make_plan(..., verify=True)`` or
+    ``verify.enabled`` in the request): the simulation adds 0.2-2 s to every plan."""
+    monkeypatch.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+
+
 # --------------------------------------------------------------------------- databases
 
 

@@ -63,7 +63,9 @@ def test_list_each_kind(client, catalog, kind):
     response = client.get(f"/catalog/{kind}")
     assert response.status_code == 200
     entries = getattr(catalog, kind)
-    expected = [entries[i].model_dump(mode="json") for i in sorted(entries)]
+    expected = [
+        {**entries[i].model_dump(mode="json"), "source": "shipped"} for i in sorted(entries)
+    ]
     assert response.json() == expected
     assert all("id" in item for item in response.json())
 
@@ -73,7 +75,7 @@ def test_get_each_entry(client, catalog, kind):
     for entry_id, entry in getattr(catalog, kind).items():
         response = client.get(f"/catalog/{kind}/{entry_id}")
         assert response.status_code == 200, entry_id
-        assert response.json() == entry.model_dump(mode="json")
+        assert response.json() == {**entry.model_dump(mode="json"), "source": "shipped"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -102,8 +104,11 @@ def test_unknown_path_uses_the_error_body(client):
     assert_error_body(response.json(), "not_found")
 
 
-def test_catalog_is_read_only(client):
-    response = client.post("/catalog/gpus", json={})
+def test_shipped_entries_are_read_only(client):
+    response = client.delete("/catalog/gpus/l40s")
+    assert response.status_code == 409
+    assert_error_body(response.json(), "conflict")
+    response = client.patch("/catalog/gpus/l40s", json={})
     assert response.status_code == 405
     assert_error_body(response.json(), "method_not_allowed")
 

@@ -4,9 +4,10 @@ caller (a route or CLI command) owns the transaction and commits."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from api.db.models import CatalogEntryRecord, PlanRecord, PlanStatus
@@ -67,6 +68,15 @@ def get_plan(session: Session, plan_id: str) -> PlanRecord | None:
     return session.get(PlanRecord, plan_id)
 
 
+def _plan_filters(model_id: str | None, status: PlanStatus | None) -> list[ColumnElement[bool]]:
+    out: list[ColumnElement[bool]] = []
+    if model_id is not None:
+        out.append(PlanRecord.model_id == model_id)
+    if status is not None:
+        out.append(PlanRecord.status == status)
+    return out
+
+
 def list_plans(
     session: Session,
     *,
@@ -74,11 +84,44 @@ def list_plans(
     status: PlanStatus | None = None,
     limit: int = 50,
     offset: int = 0,
+    after: tuple[datetime, str] | None = None,
 ) -> Sequence[PlanRecord]:
-    """Plans, newest first, optionally filtered by model and status."""
+    """Plans, newest first (ties by id), optionally filtered by model and status.
+
+    ``after`` is a keyset cursor, the ``(created_at, id)`` of the last plan of the
+    previous page: the page starts right after it, whatever was added meanwhile.
+    """
     stmt = select(PlanRecord).order_by(PlanRecord.created_at.desc(), PlanRecord.id)
-    if model_id is not None:
-        stmt = stmt.where(PlanRecord.model_id == model_id)
-    if status is not None:
-        stmt = stmt.where(PlanRecord.status == status)
+    conditions = _plan_filters(model_id, status)
+    if after is not None:
+        created_at, plan_id = after
+        conditions.append(
+            or_(
+                PlanRecord.created_at < created_at,
+                and_(PlanRecord.created_at == created_at, PlanRecord.id > plan_id),
+            )
+        )
+    if conditions:
+        stmt = stmt.where(*conditions)
     return session.scalars(stmt.limit(limit).offset(offset)).all()
+
+
+def count_plans(
+    session: Session, *, model_id: str | None = None, status: PlanStatus | None = None
+) -> int:
+    """How many plans match the filters."""
+    stmt = select(func.count()).select_from(PlanRecord)
+    conditions = _plan_filters(model_id, status)
+    if conditions:
+        stmt = stmt.where(*conditions)
+    return int(session.scalar(stmt) or 0)
+
+
+def delete_plan(session: Session, plan_id: str) -> bool:
+    """Delete the plan; False when there was none."""
+    record = get_plan(session, plan_id)
+    if record is None:
+        return False
+    session.delete(record)
+    session.flush()
+    return True

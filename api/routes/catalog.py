@@ -1,31 +1,60 @@
-"""Read-only catalog: ``GET /catalog``, ``/catalog/{kind}``, ``/catalog/{kind}/{id}``.
+"""The catalog: shipped entries (read-only) plus custom ones kept in the database.
+
+``GET /catalog``, ``/catalog/{kind}``, ``/catalog/{kind}/{id}`` read the merged
+catalog; every entry carries ``"source": "shipped" | "custom"``. Custom entries (a
+private GPU price, a fine-tuned model, an in-house workload) are written with
+``POST /catalog/{kind}`` (a new id), ``PUT /catalog/{kind}/{id}`` (create or
+replace) and ``DELETE /catalog/{kind}/{id}``. They are validated like shipped
+entries (the same schema, then the reference checks of the merged catalog) and
+never shadow a shipped entry: writing a shipped id is a 409.
 
 Each kind gets its own typed routes (so the OpenAPI schema shows a ``Gpu``, a
-``Model``...); a catch-all answers unknown kinds with a 404 that lists the known ones.
+``Model``...); catch-alls answer unknown kinds with a 404 that lists the known ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import BaseModel, Field, create_model
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from api.deps import CatalogDep
+from api.custom_catalog import load_custom_entries, merge
+from api.db import repository as repo
+from api.deps import SessionDep, WriteAccess
 from api.errors import ApiError, not_found
-from catalog.loader import KIND_SCHEMAS
+from api.jsonbody import JsonBodyRoute
+from api.schemas import error_responses
+from catalog.loader import KIND_SCHEMAS, CatalogError
 from catalog.schema import Catalog
 
-router = APIRouter(prefix="/catalog", tags=["catalog"])
+router = APIRouter(prefix="/catalog", tags=["catalog"], route_class=JsonBodyRoute)
 
 KINDS: tuple[str, ...] = tuple(KIND_SCHEMAS)
 SINGULAR = {"gpus": "GPU", "models": "model", "workloads": "workload", "links": "link"}
+ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"  # catalog.schema.Id
+
+Source = Literal["shipped", "custom"]
+
+# Response models: each kind's schema plus where the entry comes from.
+ENTRY_MODELS: dict[str, type[BaseModel]] = {
+    kind: create_model(  # type: ignore[call-overload]
+        f"{schema.__name__}Entry",
+        __base__=schema,
+        source=(Source, Field(description="`shipped` with fleetplan, or `custom` (database).")),
+    )
+    for kind, schema in KIND_SCHEMAS.items()
+}
 
 
 class CatalogSummary(BaseModel):
-    catalog_hash: str
-    counts: dict[str, int]
+    catalog_hash: str = Field(description="Content hash of the merged catalog plans use.")
+    shipped_catalog_hash: str = Field(description="Content hash of the shipped entries alone.")
+    counts: dict[str, int] = Field(description="Entries of each kind, shipped + custom.")
+    custom_counts: dict[str, int] = Field(description="Custom entries of each kind.")
 
 
 def unknown_kind_error(kind: str) -> ApiError:
@@ -39,64 +68,265 @@ def entries_of(catalog: Catalog, kind: str) -> dict[str, BaseModel]:
     return getattr(catalog, kind)
 
 
-def get_entry(catalog: Catalog, kind: str, entry_id: str) -> BaseModel:
-    entries = entries_of(catalog, kind)
-    if entry_id not in entries:
-        raise not_found("id", f"unknown {SINGULAR.get(kind, kind)} {entry_id!r}")
-    return entries[entry_id]
+def _shipped(request: Request) -> Catalog:
+    return request.app.state.catalog
+
+
+def _with_source(entry: BaseModel, source: Source) -> dict[str, Any]:
+    return {**entry.model_dump(mode="json"), "source": source}
+
+
+def _merged_entries(
+    request: Request, session: Session, kind: str
+) -> dict[str, tuple[BaseModel, Source]]:
+    shipped = entries_of(_shipped(request), kind)
+    out: dict[str, tuple[BaseModel, Source]] = {i: (e, "shipped") for i, e in shipped.items()}
+    custom = load_custom_entries(session)[kind]
+    out.update({i: (e, "custom") for i, e in custom.items() if i not in shipped})
+    return out
 
 
 @router.get("", response_model=CatalogSummary)
-def catalog_summary(catalog: CatalogDep) -> CatalogSummary:
-    """The catalog's content hash and how many entries of each kind it holds."""
+def catalog_summary(request: Request, session: SessionDep) -> CatalogSummary:
+    """The merged catalog's content hash (what a plan made now records) and how many
+    entries of each kind it holds."""
+    shipped = _shipped(request)
+    custom = load_custom_entries(session)
+    merged = merge(shipped, custom)
     return CatalogSummary(
-        catalog_hash=catalog.content_hash,
-        counts={kind: len(entries_of(catalog, kind)) for kind in KINDS},
+        catalog_hash=merged.content_hash,
+        shipped_catalog_hash=shipped.content_hash,
+        counts={kind: len(entries_of(merged, kind)) for kind in KINDS},
+        custom_counts={kind: len(custom[kind]) for kind in KINDS},
     )
 
 
-def _list_endpoint(kind: str) -> Callable[..., Any]:
-    def list_entries(catalog: CatalogDep) -> list[BaseModel]:
-        return [entry for _, entry in sorted(entries_of(catalog, kind).items())]
+# --------------------------------------------------------------------------- reads
 
-    list_entries.__doc__ = f"Every {SINGULAR[kind]} in the catalog, sorted by id."
+
+def _list_endpoint(kind: str) -> Callable[..., Any]:
+    def list_entries(
+        request: Request,
+        session: SessionDep,
+        source: Annotated[Source | None, Query(description="Only entries of this source.")] = None,
+    ) -> list[dict[str, Any]]:
+        merged = _merged_entries(request, session, kind)
+        return [
+            _with_source(entry, src)
+            for _, (entry, src) in sorted(merged.items())
+            if source is None or src == source
+        ]
+
+    list_entries.__doc__ = f"Every {SINGULAR[kind]} in the catalog (shipped + custom), by id."
     return list_entries
 
 
 def _get_endpoint(kind: str) -> Callable[..., Any]:
-    def get_one(entry_id: str, catalog: CatalogDep) -> BaseModel:
-        return get_entry(catalog, kind, entry_id)
+    def get_one(entry_id: str, request: Request, session: SessionDep) -> dict[str, Any]:
+        merged = _merged_entries(request, session, kind)
+        if entry_id not in merged:
+            raise not_found("id", f"unknown {SINGULAR[kind]} {entry_id[:80]!r}")
+        entry, src = merged[entry_id]
+        return _with_source(entry, src)
 
     get_one.__doc__ = f"One {SINGULAR[kind]} by id (404 when unknown)."
     return get_one
 
 
+# --------------------------------------------------------------------------- writes
+
+
+def _check_merged(request: Request, session: Session, kind: str, changes: dict[str, Any]) -> None:
+    """Reference checks of the merged catalog with ``changes`` applied to ``kind``
+    (an entry, or None to remove it); a CatalogError becomes a 422."""
+    custom = load_custom_entries(session)
+    for entry_id, entry in changes.items():
+        if entry is None:
+            custom[kind].pop(entry_id, None)
+        else:
+            custom[kind][entry_id] = entry
+    merge(_shipped(request), custom)
+
+
+def _refuse_shipped(request: Request, kind: str, entry_id: str) -> None:
+    if entry_id in entries_of(_shipped(request), kind):
+        detail = (
+            f"{SINGULAR[kind]} {entry_id!r} is a shipped entry; "
+            "shipped entries are read-only; post a new id"
+        )
+        raise ApiError(409, "conflict", detail, [("id", "shipped entries are read-only")])
+
+
+def _commit_or_conflict(session: Session, kind: str, entry_id: str) -> None:
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent write of the same id won
+        session.rollback()
+        raise ApiError(
+            409,
+            "conflict",
+            f"custom {SINGULAR[kind]} {entry_id!r} was written concurrently; retry",
+            [("id", "written concurrently")],
+        ) from None
+
+
+def _post_endpoint(kind: str) -> Callable[..., Any]:
+    schema = KIND_SCHEMAS[kind]
+
+    def post_entry(
+        entry: BaseModel,  # the kind's schema, set below
+        request: Request,
+        response: Response,
+        session: SessionDep,
+    ) -> dict[str, Any]:
+        entry_id: str = entry.id  # type: ignore[attr-defined]
+        _refuse_shipped(request, kind, entry_id)
+        if repo.get_catalog_entry(session, kind, entry_id) is not None:
+            raise ApiError(
+                409,
+                "conflict",
+                f"custom {SINGULAR[kind]} {entry_id!r} exists; "
+                f"PUT /catalog/{kind}/{entry_id} replaces it",
+                [("id", "already exists")],
+            )
+        _check_merged(request, session, kind, {entry_id: entry})
+        repo.put_catalog_entry(session, kind, entry_id, entry.model_dump(mode="json"))
+        _commit_or_conflict(session, kind, entry_id)
+        response.headers["Location"] = f"/catalog/{kind}/{entry_id}"
+        return _with_source(entry, "custom")
+
+    post_entry.__annotations__["entry"] = schema  # a real class: FastAPI reads it as the body
+    post_entry.__doc__ = (
+        f"Add a custom {SINGULAR[kind]} (201). Its id must be new: a shipped or custom "
+        f"id is a 409 (PUT replaces a custom entry)."
+    )
+    return post_entry
+
+
+def _put_endpoint(kind: str) -> Callable[..., Any]:
+    schema = KIND_SCHEMAS[kind]
+
+    def put_entry(
+        entry_id: Annotated[str, Path(max_length=64, pattern=ID_PATTERN)],
+        entry: BaseModel,  # the kind's schema, set below
+        request: Request,
+        response: Response,
+        session: SessionDep,
+    ) -> dict[str, Any]:
+        if entry.id != entry_id:  # type: ignore[attr-defined]
+            message = f"must equal the id in the path ({entry_id!r})"
+            raise ApiError(422, "invalid_input", f"id: {message}", [("id", message)])
+        _refuse_shipped(request, kind, entry_id)
+        existed = repo.get_catalog_entry(session, kind, entry_id) is not None
+        _check_merged(request, session, kind, {entry_id: entry})
+        repo.put_catalog_entry(session, kind, entry_id, entry.model_dump(mode="json"))
+        _commit_or_conflict(session, kind, entry_id)
+        response.status_code = 200 if existed else 201
+        if not existed:
+            response.headers["Location"] = f"/catalog/{kind}/{entry_id}"
+        return _with_source(entry, "custom")
+
+    put_entry.__annotations__["entry"] = schema
+    put_entry.__doc__ = (
+        f"Create (201) or replace (200) the custom {SINGULAR[kind]} with this id. "
+        "A shipped id is a 409: shipped entries are read-only."
+    )
+    return put_entry
+
+
+def _delete_endpoint(kind: str) -> Callable[..., Any]:
+    def delete_entry(
+        entry_id: Annotated[str, Path(max_length=64, pattern=ID_PATTERN)],
+        request: Request,
+        session: SessionDep,
+    ) -> Response:
+        _refuse_shipped(request, kind, entry_id)
+        if repo.get_catalog_entry(session, kind, entry_id) is None:
+            raise not_found("id", f"no custom {SINGULAR[kind]} {entry_id!r}")
+        try:
+            _check_merged(request, session, kind, {entry_id: None})
+        except CatalogError as err:
+            raise ApiError(
+                409,
+                "conflict",
+                f"custom {SINGULAR[kind]} {entry_id!r} is still referenced: {err}",
+                err.issues,
+            ) from None
+        repo.delete_catalog_entry(session, kind, entry_id)
+        session.commit()
+        return Response(status_code=204)
+
+    delete_entry.__doc__ = (
+        f"Delete a custom {SINGULAR[kind]} (204). Shipped entries are read-only (409); "
+        "so is an entry other custom entries still reference. Stored plans keep their "
+        "requests and catalog hash."
+    )
+    return delete_entry
+
+
 for _kind, _schema in KIND_SCHEMAS.items():
+    _entry_model = ENTRY_MODELS[_kind]
     router.add_api_route(
         f"/{_kind}",
         _list_endpoint(_kind),
         methods=["GET"],
-        response_model=list[_schema],  # type: ignore[valid-type]
+        response_model=list[_entry_model],  # type: ignore[valid-type]
         name=f"list_{_kind}",
         summary=f"List {_kind}",
+        responses=error_responses(422),
     )
     router.add_api_route(
         f"/{_kind}/{{entry_id}}",
         _get_endpoint(_kind),
         methods=["GET"],
-        response_model=_schema,
+        response_model=_entry_model,
         name=f"get_{_kind}",
         summary=f"Get one of {_kind}",
-        responses={404: {"description": "Unknown id"}},
+        responses=error_responses(404),
+    )
+    router.add_api_route(
+        f"/{_kind}",
+        _post_endpoint(_kind),
+        methods=["POST"],
+        status_code=201,
+        response_model=_entry_model,
+        dependencies=[WriteAccess],
+        name=f"create_{_kind}",
+        summary=f"Add a custom entry to {_kind}",
+        responses=error_responses(401, 409, 413, 415, 422),
+    )
+    router.add_api_route(
+        f"/{_kind}/{{entry_id}}",
+        _put_endpoint(_kind),
+        methods=["PUT"],
+        status_code=200,
+        response_model=_entry_model,
+        dependencies=[WriteAccess],
+        name=f"put_{_kind}",
+        summary=f"Create or replace a custom entry of {_kind}",
+        responses={
+            201: {"model": _entry_model, "description": "Created"},
+            **error_responses(401, 409, 413, 415, 422),
+        },
+    )
+    router.add_api_route(
+        f"/{_kind}/{{entry_id}}",
+        _delete_endpoint(_kind),
+        methods=["DELETE"],
+        status_code=204,
+        dependencies=[WriteAccess],
+        name=f"delete_{_kind}",
+        summary=f"Delete a custom entry of {_kind}",
+        responses=error_responses(401, 404, 409, 422),
     )
 
 
 # Known kinds matched the typed routes above; anything else reaching here is unknown.
-@router.get("/{kind}", include_in_schema=False)
+@router.api_route("/{kind}", methods=["GET", "POST"], include_in_schema=False)
 def unknown_kind(kind: str) -> None:
     raise unknown_kind_error(kind)
 
 
-@router.get("/{kind}/{entry_id}", include_in_schema=False)
+@router.api_route("/{kind}/{entry_id}", methods=["GET", "PUT", "DELETE"], include_in_schema=False)
 def unknown_kind_entry(kind: str, entry_id: str) -> None:
     raise unknown_kind_error(kind)

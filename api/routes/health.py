@@ -23,7 +23,11 @@ class HealthPublic(BaseModel):
     version: str
 
 
-@router.get("/health", response_model=HealthPublic)
+@router.get(
+    "/health",
+    response_model=HealthPublic,
+    responses={503: {"model": HealthPublic, "description": "The database is unreachable"}},
+)
 def health(request: Request, response: Response, catalog: CatalogDep) -> HealthPublic:
     """200 when the database answers, 503 (same body) when it does not."""
     try:

@@ -1,0 +1,94 @@
+"""API response schemas (``*Public``) and the documented error responses.
+
+One name per layer: ``Plan`` (planner), ``PlanRecord`` (table), ``PlanPublic`` here.
+The stored plan document and the request documents are served as the JSON they
+were stored as (``dict``), not re-validated against today's ``Plan`` model: a plan
+stored by an older version must stay readable after the planner's output grows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.db.models import PlanStatus
+
+
+class Issue(BaseModel):
+    field: str = Field(description="Dotted path of the offending field, or `(body)`.")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response has this body."""
+
+    error: str = Field(description="Machine-readable code, e.g. `invalid_input`, `not_found`.")
+    detail: str
+    issues: list[Issue]
+
+
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    401: "Missing or wrong X-API-Key (when the server has one)",
+    404: "No such resource",
+    409: "Conflicts with an existing entry",
+    413: "Request body too large",
+    415: "Request body is not JSON",
+    422: "Invalid input; `issues` names each field",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each status documented with :class:`ErrorBody`."""
+    return {
+        status: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[status]}
+        for status in statuses
+    }
+
+
+class PlanSummary(BaseModel):
+    """A stored plan without its documents (what ``GET /plans`` lists)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(description="UUID of the stored plan.")
+    created_at: datetime
+    status: PlanStatus
+    model: str = Field(description="Catalog id of the model planned for.")
+    name: str | None = Field(description="The request's `name`, if it had one.")
+    catalog_hash: str = Field(description="Content hash of the catalog (shipped + custom) used.")
+    objective: float | None = Field(description="Objective value (US$/h for min_cost).")
+    cost_usd_per_hour: float | None
+    gpus_total: int | None = Field(description="GPUs in the fleet (null when no plan).")
+    gap: float | None = Field(description="Relative MIP gap of the main solve.")
+    runtime_s: float | None = Field(description="Wall time of the main MILP solve, seconds.")
+
+
+class PlanPublic(PlanSummary):
+    """A stored plan: the request as posted, the request with defaults filled, the
+    solver options in force, and the plan document."""
+
+    request: dict[str, Any] = Field(description="The request document as posted.")
+    normalized_request: dict[str, Any] | None = Field(
+        description="The validated request with every default filled in."
+    )
+    solver_options: dict[str, Any] = Field(
+        description="Time limit and gap in force (the request's, capped by the server's)."
+    )
+    plan: dict[str, Any] | None = Field(
+        description="The plan: pools, classes, costs, binding constraints, alternatives, "
+        "why-not, infeasibility reasons, solver info (planner.plan.Plan as JSON)."
+    )
+
+
+class PlanPage(BaseModel):
+    """One page of stored plans, newest first."""
+
+    items: list[PlanSummary]
+    total: int = Field(description="Plans matching the filters, over all pages.")
+    limit: int
+    offset: int | None = Field(description="The offset used (null when paging by cursor).")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )

@@ -1,0 +1,1180 @@
+"""Calibrate the cost model's efficiency factors from measured serving results.
+
+A roofline with guessed efficiency factors is tens of percent off real engines.
+This module turns measurements into fitted factors and says how far the
+predictions are from what was measured:
+
+* :class:`Measurement` — one measured point: a serving run (prompt/output
+  tokens, concurrency or request rate, and the measured output tokens/s, mean
+  TTFT, mean TPOT) or a kernel timing (one transformer layer's linear layers on
+  ``tokens`` tokens, as a profiler reports them);
+* parsers for ``vllm bench serve --save-result`` JSON, genai-perf / AIPerf
+  profile exports, a plain CSV (:data:`CSV_COLUMNS`) and fleetplan's own JSON
+  (``{"measurements": [...]}``); every problem is reported with its file, line
+  and reason (:class:`MeasurementError`), and a file with any problem is refused
+  whole;
+* :func:`predict` — the cost model's prediction for a point
+  (:func:`planner.capacity.replica_capacity` for serving runs,
+  :func:`kernel_layer_ms` for kernels);
+* :func:`fit_calibration` — least squares (``scipy.optimize.least_squares``)
+  over (prefill MFU, decode MBU, per-step overhead) per (GPU, dtype[, engine]),
+  minimizing the log-ratio residuals ``ln(predicted / measured)`` of every
+  measured quantity (a symmetric relative error), with a weak pull toward the
+  catalog's factors so a group whose data says nothing about one factor keeps
+  it; factors the data does not determine are held at the catalog's value;
+* :class:`Calibration` — a named set of fitted factors, stored as a YAML overlay
+  (``$FLEETPLAN_CALIBRATION_DIR/NAME.yaml``, default ``./calibrations``) and, by
+  the service, in its database; :func:`apply_calibration` returns a catalog whose
+  GPUs carry the factors (per dtype), with a new content hash.
+
+Errors are absolute percentage errors ``|predicted / measured - 1|`` (APE).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from statistics import median
+from typing import Annotated, Any
+
+import numpy as np
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from scipy.optimize import least_squares
+
+from catalog.loader import DATA_DIR, build_catalog
+from catalog.schema import DTYPE_BYTES, Catalog, Dtype, DtypeEfficiency
+from planner import architecture as arch
+from planner import roofline as rl
+from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
+from planner.errors import PlanningError, UnknownEntryError
+
+#: Parameter bounds of the fit: prefill MFU, decode MBU, per-step overhead (ms).
+LOWER = (0.05, 0.05, 0.0)
+UPPER = (1.0, 1.0, 50.0)
+PARAMS = ("prefill_mfu", "decode_mbu", "step_overhead_ms")
+#: Weight of the pull toward the catalog's factors (per parameter, in log units for
+#: MFU/MBU and per OVERHEAD_SCALE_MS for the overhead), against 1 per measured value.
+PRIOR_WEIGHT = 0.05
+OVERHEAD_SCALE_MS = 2.0
+#: Residual of a measured value the model cannot predict at some factors (the model
+#: says the open loop is overloaded, so no TTFT): ln 3, i.e. "off by 200%".
+MISSING_PENALTY = math.log(3.0)
+#: Robust loss of the fit: residuals beyond LOSS_SCALE (a log ratio, ~20%) count
+#: linearly, not squared, so a few points the model cannot represent (an engine limit
+#: it does not know) do not drag the factors away from the bulk of the data.
+LOSS = "soft_l1"
+LOSS_SCALE = 0.2
+#: Coarse grid the fit starts from (its best points), per factor.
+GRID = ((0.3, 0.45, 0.6, 0.75, 0.9), (0.4, 0.55, 0.7, 0.85), (0.5, 2.0, 6.0))
+#: A factor is determined by the data when its standard error (from the Jacobian of
+#: the data residuals at the fit) is below this share of its value (overhead: ms).
+MAX_REL_STD_ERROR = 0.25
+MAX_OVERHEAD_STD_ERROR_MS = 1.0
+
+CSV_COLUMNS = (
+    "model",
+    "gpu",
+    "tp",
+    "dtype",
+    "isl",
+    "osl",
+    "concurrency",
+    "output_tok_s",
+    "ttft_ms",
+    "tpot_ms",
+)
+#: Optional CSV columns (any order, after or among the required ones).
+CSV_OPTIONAL = (
+    "engine",
+    "kv_dtype",
+    "request_rate_rps",
+    "num_requests",
+    "token_budget",
+    "max_batch",
+    "id",
+    "source",
+    "note",
+)
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._\-]*$"
+CALIBRATION_DIR_ENV = "FLEETPLAN_CALIBRATION_DIR"
+DEFAULT_CALIBRATION_DIR = "calibrations"
+
+#: The analogy factors the shipped catalog had before ``make calibrate-defaults`` fitted
+#: them (prefill MFU, decode MBU, step overhead ms), kept so "before calibration" stays
+#: reproducible once the YAML files hold the fitted values.
+UNCALIBRATED_DEFAULTS: dict[str, tuple[float, float, float]] = {
+    "a100-sxm-80gb": (0.55, 0.7, 2.0),
+    "h100-sxm5-80gb": (0.5, 0.7, 2.0),
+    "h200-sxm-141gb": (0.5, 0.7, 2.0),
+}
+
+
+class MeasurementError(PlanningError):
+    """Measurements that cannot be used. ``issues`` are (``file:line``, reason)."""
+
+    code = "invalid_measurements"
+
+
+# --------------------------------------------------------------------------- measurements
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class MeasurementKind(StrEnum):
+    SERVING = "serving"  # a serving benchmark: throughput / TTFT / TPOT
+    KERNEL = "kernel"  # one layer's linear layers (QKV, O, MLP) on ``tokens`` tokens
+
+
+class Measurement(BaseModel):
+    """One measured point. Serving: ``isl``/``osl`` mean prompt/output tokens, and
+    ``concurrency`` (closed loop) or ``request_rate_rps`` (open loop; ``inf`` = all
+    at once) or neither (offline: maximum throughput); measured ``output_tok_s``
+    (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
+    ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
+    Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
+    ``where``: ``file:line`` it came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    tp: Annotated[int, Field(ge=1, le=1024)]
+    dtype: Dtype
+    kv_dtype: Dtype | None = None
+    engine: str | None = None
+    kind: MeasurementKind = MeasurementKind.SERVING
+    isl: Annotated[int, Field(ge=1)] | None = None
+    osl: Annotated[int, Field(ge=2)] | None = None
+    concurrency: Positive | None = None
+    request_rate_rps: Annotated[float, Field(gt=0)] | None = None
+    num_requests: Annotated[int, Field(ge=1)] | None = None
+    token_budget: Annotated[int, Field(ge=2)] | None = None
+    max_batch: Annotated[int, Field(ge=1)] | None = None
+    output_tok_s: Positive | None = None
+    ttft_ms: Positive | None = None
+    tpot_ms: Positive | None = None
+    tokens: Annotated[int, Field(ge=1)] | None = None
+    layer_ms: Positive | None = None
+    id: str | None = None
+    source: str | None = None
+    note: str | None = None
+    where: str | None = None
+
+    @field_validator("request_rate_rps", mode="before")
+    @classmethod
+    def _inf(cls, value: Any) -> Any:
+        """``"inf"`` (JSON has no Infinity): every request sent at once."""
+        if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+            return math.inf
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Measurement:
+        if self.kind == MeasurementKind.KERNEL:
+            if self.tokens is None or self.layer_ms is None:
+                raise ValueError("a kernel measurement needs tokens and layer_ms")
+            return self
+        if self.isl is None or self.osl is None:
+            raise ValueError("a serving measurement needs isl and osl (mean prompt/output tokens)")
+        if self.output_tok_s is None and self.ttft_ms is None and self.tpot_ms is None:
+            raise ValueError("measures nothing: give output_tok_s, ttft_ms or tpot_ms")
+        if self.concurrency is not None and self.request_rate_rps is not None:
+            raise ValueError("give concurrency or request_rate_rps, not both")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.id or self.where or f"{self.model}/{self.gpu}"
+
+    def quantities(self) -> dict[str, float]:
+        """The measured values, by name (``output_tok_s``, ``ttft_ms``, ``tpot_ms``,
+        ``layer_ms``)."""
+        names = ("layer_ms",) if self.kind == MeasurementKind.KERNEL else QUANTITIES
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+QUANTITIES = ("output_tok_s", "ttft_ms", "tpot_ms")
+
+
+# --------------------------------------------------------------------------- name mapping
+
+_MODEL_ALIASES = {
+    "llama-3.3-70b": "llama-3.1-70b",
+    "llama-3-70b": "llama-3.1-70b",
+    "llama-3-8b": "llama-3.1-8b",
+    "mistral-7b": "mistral-7b-v0.1",
+}
+
+
+def _normalize(name: str) -> str:
+    s = name.strip().lower().split("/")[-1]
+    s = s.replace("_", "-").replace(" ", "-")
+    s = re.sub(r"^meta-", "", s)
+    for suffix in ("-instruct", "-chat", "-hf", "-fp8", "-bf16", "-it"):
+        s = s.replace(suffix, "")
+    return s
+
+
+def resolve_model(catalog: Catalog, name: str) -> str | None:
+    """A catalog model id for ``name`` (an id, or a Hugging Face name such as
+    ``meta-llama/Llama-3.1-8B-Instruct``), or None."""
+    if name in catalog.models:
+        return name
+    key = _normalize(name)
+    key = _MODEL_ALIASES.get(key, key)
+    for mid, m in catalog.models.items():
+        if key in (mid, _normalize(m.name)):
+            return mid
+    return None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclasses.dataclass
+class _Issues:
+    items: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def add(self, where: str, reason: str) -> None:
+        self.items.append((where, reason))
+
+
+def _validation_reason(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        parts.append(f"{field}: {msg}" if field else msg)
+    return "; ".join(parts)
+
+
+def _check_against_catalog(m: Measurement, catalog: Catalog) -> str | None:
+    """Why ``m`` cannot be priced with ``catalog`` (None when it can)."""
+    if m.model not in catalog.models:
+        return f"unknown model {m.model!r} (known: {', '.join(sorted(catalog.models))})"
+    if m.gpu not in catalog.gpus:
+        return f"unknown gpu {m.gpu!r} (known: {', '.join(sorted(catalog.gpus))})"
+    try:
+        replica = base_replica(m, catalog)
+    except PlanningError as err:
+        return err.message
+    if m.kind == MeasurementKind.KERNEL:
+        if replica.model.is_moe:
+            return "kernel measurements need a dense model"
+        return None
+    assert m.isl is not None and m.osl is not None
+    if m.isl + m.osl > replica.model.max_context_tokens:
+        return (
+            f"isl + osl = {m.isl + m.osl:,} exceeds {m.model}'s context "
+            f"({replica.model.max_context_tokens:,})"
+        )
+    if rl.max_resident_batch(replica, m.isl + m.osl / 2.0) < 1:
+        return f"one {m.isl + m.osl:,}-token sequence does not fit the KV cache"
+    return None
+
+
+def _build(
+    raw: Mapping[str, Any],
+    where: str,
+    catalog: Catalog,
+    issues: _Issues,
+    out: list[Measurement],
+) -> None:
+    data = {k: v for k, v in raw.items() if v is not None and v != ""}
+    data["where"] = where
+    if isinstance(data.get("model"), str):
+        data["model"] = resolve_model(catalog, data["model"]) or data["model"]
+    try:
+        m = Measurement.model_validate(data)
+    except ValidationError as err:
+        issues.add(where, _validation_reason(err))
+        return
+    why = _check_against_catalog(m, catalog)
+    if why is not None:
+        issues.add(where, why)
+        return
+    out.append(m)
+
+
+def _csv_value(text: str) -> Any:
+    t = text.strip()
+    if t == "":
+        return None
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+def parse_csv(
+    text: str, where: str, catalog: Catalog, defaults: Mapping[str, Any] | None = None
+) -> tuple[list[Measurement], list[tuple[str, str]]]:
+    """Measurements from CSV text with a header row naming :data:`CSV_COLUMNS` (and
+    any of :data:`CSV_OPTIONAL`); ``defaults`` fill empty model/gpu/tp/dtype/engine."""
+    issues = _Issues()
+    out: list[Measurement] = []
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        return [], [(f"{where}:1", "empty file: expected a header row")]
+    header = [h.strip() for h in header]
+    known = set(CSV_COLUMNS) | set(CSV_OPTIONAL)
+    missing = [c for c in CSV_COLUMNS if c not in header and not (defaults or {}).get(c)]
+    unknown = [h for h in header if h not in known]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {', '.join(missing)}")
+        if unknown:
+            parts.append(f"unknown column(s) {', '.join(unknown)}")
+        return [], [(f"{where}:1", "; ".join(parts) + f" (columns: {', '.join(CSV_COLUMNS)})")]
+    for lineno, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        here = f"{where}:{lineno}"
+        if len(row) != len(header):
+            issues.add(here, f"{len(row)} values for {len(header)} columns")
+            continue
+        raw: dict[str, Any] = {k: v for k, v in (defaults or {}).items() if v is not None}
+        for name, cell in zip(header, row, strict=True):
+            value = _csv_value(cell)
+            if value is not None:
+                raw[name] = value
+        for key in ("model", "gpu", "dtype", "kv_dtype", "engine", "id", "source", "note"):
+            if key in raw:
+                raw[key] = str(raw[key])
+        _build(raw, here, catalog, issues, out)
+    return out, issues.items
+
+
+def _line_of(text: str, needle: str) -> int:
+    pos = text.find(needle)
+    return text.count("\n", 0, pos) + 1 if pos >= 0 else 1
+
+
+def _array_entry_lines(text: str, key: str) -> list[int]:
+    """Start line of every element of the top-level array ``key`` in JSON ``text``."""
+    m = re.search(r'"' + re.escape(key) + r'"\s*:\s*\[', text)
+    if m is None:
+        return []
+    dec = json.JSONDecoder()
+    pos, lines = m.end(), []
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            return lines
+        lines.append(text.count("\n", 0, pos) + 1)
+        try:
+            _, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return lines
+
+
+def _metric(data: Mapping[str, Any], key: str, to_ms: bool) -> float | None:
+    """A genai-perf/AIPerf metric's mean, in ms when ``to_ms`` (unit from the file;
+    nanoseconds when the file gives none, as genai-perf's raw export)."""
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        return None
+    avg = value.get("avg", value.get("value"))
+    if not isinstance(avg, int | float) or isinstance(avg, bool):
+        return None
+    if not to_ms:
+        return float(avg)
+    unit = str(value.get("unit", "ns")).lower()
+    scale = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}.get(unit)
+    if scale is None:
+        raise ValueError(f"{key}: unknown time unit {unit!r}")
+    return float(avg) * scale
+
+
+def _genai_perf_raw(data: Mapping[str, Any]) -> dict[str, Any]:
+    cfg = data.get("input_config") if isinstance(data.get("input_config"), Mapping) else {}
+    loadgen = cfg.get("loadgen") if isinstance(cfg.get("loadgen"), Mapping) else {}
+    stim = cfg.get("perf_analyzer", {}).get("stimulus", {}) if isinstance(cfg, Mapping) else {}
+    concurrency = loadgen.get("concurrency", cfg.get("concurrency", stim.get("concurrency")))
+    rate = loadgen.get("request_rate", cfg.get("request_rate", stim.get("request_rate")))
+    models = cfg.get("model") or cfg.get("model_names") or []
+    if isinstance(cfg.get("models"), Mapping):
+        models = [i.get("name") for i in cfg["models"].get("items", []) if isinstance(i, Mapping)]
+    isl = _metric(data, "input_sequence_length", False)
+    osl = _metric(data, "output_sequence_length", False)
+    raw: dict[str, Any] = {
+        "output_tok_s": _metric(data, "output_token_throughput", False),
+        "ttft_ms": _metric(data, "time_to_first_token", True),
+        "tpot_ms": _metric(data, "inter_token_latency", True),
+        "isl": round(isl) if isl else None,
+        "osl": round(osl) if osl else None,
+        "concurrency": concurrency,
+        "request_rate_rps": rate,
+    }
+    if isinstance(models, list) and models and isinstance(models[0], str):
+        raw["model"] = models[0]
+    elif isinstance(models, str):
+        raw["model"] = models
+    return raw
+
+
+def _vllm_raw(data: Mapping[str, Any]) -> dict[str, Any]:
+    completed = data.get("completed")
+    isl = osl = None
+    if isinstance(completed, int) and completed > 0:
+        if isinstance(data.get("total_input_tokens"), int | float):
+            isl = round(data["total_input_tokens"] / completed)
+        if isinstance(data.get("total_output_tokens"), int | float):
+            osl = round(data["total_output_tokens"] / completed)
+    for key, target in (("input_lens", "isl"), ("output_lens", "osl")):
+        lens = data.get(key)
+        if (isl if target == "isl" else osl) is None and isinstance(lens, list) and lens:
+            value = round(sum(lens) / len(lens))
+            if target == "isl":
+                isl = value
+            else:
+                osl = value
+    rate = data.get("request_rate")
+    if isinstance(rate, str):
+        rate = math.inf if rate.strip().lower() in ("inf", "infinity") else rate
+    raw: dict[str, Any] = {
+        "output_tok_s": data.get("output_throughput"),
+        "ttft_ms": data.get("mean_ttft_ms"),
+        "tpot_ms": data.get("mean_tpot_ms"),
+        "isl": isl,
+        "osl": osl,
+        "concurrency": data.get("max_concurrency"),
+        "request_rate_rps": None if data.get("max_concurrency") else rate,
+        "num_requests": data.get("completed") if data.get("max_concurrency") is None else None,
+        "engine": "vllm" if data.get("backend") in (None, "vllm", "openai", "openai-chat") else None,
+    }
+    model = data.get("model_id") or data.get("model")
+    if isinstance(model, str):
+        raw["model"] = model
+    return raw
+
+
+def parse_json(
+    text: str, where: str, catalog: Catalog, defaults: Mapping[str, Any] | None = None
+) -> tuple[list[Measurement], list[tuple[str, str]]]:
+    """Measurements from a JSON file: fleetplan's ``{"measurements": [...]}``, a
+    ``vllm bench serve --save-result`` file, or a genai-perf/AIPerf profile export.
+    ``defaults`` (model, gpu, tp, dtype, engine...) fill what the file does not say
+    (vLLM and genai-perf files name neither the GPU nor the parallelism)."""
+    issues = _Issues()
+    out: list[Measurement] = []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        return [], [(f"{where}:{err.lineno}", f"not valid JSON: {err.msg}")]
+    if not isinstance(data, Mapping):
+        return [], [(f"{where}:1", "expected a JSON object")]
+    fill = {k: v for k, v in (defaults or {}).items() if v is not None}
+    if isinstance(data.get("measurements"), list):
+        lines = _array_entry_lines(text, "measurements")
+        for i, entry in enumerate(data["measurements"]):
+            here = f"{where}:{lines[i] if i < len(lines) else 1}"
+            if not isinstance(entry, Mapping):
+                issues.add(here, f"measurements[{i}]: expected an object")
+                continue
+            _build({**fill, **entry}, here, catalog, issues, out)
+        return out, issues.items
+    if "output_token_throughput" in data or "time_to_first_token" in data:
+        try:
+            raw = _genai_perf_raw(data)
+        except ValueError as err:
+            return [], [(f"{where}:{_line_of(text, 'time_to_first_token')}", str(err))]
+    elif "output_throughput" in data or "mean_ttft_ms" in data:
+        raw = _vllm_raw(data)
+    else:
+        return [], [
+            (
+                f"{where}:1",
+                "not a known format (fleetplan measurements, vllm bench serve --save-result, "
+                "genai-perf/AIPerf profile export)",
+            )
+        ]
+    raw = {k: v for k, v in raw.items() if v is not None}
+    for key, value in fill.items():
+        if key in ("model", "gpu", "tp", "dtype") or key not in raw:
+            raw[key] = value
+    missing = [k for k in ("model", "gpu", "tp", "dtype") if k not in raw]
+    if missing:
+        flags = " ".join(f"--{k}" for k in missing)
+        return [], [(f"{where}:1", f"the file does not say its {', '.join(missing)}: pass {flags}")]
+    _build(raw, f"{where}:1", catalog, issues, out)
+    return out, issues.items
+
+
+def load_measurements(
+    paths: Sequence[str | Path],
+    catalog: Catalog,
+    defaults: Mapping[str, Any] | None = None,
+) -> list[Measurement]:
+    """Read every file (CSV by its ``.csv`` suffix, else JSON); raise
+    :class:`MeasurementError` listing every ``file:line: reason`` if any is bad."""
+    all_issues: list[tuple[str, str]] = []
+    out: list[Measurement] = []
+    for path in paths:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            all_issues.append((f"{p}:0", f"cannot read: {getattr(err, 'strerror', None) or err}"))
+            continue
+        parse = parse_csv if p.suffix.lower() == ".csv" else parse_json
+        got, issues = parse(text, str(p), catalog, defaults)
+        out += got
+        all_issues += issues
+    if all_issues:
+        raise measurement_error(all_issues)
+    if not out:
+        raise MeasurementError.for_field("files", "no measurements in the files given")
+    return out
+
+
+def measurement_error(issues: Sequence[tuple[str, str]]) -> MeasurementError:
+    shown = "; ".join(f"{w}: {r}" for w, r in issues[:5])
+    more = f" (and {len(issues) - 5} more)" if len(issues) > 5 else ""
+    return MeasurementError(f"{len(issues)} bad measurement(s): {shown}{more}", list(issues))
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def _kv_dtype(m: Measurement) -> Dtype:
+    if m.kv_dtype is not None:
+        return m.kv_dtype
+    return Dtype.BF16 if m.dtype == Dtype.BF16 else Dtype.FP8
+
+
+def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
+    """The replica a measurement ran on, with the catalog's factors."""
+    return rl.build_replica(catalog, m.model, m.gpu, tp=m.tp, dtype=m.dtype, kv_dtype=_kv_dtype(m))
+
+
+def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
+    mfu, mbu, overhead = factors
+    return dataclasses.replace(
+        replica, prefill_mfu=float(mfu), decode_mbu=float(mbu), step_overhead_ms=float(overhead)
+    )
+
+
+def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
+    """One transformer layer's linear layers (QKV, O, MLP) on ``tokens`` tokens, per GPU
+    shard (ms): ``max(tokens x 2 x params / F_eff, params x b_w / W_eff)`` with
+    ``params`` the layer's attention-projection and MLP parameters (dense models)."""
+    model = replica.model
+    params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
+    compute = tokens * 2.0 * params / rl.effective_flops(replica)
+    memory = params * DTYPE_BYTES[replica.weight_dtype] / rl.effective_bandwidth_bytes_per_s(replica)
+    return max(compute, memory) * 1e3
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    output_tok_s: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    layer_ms: float | None = None
+
+    def get(self, name: str) -> float | None:
+        return getattr(self, name)
+
+
+def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
+    """The cost model's prediction of ``m`` on ``replica`` (its factors as they are)."""
+    if m.kind == MeasurementKind.KERNEL:
+        assert m.tokens is not None
+        return Prediction(layer_ms=kernel_layer_ms(replica, m.tokens))
+    assert m.isl is not None and m.osl is not None
+    budget = m.token_budget or DEFAULT_TOKEN_BUDGET
+    if m.concurrency is not None:
+        res = replica_capacity(
+            replica, m.isl, m.osl, concurrency=m.concurrency, token_budget=budget,
+            max_batch=m.max_batch,
+        )  # fmt: skip
+        return Prediction(
+            output_tok_s=res.output_tokens_per_s, ttft_ms=res.ttft_ms, tpot_ms=res.tpot_ms
+        )
+    rate = m.request_rate_rps if m.request_rate_rps is not None else math.inf
+    if m.num_requests is not None:
+        # A run of N requests never holds more than N at once: the most it can carry is
+        # a closed loop of N users. Beyond that rate it runs at that loop's point (TTFT
+        # then measures the queue, not predicted); below it, the run lasts N / rate plus
+        # the last request's own latency.
+        full = replica_capacity(
+            replica, m.isl, m.osl, concurrency=m.num_requests, token_budget=budget,
+            max_batch=m.max_batch,
+        )  # fmt: skip
+        if rate >= full.requests_per_s:
+            return Prediction(output_tok_s=full.output_tokens_per_s, tpot_ms=full.tpot_ms)
+    res = replica_capacity(
+        replica, m.isl, m.osl, request_rate_rps=rate, token_budget=budget, max_batch=m.max_batch
+    )
+    out = res.output_tokens_per_s
+    if m.num_requests is not None:
+        latency_s = (res.prefill_ms + (m.osl - 1) * res.tpot_ms) / 1e3
+        out = m.num_requests * m.osl / (m.num_requests / res.requests_per_s + latency_s)
+    offline = m.request_rate_rps is None
+    return Prediction(
+        output_tok_s=out, ttft_ms=None if offline else res.ttft_ms, tpot_ms=res.tpot_ms
+    )
+
+
+def predict(m: Measurement, catalog: Catalog, factors: Sequence[float] | None = None) -> Prediction:
+    """The prediction of ``m`` with the catalog's factors, or with ``factors``
+    (prefill MFU, decode MBU, step overhead ms)."""
+    replica = base_replica(m, catalog)
+    if factors is not None:
+        replica = with_factors(replica, factors)
+    return predict_with(m, replica)
+
+
+def ape(predicted: float | None, measured: float) -> float | None:
+    """Absolute percentage error ``|predicted / measured - 1|`` (None when not predicted)."""
+    if predicted is None:
+        return None
+    return abs(predicted / measured - 1.0)
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+class GroupFit(BaseModel):
+    """Fitted factors of one (GPU, dtype[, engine]) group, with the errors before
+    (the catalog's factors) and after the fit over the group's measured values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: str
+    dtype: Dtype | None
+    engine: str | None
+    prefill_mfu: float
+    decode_mbu: float
+    step_overhead_ms: float
+    determined: dict[str, bool]
+    std_errors: dict[str, float | None]
+    points: int
+    values: int
+    median_ape_before: float | None
+    worst_ape_before: float | None
+    median_ape_after: float | None
+    worst_ape_after: float | None
+
+    @property
+    def factors(self) -> tuple[float, float, float]:
+        return (self.prefill_mfu, self.decode_mbu, self.step_overhead_ms)
+
+
+class Residual(BaseModel):
+    """One measured value against its predictions before and after the fit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    point: str
+    gpu: str
+    dtype: Dtype
+    engine: str | None
+    model: str
+    quantity: str
+    measured: float
+    predicted_before: float | None
+    predicted_after: float | None
+    ape_before: float | None
+    ape_after: float | None
+
+
+class Calibration(BaseModel):
+    """A named set of fitted efficiency factors (per GPU and dtype, optionally engine)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, max_length=64)
+    created_at: str
+    description: str = ""
+    factors: list[GroupFit] = Field(min_length=1)
+    residuals: list[Residual] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "created_at": self.created_at,
+            "groups": [
+                {"gpu": f.gpu, "dtype": f.dtype, "engine": f.engine, "points": f.points}
+                for f in self.factors
+            ],
+        }
+
+
+GroupKey = tuple[str, Dtype | None, str | None]
+
+
+def group_key(m: Measurement, by: Sequence[str]) -> GroupKey:
+    return (
+        m.gpu,
+        m.dtype if "dtype" in by else None,
+        (m.engine or None) if "engine" in by else None,
+    )
+
+
+def _prior(catalog: Catalog, gpu: str, dtype: Dtype | None) -> tuple[float, float, float]:
+    eff = catalog.gpus[gpu].efficiency_for(dtype) if dtype else catalog.gpus[gpu].efficiency
+    return (eff.prefill_mfu, eff.decode_mbu, eff.step_overhead_ms)
+
+
+class _Problem:
+    """Residuals of one group's measurements as a function of the free factors."""
+
+    def __init__(self, points: Sequence[Measurement], catalog: Catalog, prior: Sequence[float]):
+        self.points = list(points)
+        self.replicas = [base_replica(m, catalog) for m in self.points]
+        self.measured = [m.quantities() for m in self.points]
+        self.prior = tuple(float(x) for x in prior)
+
+    def predictions(self, factors: Sequence[float]) -> list[Prediction]:
+        return [
+            predict_with(m, with_factors(r, factors))
+            for m, r in zip(self.points, self.replicas, strict=True)
+        ]
+
+    def data_residuals(self, factors: Sequence[float]) -> np.ndarray:
+        out = []
+        for pred, meas in zip(self.predictions(factors), self.measured, strict=True):
+            for name, value in meas.items():
+                p = pred.get(name)
+                out.append(math.log(p / value) if p is not None and p > 0 else MISSING_PENALTY)
+        return np.array(out)
+
+    def prior_residuals(self, factors: Sequence[float]) -> np.ndarray:
+        mfu, mbu, oh = factors
+        return PRIOR_WEIGHT * np.array(
+            [
+                math.log(mfu / self.prior[0]),
+                math.log(mbu / self.prior[1]),
+                (oh - self.prior[2]) / OVERHEAD_SCALE_MS,
+            ]
+        )
+
+    def full(self, free: Sequence[bool], x: np.ndarray) -> tuple[float, float, float]:
+        it = iter(x)
+        vals = [float(next(it)) if f else self.prior[i] for i, f in enumerate(free)]
+        return (vals[0], vals[1], vals[2])
+
+    def solve(self, free: Sequence[bool], starts: Iterable[Sequence[float]]) -> tuple[float, ...]:
+        lo = [LOWER[i] for i in range(3) if free[i]]
+        hi = [UPPER[i] for i in range(3) if free[i]]
+        if not lo:
+            return self.prior
+
+        def fun(x: np.ndarray) -> np.ndarray:
+            f = self.full(free, x)
+            return np.concatenate([self.data_residuals(f), self.prior_residuals(f)])
+
+        best = None
+        for start in starts:
+            x0 = np.clip([start[i] for i in range(3) if free[i]], lo, hi)
+            x0 = np.minimum(np.maximum(x0, np.array(lo) + 1e-6), np.array(hi) - 1e-6)
+            res = least_squares(
+                fun, x0, bounds=(lo, hi), diff_step=1e-4, x_scale="jac", max_nfev=200,
+                loss=LOSS, f_scale=LOSS_SCALE,
+            )
+            if best is None or res.cost < best.cost:
+                best = res
+        assert best is not None
+        return self.full(free, best.x)
+
+    def cost(self, factors: Sequence[float]) -> float:
+        r = np.concatenate([self.data_residuals(factors), self.prior_residuals(factors)])
+        z = (r / LOSS_SCALE) ** 2
+        return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))  # soft_l1, as the solver's
+
+    def best_starts(
+        self, free: Sequence[bool], extra: Sequence[Sequence[float]], keep: int = 3
+    ) -> list[Sequence[float]]:
+        """``extra`` plus the ``keep`` best points of a coarse grid (the max() of the
+        roofline makes the cost piecewise: a local search alone can stall where one
+        factor has no effect, e.g. MBU while every point is compute-bound)."""
+        axes = [
+            GRID[i] if free[i] else (self.prior[i],) for i in range(3)
+        ]
+        grid = [(a, b, c) for a in axes[0] for b in axes[1] for c in axes[2]]
+        grid.sort(key=self.cost)
+        return [*extra, *grid[:keep]]
+
+    def std_errors(self, factors: Sequence[float]) -> list[float | None]:
+        """Standard errors of the three factors from the data residuals' Jacobian."""
+        base = self.data_residuals(factors)
+        n = len(base)
+        cols = []
+        for i in range(3):
+            h = max(abs(factors[i]) * 1e-3, 1e-3 if i == 2 else 1e-4)
+            f = list(factors)
+            f[i] = f[i] + h if f[i] + h <= UPPER[i] else f[i] - h
+            cols.append((self.data_residuals(f) - base) / (f[i] - factors[i]))
+        jac = np.column_stack(cols)
+        dof = max(n - 3, 1)
+        s2 = float(base @ base) / dof
+        out: list[float | None] = []
+        try:
+            cov = np.linalg.pinv(jac.T @ jac) * s2
+            for i in range(3):
+                col = jac[:, i]
+                out.append(None if not np.any(col) else math.sqrt(max(cov[i, i], 0.0)))
+        except np.linalg.LinAlgError:
+            out = [None, None, None]
+        return out
+
+
+def _determined(factors: Sequence[float], errs: Sequence[float | None]) -> list[bool]:
+    out = []
+    for i, e in enumerate(errs):
+        if e is None or not math.isfinite(e):
+            out.append(False)
+        elif i == 2:
+            out.append(e <= MAX_OVERHEAD_STD_ERROR_MS)
+        else:
+            out.append(e <= MAX_REL_STD_ERROR * factors[i])
+    return out
+
+
+def _errors(
+    points: Sequence[Measurement], preds: Sequence[Prediction]
+) -> tuple[float | None, float | None]:
+    apes = [
+        a
+        for m, p in zip(points, preds, strict=True)
+        for name, value in m.quantities().items()
+        if (a := ape(p.get(name), value)) is not None
+    ]
+    if not apes:
+        return None, None
+    return median(apes), max(apes)
+
+
+@dataclasses.dataclass
+class _GroupResult:
+    fit: GroupFit
+    residuals: list[Residual]
+
+
+def fit_group(
+    points: Sequence[Measurement],
+    catalog: Catalog,
+    key: GroupKey,
+    prior: Sequence[float] | None = None,
+    free: Sequence[bool] | None = None,
+) -> _GroupResult:
+    """Fit one group's factors; ``prior`` defaults to the catalog's factors.
+
+    Starts from the prior and two other points and keeps the best. ``free`` (all
+    three by default) says which factors are fitted; the others stay at the prior.
+    ``determined`` says which factors the data pin down (standard error from the
+    Jacobian of the data residuals within :data:`MAX_REL_STD_ERROR`); the weak prior
+    keeps the others near the catalog's values.
+    """
+    gpu, dtype, engine = key
+    prior = tuple(prior) if prior is not None else _prior(catalog, gpu, dtype)
+    prob = _Problem(points, catalog, prior)
+    starts = [prior]
+    mask = tuple(free) if free is not None else (True, True, True)
+    fitted = prob.solve(mask, prob.best_starts(mask, starts))
+    errs = prob.std_errors(fitted)
+    det = _determined(fitted, errs)
+    if free is not None:
+        det = [d and f for d, f in zip(det, free, strict=True)]
+    before = prob.predictions(prior)
+    after = prob.predictions(fitted)
+    residuals = [
+        Residual(
+            point=m.label,
+            gpu=m.gpu,
+            dtype=m.dtype,
+            engine=m.engine,
+            model=m.model,
+            quantity=name,
+            measured=value,
+            predicted_before=b.get(name),
+            predicted_after=a.get(name),
+            ape_before=ape(b.get(name), value),
+            ape_after=ape(a.get(name), value),
+        )
+        for m, b, a in zip(points, before, after, strict=True)
+        for name, value in m.quantities().items()
+    ]
+    mb, wb = _errors(points, before)
+    ma, wa = _errors(points, after)
+    fit = GroupFit(
+        gpu=gpu,
+        dtype=dtype,
+        engine=engine,
+        prefill_mfu=round(fitted[0], 4),
+        decode_mbu=round(fitted[1], 4),
+        step_overhead_ms=round(fitted[2], 3),
+        determined=dict(zip(PARAMS, det, strict=True)),
+        std_errors=dict(zip(PARAMS, errs, strict=True)),
+        points=len(points),
+        values=len(residuals),
+        median_ape_before=mb,
+        worst_ape_before=wb,
+        median_ape_after=ma,
+        worst_ape_after=wa,
+    )
+    return _GroupResult(fit, residuals)
+
+
+def group_measurements(
+    measurements: Sequence[Measurement], by: Sequence[str]
+) -> dict[GroupKey, list[Measurement]]:
+    groups: dict[GroupKey, list[Measurement]] = {}
+    for m in measurements:
+        groups.setdefault(group_key(m, by), []).append(m)
+    return dict(sorted(groups.items(), key=lambda kv: tuple(str(k) for k in kv[0])))
+
+
+def fit_calibration(
+    name: str,
+    measurements: Sequence[Measurement],
+    catalog: Catalog,
+    *,
+    per_engine: bool = False,
+    description: str = "",
+) -> Calibration:
+    """Fit factors per (GPU, dtype) — and engine with ``per_engine`` — and return the
+    named calibration with every measured value's residuals before and after."""
+    if not re.match(NAME_PATTERN, name) or len(name) > 64:
+        raise PlanningError.for_field(
+            "name", f"{name!r} is not a valid name (lowercase letters, digits, '.', '-', '_')"
+        )
+    if not measurements:
+        raise MeasurementError.for_field("files", "no measurements to fit")
+    by = ("gpu", "dtype", "engine") if per_engine else ("gpu", "dtype")
+    fits: list[GroupFit] = []
+    residuals: list[Residual] = []
+    for key, points in group_measurements(measurements, by).items():
+        res = fit_group(points, catalog, key)
+        fits.append(res.fit)
+        residuals += res.residuals
+    sources = sorted({m.source or (m.where or "").rsplit(":", 1)[0] for m in measurements} - {""})
+    return Calibration(
+        name=name,
+        created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        description=description,
+        factors=fits,
+        residuals=residuals,
+        sources=sources,
+    )
+
+
+def leave_one_out(
+    points: Sequence[Measurement],
+    catalog: Catalog,
+    key: GroupKey,
+    full: GroupFit,
+    prior: Sequence[float] | None = None,
+) -> list[float]:
+    """APEs of every measured value predicted by a fit on all the other points
+    (warm-started at ``full``'s factors)."""
+    free = [True, True, True]
+    out: list[float] = []
+    prior = tuple(prior) if prior is not None else _prior(catalog, key[0], key[1])
+    for i, m in enumerate(points):
+        rest = [p for j, p in enumerate(points) if j != i]
+        prob = _Problem(rest, catalog, prior)
+        fitted = prob.solve(free, [full.factors])
+        pred = predict(m, catalog, fitted)
+        out += [
+            a for n, v in m.quantities().items() if (a := ape(pred.get(n), v)) is not None
+        ]
+    return out
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def apply_calibration(
+    catalog: Catalog, calibration: Calibration, engine: str | None = None
+) -> Catalog:
+    """``catalog`` with the calibration's factors as each GPU's per-dtype efficiency
+    (``Efficiency.by_dtype``; a group fitted over all dtypes sets the GPU's defaults),
+    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one."""
+    chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
+    for f in calibration.factors:
+        if engine is not None and f.engine not in (None, engine):
+            continue
+        k = (f.gpu, f.dtype)
+        if k in chosen and chosen[k].engine != f.engine:
+            raise PlanningError.for_field(
+                "calibration",
+                f"{calibration.name!r} has factors for several engines on {f.gpu} "
+                f"{f.dtype or ''}: name the engine",
+            )
+        chosen[k] = f
+    gpus = dict(catalog.gpus)
+    reason = f"calibration {calibration.name!r} ({calibration.created_at})"
+    for (gpu_id, dtype), f in chosen.items():
+        gpu = gpus.get(gpu_id)
+        if gpu is None:
+            raise UnknownEntryError.for_field(
+                "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
+            )
+        eff = gpu.efficiency
+        if dtype is None:
+            eff = eff.model_copy(
+                update={
+                    "prefill_mfu": f.prefill_mfu,
+                    "decode_mbu": f.decode_mbu,
+                    "step_overhead_ms": f.step_overhead_ms,
+                    "reason": reason,
+                }
+            )
+        else:
+            by = dict(eff.by_dtype)
+            by[dtype] = DtypeEfficiency(
+                prefill_mfu=f.prefill_mfu,
+                decode_mbu=f.decode_mbu,
+                step_overhead_ms=f.step_overhead_ms,
+                reason=f"{reason}, fitted on {f.points} {dtype} measurements",
+            )
+            eff = eff.model_copy(update={"by_dtype": by})
+        gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})
+    return build_catalog(
+        {"gpus": gpus, "models": catalog.models, "workloads": catalog.workloads, "links": catalog.links}
+    )
+
+
+# --------------------------------------------------------------------------- YAML store
+
+
+def calibration_dir(path: str | Path | None = None) -> Path:
+    """Where named calibrations live: ``path``, else ``$FLEETPLAN_CALIBRATION_DIR``,
+    else ``./calibrations``."""
+    if path is not None:
+        return Path(path)
+    return Path(os.environ.get(CALIBRATION_DIR_ENV) or DEFAULT_CALIBRATION_DIR)
+
+
+def check_name(name: str, field: str = "name") -> None:
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > 64:
+        raise PlanningError.for_field(
+            field,
+            f"{name!r} is not a calibration name (lowercase letters, digits, '.', '-', '_')",
+        )
+
+
+def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
+    return cal.model_dump(mode="json")
+
+
+def parse_calibration(data: Any, where: str) -> Calibration:
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as err:
+        raise PlanningError.for_field("calibration", f"{where}: {_validation_reason(err)}") from None
+
+
+def save_calibration(cal: Calibration, directory: str | Path | None = None) -> Path:
+    """Write ``NAME.yaml`` under the calibration directory (replacing one of that name)."""
+    d = calibration_dir(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{cal.name}.yaml"
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(
+        yaml.safe_dump(calibration_to_dict(cal), sort_keys=False, allow_unicode=True),
+        encoding="utf-8",
+    )
+    tmp.replace(path)
+    return path
+
+
+def load_calibration(name: str, directory: str | Path | None = None) -> Calibration:
+    """The calibration ``name`` from the YAML store (UnknownEntryError if absent)."""
+    check_name(name, "calibration")
+    path = calibration_dir(directory) / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(list_calibration_names(directory)) or "none"
+        raise UnknownEntryError.for_field(
+            "calibration", f"no calibration {name!r} in {path.parent} (known: {known})"
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise PlanningError.for_field("calibration", f"{path}: not valid YAML: {err}") from None
+    return parse_calibration(data, str(path))
+
+
+def list_calibration_names(directory: str | Path | None = None) -> list[str]:
+    d = calibration_dir(directory)
+    if not d.is_dir():
+        return []
+    return sorted(p.stem for p in d.glob("*.yaml") if re.match(NAME_PATTERN, p.stem))
+
+
+CalibrationResolver = Callable[[str], Calibration]
+
+
+def yaml_resolver(directory: str | Path | None = None) -> CalibrationResolver:
+    def resolve(name: str) -> Calibration:
+        return load_calibration(name, directory)
+
+    return resolve
+
+
+# --------------------------------------------------------------------------- reference data
+
+#: Public measurements shipped with the catalog (``scripts/import_reference_measurements.py``).
+REFERENCE_PATH = DATA_DIR.parent / "measurements" / "reference.json"
+
+
+def load_reference_measurements(
+    catalog: Catalog, path: str | Path | None = None
+) -> list[Measurement]:
+    """The public measurements shipped in ``catalog/measurements/reference.json``."""
+    return load_measurements([path or REFERENCE_PATH], catalog)
+
+
+__all__ = [
+    "CSV_COLUMNS",
+    "Calibration",
+    "GroupFit",
+    "Measurement",
+    "MeasurementError",
+    "MeasurementKind",
+    "Prediction",
+    "Residual",
+    "apply_calibration",
+    "fit_calibration",
+    "fit_group",
+    "kernel_layer_ms",
+    "leave_one_out",
+    "load_calibration",
+    "load_measurements",
+    "load_reference_measurements",
+    "parse_csv",
+    "parse_json",
+    "predict",
+    "save_calibration",
+]

@@ -1,0 +1,124 @@
+"""The bill of materials as CSV for spreadsheets: a header row, one row per GPU
+type and a total row (RFC 4180: CRLF line ends, fields quoted where needed).
+
+Numbers are plain (no thousands separators or currency signs; money to the
+cent, power to 0.001 kW); units are in the column names. Missing figures are
+empty cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from planner.report.bom import Bom
+
+COLUMNS = [
+    "gpu",
+    "gpu_name",
+    "gpus",
+    "gpus_per_server",
+    "servers",
+    "rack_units",
+    "power_kw",
+    "price_usd_per_gpu_hour",
+    "price_is_estimate",
+    "usd_per_hour",
+    "usd_per_month",
+    "usd_per_year",
+    "usd_1y",
+    "usd_3y",
+    "purchase_usd_per_gpu",
+    "capital_usd",
+    "note",
+]
+TOTAL = "TOTAL"
+
+
+def _n(value: Any, digits: int) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def bom_rows(bom: Bom) -> list[list[str]]:
+    """The BOM's lines and its total as rows of :data:`COLUMNS`."""
+    rows = []
+    for ln in bom.lines:
+        note = ln.price_note.rstrip(". ")
+        if ln.capital_usd is None:
+            note = (note + "; " if note else "") + ln.capital_note
+        rows.append(
+            [
+                ln.gpu,
+                ln.gpu_name,
+                _n(ln.gpus, 0),
+                _n(ln.gpus_per_server, 0),
+                _n(ln.nodes, 0),
+                _n(ln.rack_units, 0),
+                _n(ln.power_kw, 3),
+                _n(ln.price_usd_per_gpu_hour, 4),
+                _n(ln.price_is_estimate, 0),
+                _n(ln.usd_per_hour, 2),
+                _n(ln.usd_per_month, 2),
+                _n(ln.usd_per_year, 2),
+                _n(ln.usd_1y, 2),
+                _n(ln.usd_3y, 2),
+                _n(ln.purchase_usd_per_gpu, 2),
+                _n(ln.capital_usd, 2),
+                note,
+            ]
+        )
+    t = bom.total
+    rows.append(
+        [
+            TOTAL,
+            "",
+            _n(t.gpus, 0),
+            "",
+            _n(t.nodes, 0),
+            _n(t.rack_units, 0),
+            _n(t.power_kw, 3),
+            "",
+            "",
+            _n(t.usd_per_hour, 2),
+            _n(t.usd_per_month, 2),
+            _n(t.usd_per_year, 2),
+            _n(t.usd_1y, 2),
+            _n(t.usd_3y, 2),
+            "",
+            _n(t.capital_usd, 2),
+            t.capital_note,
+        ]
+    )
+    return rows
+
+
+def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def render_bom_csv(bom: Bom) -> str:
+    """One plan's bill of materials as CSV text."""
+    return write_csv(COLUMNS, bom_rows(bom))
+
+
+def render_boms_csv(boms: Mapping[str, Bom | None]) -> str:
+    """Several bills of materials (a comparison's variants) in one CSV, with a
+    leading ``variant`` column; each variant has its own total row."""
+    rows = []
+    for name, bom in boms.items():
+        if bom is None:
+            continue
+        rows += [[name, *r] for r in bom_rows(bom)]
+    return write_csv(["variant", *COLUMNS], rows)

@@ -1,0 +1,267 @@
+"""Procurement reports of stored plans and comparisons, in four formats.
+
+The API and the CLI call these pure functions (no HTTP, no database):
+
+* :func:`render_plan_report` (``record`` = ``{"id", "created_at", "request",
+  "plan", "sensitivity"?}``) and :func:`render_comparison_report`
+  (``planner.compare.compare(...).model_dump()`` plus ``"id"``/``"created_at"``)
+  return ``(text, media type)`` for ``fmt`` in ``html | md | csv | json``.
+* :func:`sensitivity` re-plans a request at traffic x1.5 and x2 and at its mix
+  shifted by 20 points; the API computes it once and stores it with the
+  record, and the plan report shows it when present.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from catalog.schema import Catalog
+from planner.errors import PlanningError
+from planner.report.bom import build_bom
+from planner.report.content import comparison_document, plan_document
+from planner.report.csv_bom import render_bom_csv, render_boms_csv
+from planner.report.html import render_html
+from planner.report.markdown import render_markdown
+
+FORMATS = ("html", "md", "csv", "json")
+MEDIA_TYPES = {
+    "html": "text/html; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+}
+
+#: Sensitivity cases: traffic multipliers and the mix shift, in share points.
+TRAFFIC_FACTORS = (1.5, 2.0)
+MIX_SHIFT_POINTS = 20
+
+
+def check_format(fmt: str) -> str:
+    """The format name, lower-cased; a :class:`PlanningError` on ``format`` otherwise."""
+    f = (fmt or "").lower()
+    if f == "markdown":
+        f = "md"
+    if f not in FORMATS:
+        raise PlanningError.for_field(
+            "format", f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}"
+        )
+    return f
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    if catalog is not None:
+        return catalog
+    from catalog.loader import load_catalog
+
+    return load_catalog()
+
+
+def _json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def render_plan_report(
+    record: Mapping[str, Any], fmt: str, catalog: Catalog | None = None
+) -> tuple[str, str]:
+    """A stored plan's procurement report as ``(text, media type)``.
+
+    ``html``: one stand-alone page with inline SVG charts; ``md``: the same
+    content as GitHub-flavoured Markdown; ``csv``: the bill of materials alone;
+    ``json``: the record with its bill of materials (and sensitivity).
+    """
+    f = check_format(fmt)
+    catalog = _catalog(catalog)
+    plan = record.get("plan") or {}
+    if f == "csv":
+        return render_bom_csv(build_bom(plan, catalog)), MEDIA_TYPES[f]
+    if f == "json":
+        doc = {
+            "kind": "plan_report",
+            "id": record.get("id"),
+            "created_at": record.get("created_at"),
+            "request": record.get("request"),
+            "plan": plan,
+            "bom": build_bom(plan, catalog).to_json_dict(),
+            "sensitivity": record.get("sensitivity"),
+        }
+        return _json(doc), MEDIA_TYPES[f]
+    doc = plan_document(record, catalog, with_charts=(f == "html"))
+    text = render_html(doc) if f == "html" else render_markdown(doc)
+    return text, MEDIA_TYPES[f]
+
+
+def render_comparison_report(
+    comparison: Mapping[str, Any], fmt: str, catalog: Catalog | None = None
+) -> tuple[str, str]:
+    """A stored comparison's report as ``(text, media type)``; ``csv`` holds
+    every variant's bill of materials (a ``variant`` column, a total per variant)."""
+    f = check_format(fmt)
+    catalog = _catalog(catalog)
+    variants = comparison.get("variants") or []
+    plans = comparison.get("plans") or []
+    names = [str(v.get("name")) for v in variants]
+    boms = {
+        name: build_bom(plan, catalog) if plan else None
+        for name, plan in zip(names, plans, strict=False)
+    }
+    if f == "csv":
+        return render_boms_csv(boms), MEDIA_TYPES[f]
+    if f == "json":
+        doc = {
+            "kind": "comparison_report",
+            **{k: v for k, v in comparison.items()},
+            "boms": {k: (b.to_json_dict() if b else None) for k, b in boms.items()},
+        }
+        return _json(doc), MEDIA_TYPES[f]
+    doc = comparison_document(comparison, catalog, with_charts=(f == "html"))
+    text = render_html(doc) if f == "html" else render_markdown(doc)
+    return text, MEDIA_TYPES[f]
+
+
+# --------------------------------------------------------------------------- sensitivity
+
+
+def _class_names(request: Mapping[str, Any]) -> list[tuple[str, float]]:
+    classes = (request.get("traffic") or {}).get("classes") or []
+    return [(str(c.get("name") or c.get("workload")), float(c.get("share", 0.0))) for c in classes]
+
+
+def mix_shift(request: Mapping[str, Any], points: float) -> tuple[dict[str, Any], str] | None:
+    """The request with its largest class's share moved by ``points`` share
+    points (clipped to [0, 1]); the other classes take up the difference in
+    their base proportions (``planner.compare.share_of``). Returns (request,
+    description), or None with fewer than two classes."""
+    from planner.compare import share_of
+
+    shares = _class_names(request)
+    if len(shares) < 2:
+        return None
+    name, share = max(shares, key=lambda t: t[1])
+    new = min(1.0, max(0.0, share + points / 100.0))
+    doc = share_of(dict(request), name, new, "traffic.classes")
+    after = dict(_class_names(doc))
+    change = ", ".join(f"{n} {s:.0%} → {after[n]:.0%}" for n, s in shares)
+    return doc, change
+
+
+def sensitivity_cases(request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The cases: ``{name, change, request}`` (``request`` None with a
+    ``status``/``note`` when a case does not apply)."""
+    from planner.variants import scale_rate
+
+    out: list[dict[str, Any]] = []
+    for f in TRAFFIC_FACTORS:
+        out.append(
+            {
+                "name": f"traffic ×{f:g}",
+                "change": f"total rate {request['traffic']['rate_rps']:g} → "
+                f"{request['traffic']['rate_rps'] * f:g} req/s",
+                "request": scale_rate(request, f),
+            }
+        )
+    shares = _class_names(request)
+    largest = max(shares, key=lambda t: t[1])[0] if shares else "largest class"
+    for sign in (-1, 1):
+        pts = sign * MIX_SHIFT_POINTS
+        name = f"{largest} share {pts:+d} pts"
+        if request.get("scenarios"):
+            out.append(
+                {
+                    "name": name,
+                    "change": "",
+                    "request": None,
+                    "status": "not applicable",
+                    "note": "the request's scenarios set the mix",
+                }
+            )
+            continue
+        shifted = mix_shift(request, pts)
+        if shifted is None:
+            out.append(
+                {
+                    "name": "mix shift",
+                    "change": "",
+                    "request": None,
+                    "status": "not applicable",
+                    "note": "one traffic class: no mix to shift",
+                }
+            )
+            break
+        out.append({"name": name, "change": shifted[1], "request": shifted[0]})
+    return out
+
+
+def sensitivity(
+    request: Mapping[str, Any],
+    catalog: Catalog | None = None,
+    caps: Any = None,
+    *,
+    base_cost_usd_per_hour: float | None = None,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """The cost of the cheapest fleet at traffic x1.5 and x2 and at the largest
+    class's share -20 and +20 points, each re-planned from scratch
+    (``planner.compare.run_variants``, in parallel processes).
+
+    Returns ``{"base_cost_usd_per_hour", "rows": [{name, change, status,
+    cost_usd_per_hour, delta_usd_per_hour, delta_pct, gpus_total,
+    gpus_by_type, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
+    The base is planned too unless ``base_cost_usd_per_hour`` is given.
+    """
+    from planner.compare import run_variants
+
+    catalog = _catalog(catalog)
+    request = dict(request)
+    cases = sensitivity_cases(request)
+    todo = [c for c in cases if c["request"] is not None]
+    variants = [{"name": c["name"], "request": c["request"]} for c in todo]
+    if base_cost_usd_per_hour is None:
+        variants.insert(0, {"name": "base", "request": request})
+    results = run_variants(variants, catalog, caps, workers=workers) if variants else []
+    by_name = dict(zip([v["name"] for v in variants], results, strict=True))
+    base = base_cost_usd_per_hour
+    if base is None:
+        r = by_name.get("base") or {}
+        base = (r.get("plan") or {}).get("cost_usd_per_hour") if r.get("ok") else None
+    rows = []
+    for c in cases:
+        row: dict[str, Any] = {
+            "name": c["name"],
+            "change": c.get("change", ""),
+            "status": c.get("status", "error"),
+            "cost_usd_per_hour": None,
+            "delta_usd_per_hour": None,
+            "delta_pct": None,
+            "gpus_total": None,
+            "gpus_by_type": {},
+            "note": c.get("note", ""),
+        }
+        r = by_name.get(c["name"]) if c["request"] is not None else None
+        if r is not None and r.get("ok"):
+            plan = r["plan"]
+            cost = plan.get("cost_usd_per_hour")
+            row.update(
+                status=plan.get("status"),
+                cost_usd_per_hour=cost,
+                gpus_total=plan.get("gpus_total"),
+                gpus_by_type=plan.get("gpus_by_type") or {},
+            )
+            if cost is not None and base:
+                row["delta_usd_per_hour"] = cost - base
+                row["delta_pct"] = 100.0 * (cost - base) / base
+            if plan.get("status") == "infeasible":
+                row["note"] = "; ".join(plan.get("infeasible_reasons") or [])
+        elif r is not None:
+            row.update(status="error", note=str(r.get("detail") or r.get("error") or ""))
+        rows.append(row)
+    return {
+        "base_cost_usd_per_hour": base,
+        "rows": rows,
+        "note": (
+            "Each case is re-planned from scratch: the cheapest fleet meeting the same latency "
+            f"objectives. Mix shift: the largest class's share moves by {MIX_SHIFT_POINTS} "
+            "points and the other classes take up the difference in proportion."
+        ),
+    }

@@ -1,0 +1,343 @@
+"""The plan's verification section: simulate the planned fleet, judge each class,
+and when a class misses, derate its pools and solve again.
+
+Judgement. A class *meets* its SLO when its simulated attainment (the share of
+requests meeting both its TTFT and TPOT SLOs) reaches its target percentile
+(p90: 90%). That is stricter than each percentile alone: a plan promising
+p90 TTFT <= 1 s and p90 TPOT <= 50 ms is held to 90% of requests meeting
+both. The 95% interval of the attainment (batch means) is reported with it:
+a near-critical pool varies a lot over time, and a longer run
+(``fleetplan simulate --requests``) narrows it.
+
+Correction. The optimizer sizes pools with queueing curves (capacity per
+replica count). A class that misses has the curve of the side that missed
+(the prefill queue when TTFT misses, the decode slots when TPOT misses)
+scaled by a factor f < 1, a utilization cap relative to the queueing model,
+for all its candidate pools, and the fleet is solved again; f shrinks with
+the size of the miss (f <- f x max(0.6, min(0.93, attainment / target)))
+for at most :data:`MAX_CORRECTIONS` rounds. The plan returned is the corrected
+one; its ``verification.correction`` keeps the original cost and verdicts, and
+the factors used. A correction that cannot be solved (a fleet limit binds)
+returns the original plan with the miss stated.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from catalog.schema import Catalog
+from planner.candidates import Candidate, Screening, attach_capacity
+from planner.errors import PlanningError
+from planner.request import ResolvedRequest, VerifySpec
+from planner.simulate.results import (
+    ClassSimulation,
+    ClassVerification,
+    Correction,
+    SimulationResult,
+    Verification,
+)
+from planner.simulate.runner import simulate_plan
+
+#: Verification runs unless a request (or FLEETPLAN_VERIFY_DEFAULT=off) turns it off.
+DEFAULT_ENABLED = True
+#: Environment switch for the default (the test suite sets it off: plans there are many).
+DEFAULT_ENV = "FLEETPLAN_VERIFY_DEFAULT"
+MAX_CORRECTIONS = 4
+_SOLVED = ("optimal", "feasible")
+
+
+def enabled(spec: VerifySpec, override: bool | None = None) -> bool:
+    """Whether to verify: an explicit argument, else the request's ``verify.enabled``,
+    else ``$FLEETPLAN_VERIFY_DEFAULT`` (off/false/0 turn it off), else on."""
+    if override is not None:
+        return override
+    if spec.enabled is not None:
+        return spec.enabled
+    env = os.environ.get(DEFAULT_ENV, "").strip().lower()
+    if env in ("0", "off", "false", "no"):
+        return False
+    return DEFAULT_ENABLED
+
+
+# --------------------------------------------------------------------------- judgement
+
+
+def judge(c: ClassSimulation) -> ClassVerification:
+    """A class's verdict: attainment against its target percentile, in words."""
+    target = c.percentile / 100.0
+    meets = c.requests > 0 and c.attainment >= target
+    ci = f" +- {c.attainment_ci95:.1%}" if c.attainment_ci95 else ""
+    t, p = c.ttft_ms.at_target, c.tpot_ms.at_target
+    pct = f"p{c.percentile:g}"
+    ttft = f"{t:,.0f} ms" if t is not None else "unbounded"
+    tpot = f"{p:,.1f} ms" if p is not None else "n/a"
+    text = (
+        f"{c.attainment:.1%}{ci} of requests meet both SLOs (target {target:.0%}); "
+        f"{pct} TTFT {ttft} vs {c.slo_ttft_ms:,.0f} ms, {pct} TPOT {tpot} vs "
+        f"{c.slo_tpot_ms:,.0f} ms"
+    )
+    verdict = ("meets: " if meets else "MISSES: ") + text
+    return ClassVerification(
+        name=c.name,
+        percentile=c.percentile,
+        slo_ttft_ms=c.slo_ttft_ms,
+        slo_tpot_ms=c.slo_tpot_ms,
+        ttft_ms=t,
+        tpot_ms=p,
+        planned_ttft_ms=c.planned_ttft_ms,
+        planned_tpot_ms=c.planned_tpot_ms,
+        attainment=c.attainment,
+        attainment_ci95=c.attainment_ci95,
+        goodput_rps=c.goodput_rps,
+        meets_slo=meets,
+        verdict=verdict,
+    )
+
+
+def verification_of(sim: SimulationResult, spec: VerifySpec) -> Verification:
+    """The plan's verification section from a simulation."""
+    classes = [judge(c) for c in sim.classes]
+    passed = bool(classes) and all(c.meets_slo for c in classes)
+    head = f"simulated {sim.requests:,} requests (seed {sim.seed}"
+    head += f", burst CV {sim.burst_cv:g})" if sim.burst_cv != 1.0 else ")"
+    if not classes:
+        summary = f"{head}: no class to verify"
+    elif passed:
+        summary = f"{head}: every class meets its SLO percentile"
+    else:
+        missed = [c.name for c in classes if not c.meets_slo]
+        summary = f"{head}: {', '.join(missed)} MISS their SLO percentile"
+    return Verification(
+        enabled=True,
+        requests=sim.requests,
+        seed=sim.seed,
+        burst_cv=sim.burst_cv,
+        wall_time_s=sim.wall_time_s,
+        passed=passed if classes else None,
+        summary=summary,
+        classes=classes,
+    )
+
+
+def verify_plan(
+    plan: Mapping[str, Any],
+    request: ResolvedRequest | Mapping[str, Any],
+    catalog: Catalog,
+    spec: VerifySpec,
+) -> Verification:
+    """Simulate a plan (its JSON) and judge every class; an unsolved plan is not verified."""
+    if plan.get("status") not in _SOLVED:
+        return Verification(
+            requests=0,
+            seed=spec.seed,
+            burst_cv=spec.burst_cv,
+            wall_time_s=0.0,
+            passed=None,
+            summary=f"not verified: the plan is {plan.get('status')}",
+        )
+    sim = simulate_plan(plan, request, catalog, spec.requests, spec.seed, spec.burst_cv)
+    return verification_of(sim, spec)
+
+
+def skipped(spec: VerifySpec) -> Verification:
+    return Verification(
+        enabled=False,
+        requests=0,
+        seed=spec.seed,
+        burst_cv=spec.burst_cv,
+        wall_time_s=0.0,
+        passed=None,
+        summary="not verified (verification is switched off)",
+    )
+
+
+# --------------------------------------------------------------------------- correction
+
+
+@dataclass
+class DeratedCandidate(Candidate):
+    """A candidate whose queueing-model capacity is capped at a share of itself:
+    ``prefill_derate`` scales the prefill-queue curve, ``decode_derate`` the
+    decode-slot curve (requests/s at every replica count)."""
+
+    prefill_derate: float = 1.0
+    decode_derate: float = 1.0
+
+    def prefill_capacity_rps(self, replicas: int) -> float:
+        cap = super().prefill_capacity_rps(replicas)
+        return cap * self.prefill_derate if math.isfinite(cap) else cap
+
+    def decode_capacity_rps(self, replicas: int) -> float:
+        cap = super().decode_capacity_rps(replicas)
+        return cap * self.decode_derate if math.isfinite(cap) else cap
+
+
+def derate_candidate(cand: Candidate, prefill: float, decode: float) -> DeratedCandidate | None:
+    """A copy of ``cand`` with derated curves and MILP rows rebuilt (None: rejected)."""
+    base = {f.name: getattr(cand, f.name) for f in fields(Candidate)}
+    if isinstance(cand, DeratedCandidate):
+        prefill, decode = prefill * cand.prefill_derate, decode * cand.decode_derate
+    base["notes"] = list(cand.notes)
+    out = DeratedCandidate(**base, prefill_derate=prefill, decode_derate=decode)
+    return None if attach_capacity(out) is not None else out
+
+
+def derated_screening(screening: Screening, derate: Mapping[str, Mapping[str, float]]) -> Screening:
+    """``screening`` with every candidate of a derated class rebuilt (see the module doc)."""
+    cands = []
+    for c in screening.candidates:
+        f = derate.get(c.class_name)
+        if f is None:
+            cands.append(c)
+            continue
+        d = derate_candidate(c, f.get("prefill", 1.0), f.get("decode", 1.0))
+        if d is not None:
+            cands.append(d)
+    return Screening(cands, screening.pruned, screening.rejections, screening.considered)
+
+
+Replan = Callable[[Screening], Any]  # screening -> (Plan, problem, result)
+
+
+def _tighten(derate: dict[str, dict[str, float]], ver: Verification) -> None:
+    """Shrink the factors of every class that missed, on the side(s) that missed."""
+    for c in ver.classes:
+        if c.meets_slo:
+            continue
+        step = max(0.6, min(0.93, c.attainment / (c.percentile / 100.0)))
+        f = derate.setdefault(c.name, {"prefill": 1.0, "decode": 1.0})
+        ttft_bad = c.ttft_ms is None or c.ttft_ms > c.slo_ttft_ms
+        tpot_bad = c.tpot_ms is not None and c.tpot_ms > c.slo_tpot_ms
+        if ttft_bad or not tpot_bad:
+            f["prefill"] *= step
+        if tpot_bad:
+            f["decode"] *= step
+
+
+def _midpoint(good: dict, bad: dict) -> dict[str, dict[str, float]]:
+    """Geometric midpoint of a passing and a failing set of factors."""
+    return {
+        k: {side: math.sqrt(x * bad.get(k, {}).get(side, 1.0)) for side, x in v.items()}
+        for k, v in good.items()
+    }
+
+
+def correct(
+    plan: Any,
+    first: Verification,
+    request: ResolvedRequest,
+    screening: Screening,
+    catalog: Catalog,
+    spec: VerifySpec,
+    replan: Replan,
+) -> tuple[Any, Verification, Any]:
+    """Re-solve with the missing classes derated until the simulation passes, then
+    bisect back towards the plan that missed while rounds remain (at most
+    MAX_CORRECTIONS solves). Returns (plan, its verification, replan's output or
+    None when the original plan stands)."""
+    derate: dict[str, dict[str, float]] = {}
+    failing: dict[str, dict[str, float]] = {}
+    ver = first
+    last = best = None
+    why = "a fleet limit binds"
+    rounds = 0
+
+    def attempt(factors):
+        nonlocal why
+        try:
+            out = replan(derated_screening(screening, factors))
+        except PlanningError as err:
+            why = err.message
+            return None
+        if out[0].status.value not in _SOLVED:
+            why = "; ".join(out[0].infeasible_reasons) or f"status {out[0].status.value}"
+            return None
+        return out, verify_plan(out[0].to_json_dict(), request, catalog, spec)
+
+    while rounds < MAX_CORRECTIONS:  # tighten until the simulation passes
+        rounds += 1
+        _tighten(derate, ver)
+        got = attempt(derate)
+        if got is None:
+            break
+        out, ver = got
+        last = (out, ver, {k: dict(v) for k, v in derate.items()}, rounds)
+        if ver.passed:
+            best = last
+            break
+        failing = {k: dict(v) for k, v in derate.items()}
+    while best is not None and rounds < MAX_CORRECTIONS:  # relax towards the original
+        mid = _midpoint(best[2], failing)
+        if all(abs(mid[k][s] - best[2][k][s]) < 0.02 for k in mid for s in mid[k]):
+            break
+        rounds += 1
+        got = attempt(mid)
+        if got is None:
+            break
+        out, v = got
+        cheaper = (out[0].cost_usd_per_hour or 0.0) <= (best[0][0].cost_usd_per_hour or 0.0)
+        if v.passed and cheaper:
+            best = (out, v, mid, rounds)
+        else:
+            failing = mid
+    chosen = best or last
+    if chosen is None:
+        first.correction = Correction(
+            derate={k: {s: round(x, 4) for s, x in v.items()} for k, v in derate.items()},
+            iterations=rounds,
+            original_cost_usd_per_hour=plan.cost_usd_per_hour,
+            cost_usd_per_hour=None,
+            original=first.classes,
+            note=f"no corrected fleet could be solved ({why}); the plan stands as solved "
+            "and misses as stated",
+        )
+        return plan, first, None
+    out, ver, factors, _ = chosen
+    new_plan = out[0]
+    state = "passes" if ver.passed else "still misses"
+    ver.correction = Correction(
+        derate={k: {s: round(x, 4) for s, x in v.items()} for k, v in factors.items()},
+        iterations=rounds,
+        original_cost_usd_per_hour=plan.cost_usd_per_hour,
+        cost_usd_per_hour=new_plan.cost_usd_per_hour,
+        original=first.classes,
+        note=(
+            f"the solved plan missed ({first.summary}); re-solved with the missing classes' "
+            f"pool capacity capped at the factors shown, the corrected plan {state} "
+            f"at ${new_plan.cost_usd_per_hour or 0:,.2f}/h "
+            f"(was ${plan.cost_usd_per_hour or 0:,.2f}/h)"
+        ),
+    )
+    return new_plan, ver, out
+
+
+def verify_and_correct(plan, problem, result, request: ResolvedRequest, screening, catalog, opts):
+    """make_plan's verification step: simulate ``plan``; on a miss (and
+    ``verify.correct``), re-solve with derated pools. Returns (plan, problem, result):
+    the corrected ones when a correction was solved, else the inputs. The plan
+    returned carries its ``verification`` section."""
+    from planner.plan import plan_from_result
+    from planner.service import build_problem
+    from solver.solve import solve
+
+    spec = request.request.verify
+    ver = verify_plan(plan.to_json_dict(), request, catalog, spec)
+    if ver.passed is False and spec.correct:
+
+        def replan(scr: Screening):
+            prob = build_problem(request, scr)
+            res = solve(prob, opts)
+            new = plan_from_result(
+                request, scr, res, catalog.content_hash, opts.time_limit_s, opts.rel_gap
+            )
+            return new, prob, res
+
+        plan, ver, out = correct(plan, ver, request, screening, catalog, spec, replan)
+        if out is not None:
+            _, problem, result = out
+    plan.verification = ver
+    return plan, problem, result

@@ -1,0 +1,600 @@
+"""Procurement reports (planner.report): the bill of materials' arithmetic, the
+CSV, Markdown, JSON and stand-alone HTML renderings, sensitivity, and a real
+headless browser opening the HTML (screenshot and print to PDF)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from catalog.loader import load_catalog
+from planner.compare import compare
+from planner.errors import PlanningError
+from planner.report import bom as B
+from planner.report.csv_bom import COLUMNS, TOTAL
+from planner.report.render import (
+    check_format,
+    mix_shift,
+    render_comparison_report,
+    render_plan_report,
+    sensitivity,
+    sensitivity_cases,
+)
+from planner.service import make_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = "<script>alert(1)</script>"
+
+SMALL = {
+    "name": "small chat/agent",
+    "model": "llama-3.1-8b",
+    "traffic": {
+        "rate_rps": 10,
+        "classes": [
+            {"workload": "chat", "share": 0.7},
+            {"workload": "agent", "share": 0.3, "slo": {"ttft_ms": 5000}},
+        ],
+    },
+    "candidates": {"gpus": ["h100-sxm5-80gb", "l40s"]},
+}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def small_record(catalog):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        plan = make_plan(SMALL, catalog).to_json_dict()
+    assert plan["status"] == "optimal"
+    return {"id": 1, "created_at": "2025-06-01T12:00:00Z", "request": SMALL, "plan": plan}
+
+
+@pytest.fixture(scope="module")
+def small_comparison(catalog):
+    spec = {
+        "name": "small what-if",
+        "base": SMALL,
+        "variants": [
+            {"name": "traffic x2", "rate_scale": 2.0},
+            {"name": "H100 only", "override": {"candidates": {"gpus": ["h100-sxm5-80gb"]}}},
+        ],
+        "sweeps": [{"name": "agent share", "share_of": "agent", "values": [0.1, 0.3, 0.5]}],
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        out = compare(spec, catalog, workers=1).model_dump()
+    out.update(id=5, created_at="2025-06-01T12:05:00Z")
+    return out
+
+
+def _with_purchase_price(catalog, gpu: str, usd: float):
+    spec = catalog.gpus[gpu]
+    price = spec.price.model_copy(update={"purchase_usd": usd})
+    gpus = dict(catalog.gpus)
+    gpus[gpu] = spec.model_copy(update={"price": price})
+    return catalog.model_copy(update={"gpus": gpus})
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def test_formulas_are_exact():
+    assert B.nodes_for(0, 8) == 0
+    assert B.nodes_for(1, 8) == 1
+    assert B.nodes_for(8, 8) == 1
+    assert B.nodes_for(9, 8) == 2
+    assert B.nodes_for(835, 8) == 105
+    assert B.rack_units_for(105, 8) == 840
+    assert B.gpu_power_kw(8, 700.0, 4000.0, 8) == pytest.approx(9.6, rel=1e-12)
+    assert B.usd_per_hour(835, 1.78) == pytest.approx(1486.3, rel=1e-12)
+    assert B.usd_per_month(2.0) == 1460.0
+    assert B.usd_per_year(2.0) == 17520.0
+    assert B.usd_over_years(2.0, 3) == 52560.0
+    assert B.capital_usd(10, 25_000.0) == 250_000.0
+    assert B.capital_usd(10, None) is None
+
+
+def _hand_plan() -> dict:
+    """13 H100 (prices and power from the plan) and 5 L40S."""
+    return {
+        "status": "optimal",
+        "catalog_hash": "sha256:old",
+        "gpus_by_type": {"h100-sxm5-80gb": 13, "l40s": 5},
+        "pools": [
+            {"class": "a", "role": "prefill", "gpu": "h100-sxm5-80gb", "gpus": 8, "power_kw": 7.5},
+            {"class": "a", "role": "decode", "gpu": "h100-sxm5-80gb", "gpus": 5, "power_kw": 4.25},
+            {"class": "b", "role": "aggregated", "gpu": "l40s", "gpus": 5, "power_kw": 2.0},
+        ],
+        "assumptions": {
+            "gpus": {
+                "h100-sxm5-80gb": {"price_usd_per_hour": 2.5},
+                "l40s": {"price_usd_per_hour": 1.0},
+            }
+        },
+    }
+
+
+def test_bom_arithmetic(catalog):
+    bom = B.build_bom(_hand_plan(), catalog)
+    h100, l40s = bom.lines
+    assert (h100.gpu, l40s.gpu) == ("h100-sxm5-80gb", "l40s")
+    hs = catalog.gpus["h100-sxm5-80gb"].server
+    ls = catalog.gpus["l40s"].server
+    assert h100.gpus == 13
+    assert h100.nodes == math.ceil(13 / hs.gpus_per_server)
+    assert h100.rack_units == h100.nodes * hs.rack_units
+    assert l40s.nodes == math.ceil(5 / ls.gpus_per_server)
+    assert l40s.rack_units == l40s.nodes * ls.rack_units
+    # power: the plan's pools
+    assert (h100.power_kw, h100.power_source) == (11.75, "plan")
+    assert l40s.power_kw == 2.0
+    # money at the plan's prices: 13 x 2.5 = 32.5 $/h
+    assert h100.price_usd_per_gpu_hour == 2.5
+    assert h100.usd_per_hour == 32.5
+    assert h100.usd_per_month == 32.5 * 730
+    assert h100.usd_per_year == 32.5 * 8760
+    assert h100.usd_1y == 32.5 * 8760
+    assert h100.usd_3y == 32.5 * 8760 * 3
+    assert l40s.usd_per_hour == 5.0
+    t = bom.total
+    assert t.gpus == 18
+    assert t.nodes == h100.nodes + l40s.nodes
+    assert t.rack_units == h100.rack_units + l40s.rack_units
+    assert t.power_kw == 13.75
+    assert t.usd_per_hour == 37.5
+    assert t.usd_per_month == 37.5 * 730
+    assert t.usd_3y == pytest.approx(37.5 * 26280, rel=1e-12)
+    # no purchase prices in the shipped catalog
+    assert h100.capital_usd is None and h100.capital_note == B.NO_PURCHASE_PRICE
+    assert t.capital_usd is None
+    # estimates carry the catalog's note, range and sources
+    spec = catalog.gpus["h100-sxm5-80gb"]
+    assert h100.price_is_estimate == spec.price.estimate
+    assert h100.sources == list(spec.sources)
+    assert any("catalog changed" in n for n in bom.notes)
+
+
+def test_bom_capital_and_catalog_fallbacks(catalog):
+    cat = _with_purchase_price(catalog, "l40s", 9_000.0)
+    plan = _hand_plan()
+    plan["pools"] = []  # robust plans: no pools at the top level
+    plan["assumptions"] = {}
+    plan["catalog_hash"] = cat.content_hash
+    bom = B.build_bom(plan, cat)
+    h100, l40s = bom.lines
+    assert l40s.capital_usd == 45_000.0 and l40s.capital_note == ""
+    assert h100.capital_usd is None
+    assert bom.total.capital_usd is None
+    assert "for some GPU types" in bom.total.capital_note
+    spec = cat.gpus["h100-sxm5-80gb"]
+    assert h100.price_usd_per_gpu_hour == spec.price.usd_per_hour
+    assert h100.power_source == "catalog"
+    assert h100.power_kw == pytest.approx(
+        13 * (spec.tdp_w + spec.server.server_overhead_w / spec.server.gpus_per_server) / 1000
+    )
+    only_l40s = dict(plan, gpus_by_type={"l40s": 5})
+    assert B.build_bom(only_l40s, cat).total.capital_usd == 45_000.0
+
+
+def test_bom_total_matches_plan(small_record, catalog):
+    plan = small_record["plan"]
+    bom = B.build_bom(plan, catalog)
+    assert bom.total.gpus == plan["gpus_total"]
+    assert bom.total.usd_per_hour == pytest.approx(plan["cost_usd_per_hour"], rel=1e-9)
+    assert bom.total.power_kw == pytest.approx(plan["power_kw"], rel=1e-9)
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def _parse_csv(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def test_csv_is_the_bom_and_adds_up(small_record, catalog):
+    text, media = render_plan_report(small_record, "csv", catalog)
+    assert media.startswith("text/csv")
+    assert text.endswith("\r\n")
+    rows = _parse_csv(text)
+    assert rows[0] == COLUMNS
+    lines, total = rows[1:-1], rows[-1]
+    assert total[0] == TOTAL
+    assert len(lines) == len(small_record["plan"]["gpus_by_type"])
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    for name in ("gpus", "servers", "rack_units"):
+        assert int(total[col[name]]) == sum(int(r[col[name]]) for r in lines)
+    for name in ("power_kw", "usd_per_hour", "usd_per_month", "usd_per_year", "usd_3y"):
+        s = sum(float(r[col[name]]) for r in lines)
+        assert float(total[col[name]]) == pytest.approx(s, abs=0.006 * len(lines) + 1e-9)
+    assert float(total[col["usd_per_hour"]]) == pytest.approx(
+        small_record["plan"]["cost_usd_per_hour"], abs=0.005
+    )
+    for r in lines:
+        gpus = int(r[col["gpus"]])
+        price = float(r[col["price_usd_per_gpu_hour"]])
+        assert float(r[col["usd_per_hour"]]) == pytest.approx(gpus * price, abs=0.005)
+        assert float(r[col["usd_per_month"]]) == pytest.approx(gpus * price * 730, abs=0.01)
+
+
+def test_csv_quoting_round_trips(catalog):
+    spec = catalog.gpus["l40s"]
+    price = spec.price.model_copy(update={"note": 'quote "A", then B; line\nbreak'})
+    gpus = dict(catalog.gpus, l40s=spec.model_copy(update={"price": price}))
+    cat = catalog.model_copy(update={"gpus": gpus})
+    plan = {"status": "optimal", "gpus_by_type": {"l40s": 3}, "pools": []}
+    text, _ = render_plan_report({"plan": plan}, "csv", cat)
+    rows = _parse_csv(text)
+    assert rows[1][COLUMNS.index("note")].startswith('quote "A", then B; line\nbreak')
+    assert all(len(r) == len(COLUMNS) for r in rows)
+
+
+def test_comparison_csv_has_a_bom_per_variant(small_comparison, catalog):
+    text, _ = render_comparison_report(small_comparison, "csv", catalog)
+    rows = _parse_csv(text)
+    assert rows[0] == ["variant", *COLUMNS]
+    ok = [
+        v["name"]
+        for v, p in zip(small_comparison["variants"], small_comparison["plans"], strict=True)
+        if p
+    ]
+    totals = [r for r in rows[1:] if r[1] == TOTAL]
+    assert [r[0] for r in totals] == ok
+    by_variant = {r["variant"]: r for r in small_comparison["table"]}
+    for t in totals:
+        assert int(t[3]) == by_variant[t[0]]["gpus_total"]
+
+
+# --------------------------------------------------------------------------- Markdown, JSON
+
+
+def test_markdown_has_every_section(small_record, catalog):
+    rec = dict(small_record, sensitivity={"rows": [], "note": "n"})
+    text, media = render_plan_report(rec, "md", catalog)
+    assert media.startswith("text/markdown")
+    assert text.startswith("# small chat/agent")
+    for heading in (
+        "## Summary",
+        "## 1. Bill of materials",
+        "Pools and launch settings",
+        "Traffic classes and predicted SLO attainment",
+        "Binding constraints and alternatives",
+        "Sensitivity",
+        "Assumptions",
+    ):
+        assert heading in text, heading
+    assert "```sh\nvllm serve llama-3.1-8b" in text
+    assert "python -m sglang.launch_server" in text
+    assert small_record["plan"]["catalog_hash"] in text
+    assert "| **Total** |" in text
+    first = B.build_bom(small_record["plan"], catalog).lines[0]
+    assert f"{first.gpus:,}" in text
+
+
+def test_markdown_escapes_markup(small_record, catalog):
+    rec = copy.deepcopy(small_record)
+    rec["request"]["name"] = HOSTILE + " | pipe"
+    text, _ = render_plan_report(rec, "md", catalog)
+    # fenced code shows text verbatim (a Markdown renderer escapes it there)
+    prose = re.sub(r"```[a-z]*\n.*?\n```", "", text, flags=re.S)
+    assert HOSTILE not in prose
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in prose
+
+
+def test_json_report(small_record, catalog):
+    sens = {"base_cost_usd_per_hour": 1.0, "rows": [], "note": ""}
+    text, media = render_plan_report(dict(small_record, sensitivity=sens), "json", catalog)
+    assert media == "application/json"
+    doc = json.loads(text)
+    assert doc["kind"] == "plan_report"
+    assert doc["plan"] == small_record["plan"]
+    assert doc["sensitivity"] == sens
+    assert doc["bom"]["total"]["gpus"] == small_record["plan"]["gpus_total"]
+    text, _ = render_comparison_report({"table": [], "plans": [], "variants": []}, "json", catalog)
+    assert json.loads(text)["kind"] == "comparison_report"
+
+
+def test_unknown_format_is_an_input_error(small_record, catalog):
+    assert check_format("MD") == "md"
+    assert check_format("markdown") == "md"
+    with pytest.raises(PlanningError) as err:
+        render_plan_report(small_record, "pdf", catalog)
+    assert err.value.issues[0][0] == "format"
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.refs: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href", "xlink:href", "srcset", "data", "poster", "action"):
+                self.refs.append((tag, k, v or ""))
+
+
+def assert_standalone(text: str) -> None:
+    """No fetches: no scripts, stylesheets, images, frames, fonts or CSS imports;
+    links (<a href>) and in-document references (#id) only."""
+    p = _Refs()
+    p.feed(text)
+    for tag in ("script", "link", "img", "iframe", "object", "embed", "video", "audio", "image"):
+        assert tag not in p.tags, tag
+    for tag, attr, value in p.refs:
+        if tag == "a" and attr == "href":
+            assert value.startswith(("#", "https://", "http://")), value
+        else:
+            assert value.startswith("#"), (tag, attr, value)
+    low = text.lower()
+    assert "@import" not in low
+    assert "url(http" not in low and "url('http" not in low and 'url("http' not in low
+    assert "@font-face" not in low
+
+
+def test_html_stands_alone_with_inline_svg(small_record, catalog):
+    text, media = render_plan_report(small_record, "html", catalog)
+    assert media.startswith("text/html")
+    assert text.startswith("<!DOCTYPE html>")
+    assert_standalone(text)
+    assert text.count("<svg") >= 2
+    assert "<?xml" not in text
+    assert "@media print" in text and "page-break" in text
+    assert "Buy " in text
+    for section in ("Bill of materials", "Pools and launch settings", "Assumptions"):
+        assert section in text
+    assert "vllm serve llama-3.1-8b" in text
+    # ids of the charts do not collide
+    ids = [x.split('"')[0] for x in text.split(' id="')[1:]]
+    assert len(ids) == len(set(ids))
+
+
+def test_html_escapes_hostile_strings(small_record, catalog):
+    rec = copy.deepcopy(small_record)
+    rec["request"]["name"] = HOSTILE
+    rec["id"] = HOSTILE
+    plan = rec["plan"]
+    old = plan["classes"][0]["name"]
+    plan["classes"][0]["name"] = HOSTILE
+    for p in plan["pools"]:
+        if p["class"] == old:
+            p["class"] = HOSTILE
+    plan["binding"] = [{"name": HOSTILE, "detail": '"><img src=x onerror=alert(1)>'}]
+    text, _ = render_plan_report(rec, "html", catalog)
+    assert HOSTILE not in text
+    assert "<img" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert_standalone(text)
+
+
+def test_html_infeasible_plan(catalog):
+    req = dict(SMALL, constraints={"budget_usd_per_hour": 1})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        plan = make_plan(req, catalog).to_json_dict()
+    assert plan["status"] == "infeasible"
+    rec = {"id": 9, "request": req, "plan": plan}
+    text, _ = render_plan_report(rec, "html", catalog)
+    assert "No fleet meets this request" in text
+    assert "is short by" in text
+    assert_standalone(text)
+    md, _ = render_plan_report(rec, "md", catalog)
+    assert "No fleet meets this request" in md
+    rows = _parse_csv(render_plan_report(rec, "csv", catalog)[0])
+    assert rows[-1][0] == TOTAL and rows[-1][2] == "0"
+
+
+def test_robust_plan_renders(catalog):
+    req = dict(
+        SMALL,
+        name="robust small",
+        scenarios=[{"name": "now"}, {"name": "later", "mix": {"chat": 0.3, "agent": 0.7}}],
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        plan = make_plan(req, catalog).to_json_dict()
+    assert plan["scenarios"] and not plan["pools"]
+    rec = {"id": 2, "request": req, "plan": plan}
+    text, _ = render_plan_report(rec, "html", catalog)
+    assert_standalone(text)
+    assert "Scenario now: pools and launch settings" in text
+    assert "Scenario later" in text
+    assert "GPUs in use per scenario" in text
+    bom = B.build_bom(plan, catalog)
+    assert bom.total.gpus == plan["gpus_total"]
+    assert bom.total.power_kw == pytest.approx(plan["power_kw"], rel=1e-9)
+    md, _ = render_plan_report(rec, "md", catalog)
+    assert "## 2. Scenarios" in md
+    assert "vllm serve" in md
+
+
+def test_comparison_report(small_comparison, catalog):
+    text, _ = render_comparison_report(small_comparison, "html", catalog)
+    assert_standalone(text)
+    assert text.count("<svg") >= 2  # cost per variant, sweep curve
+    assert "Cost per variant" in text and "Cost across the sweep" in text
+    assert "Variants against the base" in text
+    assert "Sweep: agent share" in text
+    assert "rate_rps: 10 → 20" in text  # what the variant changes
+    md, _ = render_comparison_report(small_comparison, "md", catalog)
+    assert "## 1. Variants against the base" in md
+    assert "| traffic x2 |" in md
+
+
+# --------------------------------------------------------------------------- sensitivity
+
+
+def test_sensitivity_cases():
+    cases = sensitivity_cases(SMALL)
+    assert [c["name"] for c in cases] == [
+        "traffic ×1.5",
+        "traffic ×2",
+        "chat share -20 pts",
+        "chat share +20 pts",
+    ]
+    assert cases[1]["request"]["traffic"]["rate_rps"] == 20
+    down = {c["workload"]: c["share"] for c in cases[2]["request"]["traffic"]["classes"]}
+    up = {c["workload"]: c["share"] for c in cases[3]["request"]["traffic"]["classes"]}
+    assert down == pytest.approx({"chat": 0.5, "agent": 0.5})
+    assert up == pytest.approx({"chat": 0.9, "agent": 0.1})
+    three = {
+        "traffic": {
+            "rate_rps": 1,
+            "classes": [
+                {"workload": "chat", "share": 0.6},
+                {"workload": "rag", "share": 0.3},
+                {"workload": "agent", "share": 0.1},
+            ],
+        }
+    }
+    doc, change = mix_shift(three, -20)
+    shares = {c["workload"]: c["share"] for c in doc["traffic"]["classes"]}
+    assert shares == pytest.approx({"chat": 0.4, "rag": 0.45, "agent": 0.15})
+    assert "chat 60% → 40%" in change
+    one = {"traffic": {"rate_rps": 1, "classes": [{"workload": "chat", "share": 1.0}]}}
+    assert mix_shift(one, 20) is None
+    assert sensitivity_cases(one)[-1]["status"] == "not applicable"
+    robust = dict(SMALL, scenarios=[{"name": "a"}])
+    assert [c.get("status") for c in sensitivity_cases(robust)][2:] == ["not applicable"] * 2
+
+
+def test_sensitivity_replans(small_record, catalog):
+    base = small_record["plan"]["cost_usd_per_hour"]
+    s = sensitivity(SMALL, catalog, base_cost_usd_per_hour=base, workers=1)
+    assert s["base_cost_usd_per_hour"] == base
+    rows = {r["name"]: r for r in s["rows"]}
+    assert set(rows) == {"traffic ×1.5", "traffic ×2", "chat share -20 pts", "chat share +20 pts"}
+    for r in rows.values():
+        assert r["status"] == "optimal"
+        assert r["delta_pct"] == pytest.approx(100 * (r["cost_usd_per_hour"] - base) / base)
+    # more traffic never costs less
+    assert (
+        base <= rows["traffic ×1.5"]["cost_usd_per_hour"] <= rows["traffic ×2"]["cost_usd_per_hour"]
+    )
+    text, _ = render_plan_report(dict(small_record, sensitivity=s), "html", catalog)
+    assert "Cost under traffic and mix changes" in text
+    assert "traffic ×2" in text
+
+
+# --------------------------------------------------------------------------- a real browser
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Chromium from Debian's packages: found, or installed once with apt-get
+    (as root); otherwise the browser tests skip and say why."""
+    path = _find_chromium()
+    if path:
+        return path
+    if not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed and apt-get is not available")
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        pytest.skip("chromium is not installed and installing it needs root (apt-get)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                pytest.skip(f"could not install chromium ({' '.join(cmd)}): {' / '.join(tail)}")
+    except (OSError, subprocess.TimeoutExpired) as err:
+        pytest.skip(f"could not install chromium: {err}")
+    path = _find_chromium()
+    if not path:
+        pytest.skip("apt-get installed chromium but no chromium binary is on PATH")
+    return path
+
+
+def _browser(chromium: str, url: str, *args: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                *args,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _check_screenshot(chromium: str, html: Path, png: Path) -> None:
+    done = _browser(chromium, html.as_uri(), f"--screenshot={png}", "--window-size=1280,2000")
+    assert png.exists(), done.stderr[-2000:]
+    assert _png_size(png) == (1280, 2000)
+    assert png.stat().st_size > 40_000  # text, tables and charts, not a blank page
+
+
+@pytest.mark.slow
+def test_reports_open_in_a_real_browser(chromium, catalog, small_comparison, tmp_path):
+    req = yaml.safe_load((ROOT / "examples" / "chat-agent-80-20.yaml").read_text())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        plan = make_plan(req, catalog).to_json_dict()
+    rec = {"id": 1, "created_at": "2025-06-01T12:00:00Z", "request": req, "plan": plan}
+    text, _ = render_plan_report(rec, "html", catalog)
+    html_plan = tmp_path / "plan.html"
+    html_plan.write_text(text, encoding="utf-8")
+    _check_screenshot(chromium, html_plan, tmp_path / "plan.png")
+
+    text, _ = render_comparison_report(small_comparison, "html", catalog)
+    html_cmp = tmp_path / "compare.html"
+    html_cmp.write_text(text, encoding="utf-8")
+    _check_screenshot(chromium, html_cmp, tmp_path / "compare.png")
+
+    pdf = tmp_path / "plan.pdf"
+    done = _browser(chromium, html_plan.as_uri(), f"--print-to-pdf={pdf}", "--no-pdf-header-footer")
+    assert pdf.exists(), done.stderr[-2000:]
+    data = pdf.read_bytes()
+    assert data[:5] == b"%PDF-"
+    assert len(data) > 30_000
+    assert len(re.findall(rb"/Type\s*/Page[^s]", data)) >= 2  # A4 pages, not one long sheet

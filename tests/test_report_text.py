@@ -1,0 +1,99 @@
+"""planner.report.text: a plan's JSON as text, robust to old or partial documents."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from api_support import small
+
+from planner.report.text import render_plan_text, render_table
+from planner.service import make_plan
+
+
+@pytest.fixture(scope="module")
+def plan_json() -> dict:
+    return make_plan(small()).to_json_dict()
+
+
+def section(text: str, title: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(title)
+    out = []
+    for line in lines[start + 1 :]:
+        if not line:
+            break
+        out.append(line)
+    return out
+
+
+def test_header_has_status_cost_gpus_power_ratio(plan_json):
+    text = render_plan_text(plan_json, title="Plan x")
+    lines = text.splitlines()
+    assert lines[0] == "Plan x"
+    assert lines[1] == "status          optimal"
+    cost = plan_json["cost_usd_per_hour"]
+    assert f"${cost:,.2f}/h" in lines[3]
+    assert f"${plan_json['cost_usd_per_month']:,.0f}/month" in lines[3]
+    assert lines[4].startswith(f"GPUs            {plan_json['gpus_total']} (")
+    assert lines[5].startswith("power")
+    assert lines[6].startswith("prefill:decode")
+
+
+def test_pools_table_has_a_row_per_pool(plan_json):
+    rows = section(render_plan_text(plan_json), "Pools")
+    header = rows[0].split()
+    assert header[:6] == ["class", "role", "gpu", "tp", "dtype", "replicas"]
+    pool_rows = [r for r in rows[2:] if r.startswith("  chat ")]
+    assert len(pool_rows) == len(plan_json["pools"])
+    for row, pool in zip(pool_rows, plan_json["pools"], strict=True):
+        cells = row.split()
+        assert cells[1] == pool["role"] and cells[2] == pool["gpu"]
+        assert cells[3] == str(pool["tp"])
+
+
+def test_launch_commands_are_shell_quoted(plan_json):
+    lines = section(render_plan_text(plan_json), "Launch (vLLM, one command per replica)")
+    commands = [line.strip() for line in lines if line.startswith("    ")]
+    assert len(commands) == len(plan_json["pools"])
+    for command, pool in zip(commands, plan_json["pools"], strict=True):
+        assert shlex.split(command) == pool["launch"]["vllm"]
+
+
+def test_infeasible_plan_shows_reasons_and_relaxation():
+    text = render_plan_text(
+        {
+            "status": "infeasible",
+            "model": "m",
+            "infeasible_reasons": ["budget $1.00/h is short by $2.00/h"],
+            "relaxation": {"budget": 2.0},
+            "classes": [],
+            "pools": [],
+            "solver": {"status": "infeasible", "solver": "highs", "runtime_s": 0.01},
+        }
+    )
+    assert "Why no fleet meets this request\n  - budget $1.00/h is short by $2.00/h" in text
+    assert "Relaxation (what would have to change):\n    budget: 2.00" in text
+    assert "\nPools\n" not in text and "Binding constraints" not in text
+    assert "Solver: highs infeasible" in text
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"status": "optimal"},
+        {"status": "optimal", "pools": [{}], "classes": [{}], "alternatives": [{}]},
+        {"status": "optimal", "pools": "garbage", "solver": None, "cost_usd_per_hour": "x"},
+        {"status": "feasible", "solver": {"gap": 0.02}, "cost_usd_per_hour": float("inf")},
+    ],
+)
+def test_partial_or_old_documents_render_without_errors(doc):
+    text = render_plan_text(doc)
+    assert text.startswith("status")
+    assert text.endswith("\n")
+
+
+def test_render_table_aligns_numbers_right():
+    table = render_table(["name", "n"], [["a", "1"], ["bbb", "1,000"]])
+    assert table.splitlines() == ["name      n", "----  -----", "a         1", "bbb   1,000"]
