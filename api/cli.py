@@ -31,7 +31,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from api import __version__
 from api.cli_analyze import register_analyze
+from api.cli_calibrate import register_calibrate, register_calibrations
 from api.cli_plans import register_plan, register_plans
+from api.cli_simulate import register_simulate
 from api.settings import Settings
 from catalog.loader import KIND_SCHEMAS, CatalogError, load_catalog
 from catalog.schema import Catalog, Gpu, Link, Model, Workload
@@ -328,6 +330,9 @@ REGISTRARS: list[Callable[[Subparsers], None]] = [
     register_plan,
     register_plans,
     register_analyze,
+    register_calibrate,
+    register_calibrations,
+    register_simulate,
 ]
 """Command groups, in help order. Append a ``register_*`` function to add one."""
 

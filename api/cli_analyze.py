@@ -470,13 +470,15 @@ def _replica_options(p: argparse.ArgumentParser, *, gpu_required: bool = True) -
 
 
 def register_analyze(sub: Subparsers) -> None:
-    """Add ``analyze chunk-budget|kv-transfer|pool-ratio``."""
+    """Add ``analyze chunk-budget|kv-transfer|pool-ratio|capacity``."""
     p = sub.add_parser(
         "analyze",
-        help="cost-model analyses: chunk budgets, KV transfers, pool ratios",
+        help="cost-model analyses: chunk budgets, KV transfers, pool ratios, replica capacity",
         description="Cost-model analyses of one model on one GPU (tables, or JSON with --json).",
     )
-    asub = p.add_subparsers(dest="analyze_command", metavar="{chunk-budget,kv-transfer,pool-ratio}")
+    asub = p.add_subparsers(
+        dest="analyze_command", metavar="{chunk-budget,kv-transfer,pool-ratio,capacity}"
+    )
     asub.required = True
 
     cb = asub.add_parser(
@@ -631,6 +633,10 @@ def register_analyze(sub: Subparsers) -> None:
     )
     pr.add_argument("--json", action="store_true", help="print JSON")
     pr.set_defaults(func=cmd_pool_ratio)
+
+    from api.cli_calibrate import register_capacity  # imports this module: not at the top
+
+    register_capacity(asub)
 
 
 __all__ = [

@@ -17,6 +17,8 @@ from fastapi import FastAPI
 from api import __version__
 from api.db.session import make_engine, make_sessionmaker
 from api.errors import BodySizeLimitMiddleware, install_error_handlers
+from api.routes import analyses as analyses_routes
+from api.routes import calibrations as calibrations_routes
 from api.routes import catalog as catalog_routes
 from api.routes import health as health_routes
 from api.routes import plans as plans_routes
@@ -54,4 +56,6 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(health_routes.router)
     app.include_router(catalog_routes.router)
     app.include_router(plans_routes.router)
+    app.include_router(calibrations_routes.router)
+    app.include_router(analyses_routes.router)
     return app

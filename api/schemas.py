@@ -92,3 +92,21 @@ class PlanPage(BaseModel):
     next_cursor: str | None = Field(
         description="Pass as `cursor` for the next page; null on the last page."
     )
+
+
+class SimulationCreate(BaseModel):
+    """Options of ``POST /plans/{id}/simulations`` (all optional; ``{}`` takes the defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: int = Field(
+        default=100_000, ge=1, le=500_000, description="Requests to simulate, all classes."
+    )
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Random seed (reproducible).")
+    burst_cv: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=20,
+        allow_inf_nan=False,
+        description="Coefficient of variation of inter-arrival times (1: Poisson, >1: bursty).",
+    )

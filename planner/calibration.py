@@ -19,9 +19,10 @@ predictions are from what was measured:
 * :func:`fit_calibration` — least squares (``scipy.optimize.least_squares``)
   over (prefill MFU, decode MBU, per-step overhead) per (GPU, dtype[, engine]),
   minimizing the log-ratio residuals ``ln(predicted / measured)`` of every
-  measured quantity (a symmetric relative error), with a weak pull toward the
-  catalog's factors so a group whose data says nothing about one factor keeps
-  it; factors the data does not determine are held at the catalog's value;
+  measured quantity (a symmetric relative error; soft-L1 loss, so a few points
+  the model cannot represent do not dominate) with a weak pull toward the
+  catalog's factors; factors the data do not determine are held at the
+  catalog's value;
 * :class:`Calibration` — a named set of fitted factors, stored as a YAML overlay
   (``$FLEETPLAN_CALIBRATION_DIR/NAME.yaml``, default ``./calibrations``) and, by
   the service, in its database; :func:`apply_calibration` returns a catalog whose
@@ -266,8 +267,9 @@ def _validation_reason(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _check_against_catalog(m: Measurement, catalog: Catalog) -> str | None:
-    """Why ``m`` cannot be priced with ``catalog`` (None when it can)."""
+def check_measurement(m: Measurement, catalog: Catalog) -> str | None:
+    """Why ``m`` cannot be priced with ``catalog`` (None when it can): an unknown model
+    or GPU, a replica that cannot be built or does not fit, a sequence too long."""
     if m.model not in catalog.models:
         return f"unknown model {m.model!r} (known: {', '.join(sorted(catalog.models))})"
     if m.gpu not in catalog.gpus:
@@ -307,7 +309,7 @@ def _build(
     except ValidationError as err:
         issues.add(where, _validation_reason(err))
         return
-    why = _check_against_catalog(m, catalog)
+    why = check_measurement(m, catalog)
     if why is not None:
         issues.add(where, why)
         return
@@ -813,7 +815,7 @@ class _Problem:
         return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))  # soft_l1, as the solver's
 
     def best_starts(
-        self, free: Sequence[bool], extra: Sequence[Sequence[float]], keep: int = 3
+        self, free: Sequence[bool], extra: Sequence[Sequence[float]], keep: int = 1
     ) -> list[Sequence[float]]:
         """``extra`` plus the ``keep`` best points of a coarse grid (the max() of the
         roofline makes the cost piecewise: a local search alone can stall where one
@@ -825,40 +827,48 @@ class _Problem:
         grid.sort(key=self.cost)
         return [*extra, *grid[:keep]]
 
-    def std_errors(self, factors: Sequence[float]) -> list[float | None]:
-        """Standard errors of the three factors from the data residuals' Jacobian."""
+    def std_errors(
+        self, factors: Sequence[float], free: Sequence[bool] = (True, True, True)
+    ) -> list[float | None]:
+        """Standard errors of the free factors (None for held ones, and for factors
+        the data cannot separate): ``sqrt(diag(s^2 (J^T J)^-1))`` with ``J`` the
+        Jacobian of the data residuals in the free factors and ``s^2`` their variance."""
         base = self.data_residuals(factors)
-        n = len(base)
+        idx = [i for i in range(3) if free[i]]
         cols = []
-        for i in range(3):
+        for i in idx:
             h = max(abs(factors[i]) * 1e-3, 1e-3 if i == 2 else 1e-4)
             f = list(factors)
             f[i] = f[i] + h if f[i] + h <= UPPER[i] else f[i] - h
             cols.append((self.data_residuals(f) - base) / (f[i] - factors[i]))
+        out: list[float | None] = [None, None, None]
+        if not cols:
+            return out
         jac = np.column_stack(cols)
-        dof = max(n - 3, 1)
-        s2 = float(base @ base) / dof
-        out: list[float | None] = []
-        try:
-            cov = np.linalg.pinv(jac.T @ jac) * s2
-            for i in range(3):
-                col = jac[:, i]
-                out.append(None if not np.any(col) else math.sqrt(max(cov[i, i], 0.0)))
-        except np.linalg.LinAlgError:
-            out = [None, None, None]
+        s2 = float(base @ base) / max(len(base) - len(idx), 1)
+        info = jac.T @ jac
+        if not np.all(np.isfinite(info)) or np.linalg.cond(info) > 1e12:
+            return out
+        cov = np.linalg.inv(info) * s2
+        for k, i in enumerate(idx):
+            out[i] = math.sqrt(max(float(cov[k, k]), 0.0))
         return out
 
 
+def _se_limit(i: int, factors: Sequence[float]) -> float:
+    return MAX_OVERHEAD_STD_ERROR_MS if i == 2 else MAX_REL_STD_ERROR * factors[i]
+
+
+def _free(mask: Sequence[bool], factors: Sequence[float]) -> list[float]:
+    return [f for m, f in zip(mask, factors, strict=True) if m]
+
+
 def _determined(factors: Sequence[float], errs: Sequence[float | None]) -> list[bool]:
-    out = []
-    for i, e in enumerate(errs):
-        if e is None or not math.isfinite(e):
-            out.append(False)
-        elif i == 2:
-            out.append(e <= MAX_OVERHEAD_STD_ERROR_MS)
-        else:
-            out.append(e <= MAX_REL_STD_ERROR * factors[i])
-    return out
+    """Whether each factor's standard error is within its limit (:func:`_se_limit`)."""
+    return [
+        e is not None and math.isfinite(e) and e <= _se_limit(i, factors)
+        for i, e in enumerate(errs)
+    ]
 
 
 def _errors(
@@ -890,22 +900,34 @@ def fit_group(
 ) -> _GroupResult:
     """Fit one group's factors; ``prior`` defaults to the catalog's factors.
 
-    Starts from the prior and two other points and keeps the best. ``free`` (all
-    three by default) says which factors are fitted; the others stay at the prior.
-    ``determined`` says which factors the data pin down (standard error from the
-    Jacobian of the data residuals within :data:`MAX_REL_STD_ERROR`); the weak prior
-    keeps the others near the catalog's values.
+    Least squares from the prior and from the best point of a coarse grid. A factor
+    the data do not determine (standard error from the Jacobian of the data
+    residuals above :func:`_se_limit`) is held at the prior and the others refitted,
+    the overhead first, until every fitted factor is determined; ``determined``
+    records which were fitted. ``free`` fixes the fitted factors instead.
     """
     gpu, dtype, engine = key
     prior = tuple(prior) if prior is not None else _prior(catalog, gpu, dtype)
     prob = _Problem(points, catalog, prior)
     starts = [prior]
-    mask = tuple(free) if free is not None else (True, True, True)
+    mask = list(free) if free is not None else [True, True, True]
     fitted = prob.solve(mask, prob.best_starts(mask, starts))
-    errs = prob.std_errors(fitted)
+    errs = prob.std_errors(fitted, mask)
     det = _determined(fitted, errs)
-    if free is not None:
-        det = [d and f for d, f in zip(det, free, strict=True)]
+    while free is None and any(m and not d for m, d in zip(mask, det, strict=True)):
+        # Hold one undetermined factor at the prior and refit the others: the overhead
+        # first (it trades off against both MBU and MFU), else the least determined.
+        loose = [i for i in range(3) if mask[i] and not det[i]]
+        worst = 2 if 2 in loose else max(
+            loose,
+            key=lambda i: math.inf if errs[i] is None else errs[i] / _se_limit(i, fitted),
+        )
+        mask[worst] = False
+        fitted = prob.solve(mask, prob.best_starts(mask, [prob.full(mask, _free(mask, fitted))]))
+        errs = prob.std_errors(fitted, mask)
+        det = [d and m for d, m in zip(_determined(fitted, errs), mask, strict=True)]
+    det = [d and m for d, m in zip(det, mask, strict=True)]
+    fitted = (round(fitted[0], 4), round(fitted[1], 4), round(fitted[2], 3))
     before = prob.predictions(prior)
     after = prob.predictions(fitted)
     residuals = [
@@ -931,9 +953,9 @@ def fit_group(
         gpu=gpu,
         dtype=dtype,
         engine=engine,
-        prefill_mfu=round(fitted[0], 4),
-        decode_mbu=round(fitted[1], 4),
-        step_overhead_ms=round(fitted[2], 3),
+        prefill_mfu=fitted[0],
+        decode_mbu=fitted[1],
+        step_overhead_ms=fitted[2],
         determined=dict(zip(PARAMS, det, strict=True)),
         std_errors=dict(zip(PARAMS, errs, strict=True)),
         points=len(points),
@@ -996,9 +1018,9 @@ def leave_one_out(
     full: GroupFit,
     prior: Sequence[float] | None = None,
 ) -> list[float]:
-    """APEs of every measured value predicted by a fit on all the other points
-    (warm-started at ``full``'s factors)."""
-    free = [True, True, True]
+    """APEs of every measured value predicted by a fit on all the other points (the
+    factors ``full`` fitted, warm-started at its values; the others held)."""
+    free = [full.determined[p] for p in PARAMS]
     out: list[float] = []
     prior = tuple(prior) if prior is not None else _prior(catalog, key[0], key[1])
     for i, m in enumerate(points):

@@ -33,6 +33,7 @@ from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import queueing
 from planner import roofline as rl
+from planner.capacity import decode_slots, largest_batch  # noqa: F401 (largest_batch re-exported)
 from planner.errors import PlanningError
 from planner.request import ResolvedClass, ResolvedRequest
 from solver.problem import CapacityCut, Mode, PoolCandidate, PoolRole, Segment
@@ -311,25 +312,6 @@ def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
     return mean, (var / (mean * mean) if mean > 0 else 0.0)
 
 
-def largest_batch(limit: int, step_of, tpot_ms: float) -> tuple[int, float] | None:
-    """Largest B in [1, limit] with step_of(B) <= tpot_ms (step time grows with B)."""
-    if limit < 1:
-        return None
-    s1 = step_of(1)
-    if s1 > tpot_ms:
-        return None
-    lo, hi = 1, limit
-    if step_of(hi) <= tpot_ms:
-        return hi, step_of(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if step_of(mid) <= tpot_ms:
-            lo = mid
-        else:
-            hi = mid
-    return lo, step_of(lo)
-
-
 def fast_chunked_ttft_ms(
     replica: rl.Replica, prompt_tokens: float, budget_tokens: int, step_ms: float, cached: float
 ) -> float:
@@ -421,9 +403,7 @@ def _screen_config(
             f"than the {rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after weights",
         )
     if role == PoolRole.DECODE:
-        best = largest_batch(
-            b_mem, lambda b: rl.decode_step_ms(replica, b, fig.decode_context_tokens), slo.tpot_ms
-        )
+        best = decode_slots(replica, fig.decode_context_tokens, slo.tpot_ms)
         if best is None:
             step1 = rl.decode_step_ms(replica, 1, fig.decode_context_tokens)
             return reject(
@@ -469,7 +449,13 @@ def _screen_config(
             replica, b, fig.decode_context_tokens, budget, fig.chunk_context_tokens
         )
 
-    best = largest_batch(b_mem, step_of, slo.tpot_ms)
+    best = decode_slots(
+        replica,
+        fig.decode_context_tokens,
+        slo.tpot_ms,
+        chunk_tokens=budget,
+        chunk_context_tokens=fig.chunk_context_tokens,
+    )
     if best is None:
         return reject(
             "tpot_unreachable",

@@ -67,7 +67,7 @@ from planner.errors import PlanningError
 DEFAULT_TOKEN_BUDGET = 8192
 
 #: Relative tolerance of the searches over the decode batch.
-_REL_TOL = 1e-10
+_REL_TOL = 1e-8
 
 
 class Bound(StrEnum):
@@ -549,6 +549,58 @@ def replica_capacity(
     )
 
 
+# --------------------------------------------------------------------------- decode slots
+
+
+def largest_batch(
+    limit: int, step_of: Callable[[int], float], tpot_ms: float
+) -> tuple[int, float] | None:
+    """Largest B in [1, limit] with step_of(B) <= tpot_ms (step time grows with B):
+    (B, step_of(B)), or None when even B = 1 misses."""
+    if limit < 1:
+        return None
+    if step_of(1) > tpot_ms:
+        return None
+    lo, hi = 1, limit
+    if step_of(hi) <= tpot_ms:
+        return hi, step_of(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if step_of(mid) <= tpot_ms:
+            lo = mid
+        else:
+            hi = mid
+    return lo, step_of(lo)
+
+
+def decode_slots(
+    replica: rl.Replica,
+    context_tokens: float,
+    tpot_ms: float,
+    *,
+    chunk_tokens: int | None = None,
+    chunk_context_tokens: float = 0.0,
+) -> tuple[int, float] | None:
+    """The optimizer's decode slots of one replica: the largest integer batch B that
+    fits the KV cache at ``context_tokens`` (:func:`planner.roofline.max_resident_batch`)
+    and whose step stays within ``tpot_ms`` — a decode step, or with ``chunk_tokens``
+    a mixed step carrying a full chunk every time (:func:`planner.roofline.mixed_step_ms`:
+    the worst step a TPOT percentile must cover, where :func:`replica_capacity` prices
+    the mean step). Returns (B, step ms), or None when one sequence misses."""
+    limit = rl.max_resident_batch(replica, context_tokens)
+    if chunk_tokens is None:
+        return largest_batch(
+            limit, lambda b: rl.decode_step_ms(replica, b, context_tokens), tpot_ms
+        )
+    return largest_batch(
+        limit,
+        lambda b: rl.mixed_step_ms(
+            replica, b, context_tokens, chunk_tokens, chunk_context_tokens
+        ),
+        tpot_ms,
+    )
+
+
 # --------------------------------------------------------------------------- roofline limits
 
 
@@ -596,6 +648,8 @@ __all__ = [
     "OperatingPoint",
     "RooflineLimits",
     "StepModel",
+    "decode_slots",
+    "largest_batch",
     "replica_capacity",
     "roofline_limits",
 ]

@@ -206,6 +206,10 @@ def make_plan(
         robust = make_robust_plan(request, raw, catalog, solver_options_for(request, caps))
         if request.calibration is not None:
             robust.assumptions["calibration"] = request.calibration
+        if sv.enabled(request.verify, verify):
+            sv.verify_robust(robust, request, raw, catalog)
+        else:
+            robust.verification = sv.skipped(request.verify)
         return robust
     resolved = resolve_request(request, catalog)
     screening = screen_candidates(resolved, catalog)

@@ -294,7 +294,7 @@ def test_markdown_escapes_markup(small_record, catalog):
     # fenced code shows text verbatim (a Markdown renderer escapes it there)
     prose = re.sub(r"```[a-z]*\n.*?\n```", "", text, flags=re.S)
     assert HOSTILE not in prose
-    assert "&lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in prose
+    assert "# &lt;script&gt;alert(1)&lt;/script&gt; | pipe" in prose
 
 
 def test_json_report(small_record, catalog):

@@ -97,3 +97,20 @@ class CatalogEntryRecord(Base):
 
     def __repr__(self) -> str:
         return f"CatalogEntryRecord(kind={self.kind!r}, entry_id={self.entry_id!r})"
+
+
+class CalibrationRecord(Base):
+    """A named calibration: efficiency factors fitted to measurements (``POST
+    /calibrations``); ``body`` is the ``planner.calibration.Calibration`` document."""
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    def __repr__(self) -> str:
+        return f"CalibrationRecord(name={self.name!r})"

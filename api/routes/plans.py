@@ -38,9 +38,11 @@ from api.plan_records import (
     plan_summary,
     solver_caps,
 )
-from api.schemas import PlanPage, PlanPublic, error_responses
+from api.routes.calibrations import preload_calibration
+from api.schemas import PlanPage, PlanPublic, SimulationCreate, error_responses
 from planner.request import PlanRequest
 from planner.service import make_plan
+from planner.simulate.results import SimulationResult
 
 router = APIRouter(prefix="/plans", tags=["plans"], route_class=JsonBodyRoute)
 
@@ -96,9 +98,10 @@ def create_plan(
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
     ``solver`` options, capped by the server's settings."""
     catalog = merged_catalog(session, request.app.state.catalog)
+    calibrations = preload_calibration(session, body.calibration)
     session.rollback()  # end the read: no connection is held while solving
     caps = solver_caps(settings)
-    plan = make_plan(body, catalog, caps)
+    plan = make_plan(body, catalog, caps, calibrations=calibrations)
     record = build_plan_record(posted, body, plan, caps)
     repo.add_plan(session, record)
     session.commit()
@@ -183,3 +186,41 @@ def delete_plan(plan_id: str, session: SessionDep) -> Response:
     session.delete(record)
     session.commit()
     return Response(status_code=204)
+
+
+@router.post(
+    "/{plan_id}/simulations",
+    response_model=SimulationResult,
+    response_model_by_alias=True,
+    dependencies=[WriteAccess],
+    responses=error_responses(401, 404, 409, 415, 422),
+    summary="Simulate a stored plan's fleet under load",
+)
+def simulate_stored_plan(
+    plan_id: str,
+    request: Request,
+    session: SessionDep,
+    body: SimulationCreate | None = None,
+) -> SimulationResult:
+    """Run the plan's fleet in the discrete-event simulator (planner.simulate) at the
+    rates it was planned for: per class TTFT/TPOT percentiles, SLO attainment and
+    goodput, per pool utilization and queues. Seeded and reproducible; computed on
+    demand, not stored. 409 when the plan has no fleet (infeasible) or is robust
+    (its ``verification`` section simulates each scenario)."""
+    from api.cli_simulate import catalog_for_record, stored_request
+    from planner.simulate import simulate_plan
+
+    opts = body or SimulationCreate()
+    record = _plan_or_404(session, plan_id)
+    plan = record.plan or {}
+    if plan.get("status") not in ("optimal", "feasible") or plan.get("scenarios"):
+        why = (
+            "a robust plan: its verification section simulates every scenario"
+            if plan.get("scenarios")
+            else f"the plan is {record.status.value}: there is no fleet to simulate"
+        )
+        raise ApiError(409, "conflict", why, [("id", why)])
+    catalog = catalog_for_record(session, record, request.app.state.catalog)
+    request_doc = stored_request(record)
+    session.rollback()  # hold no connection while simulating
+    return simulate_plan(plan, request_doc, catalog, opts.requests, opts.seed, opts.burst_cv)

@@ -1457,6 +1457,8 @@ def comparison_document(
         )
     ]
     for axis, rows in sweep_axes(table).items():
+        values = [r.get("value") for r in rows]
+        as_share = "share" in axis.lower() and all(is_num(v) and 0 <= v <= 1 for v in values)
         sections.append(
             Section(
                 f"sweep-{len(sections)}",
@@ -1475,7 +1477,7 @@ def comparison_document(
                         ],
                         [
                             [
-                                _short(r.get("value")),
+                                f"{r['value'] * 100:.0f}%" if as_share else _short(r.get("value")),
                                 s(r.get("status")),
                                 usd(r.get("cost_usd_per_hour")),
                                 usd_delta(r.get("delta_usd_per_hour")),

@@ -168,7 +168,7 @@ def table(t: Table) -> str:
                 klass.append("num")
             elif len(c) > 60:
                 klass.append("wrap")
-            elif len(c) <= 18:
+            elif max(len(line) for line in c.split("\n")) <= 18:
                 klass.append("nw")
             if c == "NO":
                 klass.append("no")

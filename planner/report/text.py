@@ -239,6 +239,22 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _verification(plan: Mapping[str, Any]) -> list[str]:
+    """The plan's simulation verdict (planner.simulate.verify): one line per class."""
+    v = _map(plan.get("verification"))
+    if not v or not v.get("enabled", True):
+        return []
+    out = [f"Verification by simulation: {_s(v.get('summary'))}"]
+    for c in _list(v.get("classes")):
+        c = _map(c)
+        where = f"{c['scenario']}/" if c.get("scenario") else ""
+        out.append(f"  {where}{_s(c.get('name'))}: {_s(c.get('verdict'))}")
+    corr = _map(v.get("correction"))
+    if corr:
+        out.append(f"  Corrected: {_s(corr.get('note'))}")
+    return out
+
+
 def _binding(plan: Mapping[str, Any]) -> list[str]:
     binding = _list(plan.get("binding"))
     out = ["Binding constraints"]
@@ -333,6 +349,7 @@ def render_plan_text(plan: Mapping[str, Any], title: str | None = None) -> str:
         _infeasible(plan),
         _pools(plan) if _list(plan.get("pools")) or plan.get("status") != "infeasible" else [],
         _classes(plan),
+        _verification(plan),
         _binding(plan) if plan.get("status") in ("optimal", "feasible") else [],
         _alternatives(plan),
         _solver(plan),

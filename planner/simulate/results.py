@@ -100,6 +100,7 @@ class SimulationResult(Out):
 
 class ClassVerification(Out):
     name: str
+    scenario: str | None = Field(default=None, description="robust plans: the scenario")
     percentile: float
     slo_ttft_ms: float
     slo_tpot_ms: float

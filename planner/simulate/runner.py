@@ -24,8 +24,8 @@ NOTES = (
     "Poisson arrivals per class (gamma inter-arrivals when burst_cv != 1); log-normal prompt "
     "and output lengths in whole tokens, not clipped to the model's context (the planner does "
     "not clip either); a prefix hit caches the class's hit rate of every prompt.",
-    "Each resident sequence counts with its lifetime-mean context P + G/2 in the step time "
-    "(exact on average: the step time is linear in context).",
+    "Each resident sequence counts with its own lifetime-mean context P + G/2 in the step "
+    "time (exact on average: the step time is linear in context).",
     "Replicas start with a stationary resident batch; requests arriving in the first 10% of "
     "the horizon, or less than 2 x TTFT SLO before its end, are not measured; sequences still "
     "decoding at the end finish at their replica's current step time.",
@@ -119,4 +119,11 @@ def simulate_plan(
             "status", f"a plan with status {plan.get('status')!r} has no fleet to simulate"
         )
     classes = build_fleet(plan, request, catalog)
-    return simulate(classes, n_requests, seed, burst_cv)
+    result = simulate(classes, n_requests, seed, burst_cv)
+    planned_with = plan.get("catalog_hash")
+    if planned_with and planned_with != catalog.content_hash:
+        result.notes.append(
+            f"simulated against catalog {catalog.content_hash[:19]}, the plan was made with "
+            f"{planned_with[:19]}: GPU efficiency or prices may differ"
+        )
+    return result

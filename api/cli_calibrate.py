@@ -1,0 +1,467 @@
+"""``fleetplan analyze capacity``, ``fleetplan calibrate`` and ``fleetplan calibrations``.
+
+- ``analyze capacity``: one replica's predicted steady state
+  (:mod:`planner.capacity_analysis`), as text or ``--json``;
+- ``calibrate FILE...``: read measured results (``vllm bench serve --save-result``
+  JSON, genai-perf/AIPerf profile exports, the CSV of
+  :data:`planner.calibration.CSV_COLUMNS`, fleetplan's measurements JSON), fit the
+  efficiency factors per GPU and dtype, print the fit and every point's residuals,
+  and store the named calibration as ``$FLEETPLAN_CALIBRATION_DIR/NAME.yaml``
+  (default ``./calibrations``; ``--dry-run`` stores nothing). A bad file is
+  refused with its file, line and reason, and nothing is stored;
+- ``calibrations list|show``: the stored calibrations.
+
+Errors exit 2 with one line naming the option (``fleetplan: error: --gpu: ...``);
+measurement problems name ``file:line``.
+
+:mod:`api.cli` imports this module for its registrars, so this module imports
+:mod:`api.cli` only inside functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from catalog.loader import load_catalog
+from planner.errors import PlanningError
+
+if TYPE_CHECKING:
+    from api.cli import Subparsers
+    from planner.calibration import Calibration
+    from planner.capacity_analysis import CapacityAnalysis
+
+CAPACITY_OPTIONS = {
+    "model": "--model",
+    "gpu": "--gpu",
+    "tp": "--tp",
+    "dtype": "--dtype",
+    "kv_dtype": "--kv-dtype",
+    "mfu": "--mfu",
+    "mbu": "--mbu",
+    "step_overhead_ms": "--step-overhead-ms",
+    "overlap_factor": "--overlap",
+    "prompt_tokens": "--prompt-tokens",
+    "output_tokens": "--output-tokens",
+    "ttft_ms": "--ttft-ms",
+    "tpot_ms": "--tpot-ms",
+    "concurrency": "--concurrency",
+    "request_rate_rps": "--request-rate",
+    "token_budget": "--token-budget",
+    "max_batch": "--max-batch",
+    "calibration": "--calibration",
+}
+
+
+def _cli() -> Any:
+    from api import cli
+
+    return cli
+
+
+def _number(option: str, kind: type[int] | type[float]):
+    from api.cli_analyze import _number as number
+
+    return number(option, kind)
+
+
+def _as_cli_error(err: PlanningError, options: dict[str, str]) -> Exception:
+    cli = _cli()
+    if not err.issues:
+        return cli.CliError(err.code, err.message)
+    field, message = err.issues[0]
+    return cli.CliError(options.get(field, field), message)
+
+
+# --------------------------------------------------------------------------- analyze capacity
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def render_capacity(a: CapacityAnalysis) -> str:
+    r, x = a.replica, a.result
+    cal = f", calibration {a.calibration}" if a.calibration else ""
+    load = {
+        "max_throughput": "maximum throughput (every request queued)",
+        "concurrency": f"closed loop of {x.concurrency:g} users" if x.concurrency else "",
+        "rate": "open loop at the given request rate",
+        "slo": "highest throughput meeting the SLOs (means)",
+    }[x.mode.value]
+    bound = x.bound.value + (f" ({x.slo_binding})" if x.slo_binding else "")
+    lines = [
+        f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV), "
+        f"MFU {r.mfu:g}, MBU {r.mbu:g}, step overhead {r.step_overhead_ms:g} ms{cal}",
+        f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
+        f"token budget {x.token_budget:,} per step; {load}",
+        "",
+        f"output tokens/s     {_f(x.output_tokens_per_s)} ({_f(x.output_tokens_per_s_per_gpu)} "
+        "per GPU)",
+        f"requests/s          {_f(x.requests_per_s, 3)}",
+        f"batch               {_f(x.batch)} decoding, {_f(x.resident_sequences)} resident "
+        f"(the KV cache holds {x.max_resident_sequences:,})",
+        f"concurrency         {_f(x.concurrency)}",
+        f"TTFT ms             {_f(x.ttft_ms)} (prefill {_f(x.prefill_ms)})",
+        f"TPOT ms             {_f(x.tpot_ms, 2)}",
+        f"prefill per step    {_f(x.prefill_tokens_per_step)} tokens "
+        f"({x.prefill_budget_utilization:.0%} of the budget left by decodes)",
+        f"bound               {bound}; steps are {x.step_bound.value}-bound"
+        + ("" if x.saturated else "; not saturated"),
+    ]
+    if x.slo_met is not None:
+        lines.append(f"SLOs met            {'yes' if x.slo_met else 'no'}")
+    lines += [f"note: {n}" for n in x.notes]
+    return "\n".join(lines)
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    cli = _cli()
+    fields = {
+        "model": args.model,
+        "gpu": args.gpu,
+        "tp": args.tp,
+        "dtype": args.dtype,
+        "kv_dtype": args.kv_dtype,
+        "prompt_tokens": args.prompt_tokens,
+        "output_tokens": args.output_tokens,
+        "ttft_ms": args.ttft_ms,
+        "tpot_ms": args.tpot_ms,
+        "concurrency": args.concurrency,
+        "request_rate_rps": args.request_rate,
+        "token_budget": args.token_budget,
+        "max_batch": args.max_batch,
+        "mfu": args.mfu,
+        "mbu": args.mbu,
+        "step_overhead_ms": args.step_overhead_ms,
+        "overlap_factor": args.overlap,
+        "calibration": args.calibration,
+    }
+    try:
+        req = CapacityRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "options"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise cli.CliError(CAPACITY_OPTIONS.get(field, field), message) from None
+    try:
+        analysis = capacity_analysis(load_catalog(), req)
+    except PlanningError as err:
+        raise _as_cli_error(err, CAPACITY_OPTIONS) from None
+    if args.json:
+        cli.print_json(analysis.model_dump(mode="json"))
+    else:
+        print(render_capacity(analysis))
+    return cli.EXIT_OK
+
+
+def register_capacity(asub: Any) -> None:
+    """Add ``analyze capacity`` to the ``analyze`` subparsers."""
+    p = asub.add_parser(
+        "capacity",
+        help="one replica's throughput, batch, TTFT and TPOT under continuous batching",
+        description=(
+            "The predicted steady state of one replica running continuous batching with "
+            "chunked prefill (planner/capacity.py): output tokens/s (replica and per GPU), "
+            "requests/s, the decode batch, mean TTFT and TPOT, and what bounds it (compute, "
+            "memory_bandwidth, kv_capacity, max_batch or slo). Without SLOs, concurrency or "
+            "rate: the maximum throughput (every request queued); --concurrency: a closed "
+            "loop of C users; --request-rate: an open loop; --ttft-ms/--tpot-ms: the highest "
+            "throughput whose mean TTFT/TPOT meet them."
+        ),
+    )
+    p.add_argument("--model", required=True, help="model id (fleetplan catalog list models)")
+    p.add_argument("--gpu", required=True, help="GPU id (fleetplan catalog list gpus)")
+    p.add_argument(
+        "--tp", type=_number("--tp", int), default=1, help="tensor parallelism (default 1)"
+    )
+    p.add_argument("--dtype", default="bf16", help="weight dtype: bf16 or fp8 (default bf16)")
+    p.add_argument(
+        "--kv-dtype", help="KV-cache dtype (default: bf16 with bf16 weights, else fp8)"
+    )
+    p.add_argument(
+        "--prompt-tokens",
+        type=_number("--prompt-tokens", int),
+        required=True,
+        help="prompt length ISL (tokens)",
+    )
+    p.add_argument(
+        "--output-tokens",
+        type=_number("--output-tokens", int),
+        required=True,
+        help="output length OSL (tokens, >= 2)",
+    )
+    p.add_argument("--ttft-ms", type=_number("--ttft-ms", float), help="SLO on mean TTFT (ms)")
+    p.add_argument("--tpot-ms", type=_number("--tpot-ms", float), help="SLO on mean TPOT (ms)")
+    p.add_argument(
+        "--concurrency", type=_number("--concurrency", float), help="users of a closed loop"
+    )
+    p.add_argument(
+        "--request-rate",
+        type=_number("--request-rate", float),
+        help="open-loop arrival rate (requests/s)",
+    )
+    p.add_argument(
+        "--token-budget",
+        type=_number("--token-budget", int),
+        help="tokens per engine step (vLLM max_num_batched_tokens; default 8192)",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=_number("--max-batch", int),
+        help="the engine's max_num_seqs (default: only the KV cache caps the batch)",
+    )
+    p.add_argument("--mfu", type=_number("--mfu", float), help="prefill MFU (default: GPU's)")
+    p.add_argument("--mbu", type=_number("--mbu", float), help="decode MBU (default: GPU's)")
+    p.add_argument(
+        "--step-overhead-ms",
+        type=_number("--step-overhead-ms", float),
+        help="per-step overhead, ms (default: the GPU's)",
+    )
+    p.add_argument(
+        "--overlap", type=_number("--overlap", float), help="overlap factor 0-1 (default: GPU's)"
+    )
+    p.add_argument(
+        "--calibration", help="use a stored calibration's factors (fleetplan calibrations list)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_capacity)
+
+
+# --------------------------------------------------------------------------- calibrate
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _v(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
+    cli = _cli()
+    out = [f"calibration {cal.name} ({cal.created_at})"]
+    if cal.description:
+        out.append(cal.description)
+    out.append("")
+    headers = [
+        "gpu",
+        "dtype",
+        "engine",
+        "points",
+        "MFU",
+        "MBU",
+        "overhead ms",
+        "error before",
+        "error after",
+    ]
+    rows = []
+    for f in cal.factors:
+
+        def mark(name: str, text: str, f=f) -> str:
+            return text if f.determined.get(name, True) else f"{text}*"
+
+        rows.append(
+            [
+                f.gpu,
+                f.dtype.value if f.dtype else "all",
+                f.engine or "all",
+                str(f.points),
+                mark("prefill_mfu", f"{f.prefill_mfu:.3f}"),
+                mark("decode_mbu", f"{f.decode_mbu:.3f}"),
+                mark("step_overhead_ms", f"{f.step_overhead_ms:.2f}"),
+                f"{_pct(f.median_ape_before)} / {_pct(f.worst_ape_before)}",
+                f"{_pct(f.median_ape_after)} / {_pct(f.worst_ape_after)}",
+            ]
+        )
+    out.append(cli.render_table(headers, rows))
+    out.append(
+        "errors: median / worst |predicted / measured - 1| over the group's measured values; "
+        "*: not determined by the data (stays near the catalog's value)"
+    )
+    if residuals and cal.residuals:
+        out += ["", "residuals per point:"]
+        rh = ["point", "gpu", "model", "quantity", "measured", "before", "after", "err before",
+              "err after"]  # fmt: skip
+        rr = [
+            [
+                r.point,
+                r.gpu,
+                r.model,
+                r.quantity,
+                _v(r.measured),
+                _v(r.predicted_before),
+                _v(r.predicted_after),
+                _pct(r.ape_before),
+                _pct(r.ape_after),
+            ]
+            for r in cal.residuals
+        ]
+        out.append(cli.render_table(rh, rr))
+    return "\n".join(out)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from planner import calibration as cb
+
+    cli = _cli()
+    try:
+        cb.check_name(args.name)
+    except PlanningError as err:
+        raise cli.CliError("--name", err.issues[0][1]) from None
+    defaults = {
+        "model": args.model,
+        "gpu": args.gpu,
+        "tp": args.tp,
+        "dtype": args.dtype,
+        "engine": args.engine,
+    }
+    catalog = load_catalog()
+    try:
+        measurements = cb.load_measurements(args.files, catalog, defaults)
+        cal = cb.fit_calibration(
+            args.name,
+            measurements,
+            catalog,
+            per_engine=args.per_engine,
+            description=args.description or "",
+        )
+    except cb.MeasurementError as err:
+        if err.issues and err.issues[0][0] == "files":
+            raise cli.CliError("FILE", err.issues[0][1]) from None
+        where, reason = err.issues[0]
+        more = f" (and {len(err.issues) - 1} more problems)" if len(err.issues) > 1 else ""
+        raise cli.CliError(where, f"{reason}{more}; nothing stored") from None
+    except PlanningError as err:
+        raise _as_cli_error(err, {"name": "--name"}) from None
+    path = None
+    if not args.dry_run:
+        path = cb.save_calibration(cal, args.dir)
+    if args.json:
+        data = cal.model_dump(mode="json")
+        data["stored_at"] = str(path) if path else None
+        cli.print_json(data)
+    else:
+        print(render_calibration(cal))
+        print()
+        print(f"stored as {path}" if path else "dry run: nothing stored")
+    return cli.EXIT_OK
+
+
+def register_calibrate(sub: Subparsers) -> None:
+    from planner.calibration import CSV_COLUMNS
+
+    p = sub.add_parser(
+        "calibrate",
+        help="fit the efficiency factors to measured serving results and store them",
+        description=(
+            "Read measured results (vllm bench serve --save-result JSON, genai-perf/AIPerf "
+            "profile exports, CSV with columns "
+            f"{','.join(CSV_COLUMNS)}, or fleetplan's measurements JSON), fit prefill MFU, "
+            "decode MBU and per-step overhead per GPU and dtype by least squares on the "
+            "log ratio of predicted to measured values, print the fit and every point's "
+            "residuals, and store the calibration as $FLEETPLAN_CALIBRATION_DIR/NAME.yaml "
+            "(default ./calibrations). A plan request uses it with `calibration: NAME`. "
+            "Any bad file is refused with its file, line and reason; nothing is stored."
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="measurement files (.csv or .json)")
+    p.add_argument("--name", required=True, help="name to store the calibration under")
+    p.add_argument("--model", help="model, for files that do not say it (vLLM, genai-perf)")
+    p.add_argument("--gpu", help="GPU id, for files that do not say it")
+    p.add_argument("--tp", type=_number("--tp", int), help="tensor parallelism, likewise")
+    p.add_argument("--dtype", help="weight dtype, likewise")
+    p.add_argument("--engine", help="serving engine (vllm, sglang, trtllm...), likewise")
+    p.add_argument(
+        "--per-engine", action="store_true", help="fit separate factors per engine as well"
+    )
+    p.add_argument("--description", help="a note stored with the calibration")
+    p.add_argument("--dir", help="calibration directory (default $FLEETPLAN_CALIBRATION_DIR)")
+    p.add_argument("--dry-run", action="store_true", help="fit and print, store nothing")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.set_defaults(func=cmd_calibrate)
+
+
+# --------------------------------------------------------------------------- calibrations
+
+
+def cmd_calibrations_list(args: argparse.Namespace) -> int:
+    from planner import calibration as cb
+
+    cli = _cli()
+    cals = []
+    for name in cb.list_calibration_names(args.dir):
+        try:
+            cals.append(cb.load_calibration(name, args.dir))
+        except PlanningError as err:
+            raise _as_cli_error(err, {}) from None
+    if args.json:
+        cli.print_json([c.summary() for c in cals])
+        return cli.EXIT_OK
+    if not cals:
+        print(f"no calibrations in {cb.calibration_dir(args.dir)}")
+        return cli.EXIT_OK
+    rows = [
+        [
+            c.name,
+            c.created_at,
+            ", ".join(
+                f"{f.gpu} {f.dtype.value if f.dtype else ''}".strip()
+                + (f" ({f.engine})" if f.engine else "")
+                for f in c.factors
+            ),
+            str(sum(f.points for f in c.factors)),
+        ]
+        for c in cals
+    ]
+    print(cli.render_table(["name", "created", "groups", "points"], rows))
+    return cli.EXIT_OK
+
+
+def cmd_calibrations_show(args: argparse.Namespace) -> int:
+    from planner import calibration as cb
+
+    cli = _cli()
+    try:
+        cal = cb.load_calibration(args.name, args.dir)
+    except PlanningError as err:
+        raise _as_cli_error(err, {"calibration": "name"}) from None
+    if args.json:
+        cli.print_json(cal.model_dump(mode="json"))
+    else:
+        print(render_calibration(cal, residuals=args.residuals))
+    return cli.EXIT_OK
+
+
+def register_calibrations(sub: Subparsers) -> None:
+    p = sub.add_parser("calibrations", help="stored calibrations ($FLEETPLAN_CALIBRATION_DIR)")
+    csub = p.add_subparsers(dest="calibrations_command", metavar="{list,show}")
+    csub.required = True
+    ls = csub.add_parser("list", help="stored calibrations")
+    ls.add_argument("--dir", help="calibration directory (default $FLEETPLAN_CALIBRATION_DIR)")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=cmd_calibrations_list)
+    show = csub.add_parser("show", help="one calibration: factors, errors, residuals")
+    show.add_argument("name")
+    show.add_argument("--dir", help="calibration directory (default $FLEETPLAN_CALIBRATION_DIR)")
+    show.add_argument("--residuals", action="store_true", help="also list every residual")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(func=cmd_calibrations_show)
+
+
+__all__ = [
+    "cmd_calibrate",
+    "cmd_capacity",
+    "register_calibrate",
+    "register_calibrations",
+    "register_capacity",
+    "render_calibration",
+    "render_capacity",
+]

@@ -1,0 +1,39 @@
+"""Analyses served over HTTP: ``POST /analyses/capacity``.
+
+The same computation as ``fleetplan analyze capacity`` (planner.capacity_analysis):
+one replica's predicted steady state under continuous batching with chunked
+prefill. Nothing is stored, so it needs no API key. The catalog is the shipped one
+plus the database's custom entries; ``calibration`` names a stored calibration
+(database first, then the YAML store).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from api.custom_catalog import merged_catalog
+from api.deps import SessionDep
+from api.jsonbody import JsonBodyRoute
+from api.routes.calibrations import preload_calibration
+from api.schemas import error_responses
+from planner.capacity_analysis import CapacityAnalysis, CapacityRequest, capacity_analysis
+
+router = APIRouter(prefix="/analyses", tags=["analyses"], route_class=JsonBodyRoute)
+
+
+@router.post(
+    "/capacity",
+    response_model=CapacityAnalysis,
+    responses=error_responses(413, 415, 422),
+    summary="One replica's throughput, batch, TTFT and TPOT",
+)
+def replica_capacity(body: CapacityRequest, request: Request, session: SessionDep) -> CapacityAnalysis:
+    """Output tokens/s (replica and per GPU), requests/s, decode batch, mean TTFT and
+    TPOT, and what bounds them (compute, memory_bandwidth, kv_capacity, max_batch or
+    slo). Without SLOs, concurrency or rate: the maximum throughput; with
+    ``concurrency``: a closed loop of that many users; with ``request_rate_rps``: an
+    open loop; with ``ttft_ms``/``tpot_ms``: the highest throughput meeting them."""
+    catalog = merged_catalog(session, request.app.state.catalog)
+    resolver = preload_calibration(session, body.calibration)
+    session.rollback()
+    return capacity_analysis(catalog, body, resolver)

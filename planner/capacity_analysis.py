@@ -1,0 +1,115 @@
+"""``analyze capacity``: one replica's steady state, as users ask it.
+
+:func:`capacity_analysis` builds the replica from the catalog (optionally with a
+named calibration's factors, or explicit MFU/MBU/overhead) and calls
+:func:`planner.capacity.replica_capacity`. The CLI renders the result as text or
+JSON; ``POST /analyses/capacity`` serves the same model. Errors are
+:class:`~planner.errors.PlanningError` naming the request field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from catalog.schema import Catalog, Dtype
+from planner import roofline as rl
+from planner.analyses import ReplicaSummary
+from planner.capacity import DEFAULT_TOKEN_BUDGET, CapacityResult, replica_capacity
+
+if TYPE_CHECKING:
+    from planner.calibration import Calibration
+
+Pos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Frac = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class CapacityRequest(BaseModel):
+    """One replica and one request shape; the load is given by at most one of
+    ``concurrency`` / ``request_rate_rps``, or by the SLOs (highest throughput
+    meeting them), or by nothing (the maximum throughput)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1, description="Catalog model id.")
+    gpu: str = Field(min_length=1, description="Catalog GPU id.")
+    tp: Annotated[int, Field(ge=1, le=1024)] = 1
+    dtype: Dtype = Dtype.BF16
+    kv_dtype: Dtype | None = Field(
+        default=None, description="KV-cache dtype; default bf16 with bf16 weights, else fp8."
+    )
+    prompt_tokens: Annotated[int, Field(ge=1)]
+    output_tokens: Annotated[int, Field(ge=2)]
+    ttft_ms: Pos | None = Field(default=None, description="SLO on the mean TTFT (ms).")
+    tpot_ms: Pos | None = Field(default=None, description="SLO on the mean TPOT (ms).")
+    concurrency: Pos | None = Field(default=None, description="Users of a closed loop.")
+    request_rate_rps: Pos | None = Field(default=None, description="Open-loop arrival rate.")
+    token_budget: Annotated[int, Field(ge=2, le=1_048_576)] = DEFAULT_TOKEN_BUDGET
+    max_batch: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="The engine's max_num_seqs (default: no cap but the KV cache)."
+    )
+    mfu: Frac | None = None
+    mbu: Frac | None = None
+    step_overhead_ms: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] | None = None
+    overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    calibration: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9._\-]*$",
+        max_length=64,
+        description="A stored calibration whose factors the replica uses.",
+    )
+
+
+class CapacityAnalysis(BaseModel):
+    """The replica priced (factors in force) and its predicted steady state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replica: ReplicaSummary
+    calibration: str | None
+    result: CapacityResult
+
+
+def capacity_analysis(
+    catalog: Catalog,
+    req: CapacityRequest,
+    calibrations: Callable[[str], Calibration] | None = None,
+) -> CapacityAnalysis:
+    """Price ``req``'s replica (catalog factors; a calibration's when named, found by
+    ``calibrations`` or in the YAML store; explicit factors override both)."""
+    if req.calibration is not None:
+        from planner.service import calibrated_catalog
+
+        catalog = calibrated_catalog(catalog, req.calibration, calibrations)
+    kv = req.kv_dtype or (Dtype.BF16 if req.dtype == Dtype.BF16 else Dtype.FP8)
+    replica = rl.build_replica(
+        catalog,
+        req.model,
+        req.gpu,
+        tp=req.tp,
+        dtype=req.dtype,
+        kv_dtype=kv,
+        mfu=req.mfu,
+        mbu=req.mbu,
+        step_overhead_ms=req.step_overhead_ms,
+        overlap_factor=req.overlap_factor,
+    )
+    result = replica_capacity(
+        replica,
+        req.prompt_tokens,
+        req.output_tokens,
+        ttft_ms=req.ttft_ms,
+        tpot_ms=req.tpot_ms,
+        concurrency=req.concurrency,
+        request_rate_rps=req.request_rate_rps,
+        token_budget=req.token_budget,
+        max_batch=req.max_batch,
+    )
+    return CapacityAnalysis(
+        replica=ReplicaSummary.of(replica), calibration=req.calibration, result=result
+    )
+
+
+__all__ = ["CapacityAnalysis", "CapacityRequest", "capacity_analysis"]
