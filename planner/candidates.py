@@ -712,8 +712,8 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     conservative elsewhere)."""
     rate = cand.rate_rps
     # Replicas needed for the whole class on this candidate alone.
-    n = max(1, math.ceil(rate / max(cand.asymptotic_rps_per_replica, 1e-12)))
-    while cand.capacity_rps(n) < rate:
+    n = max(1, math.ceil(min(rate / max(cand.asymptotic_rps_per_replica, 1e-12), 1e9)))
+    while n > MAX_REPLICAS_PER_POOL or cand.capacity_rps(n) < rate:
         n = math.ceil(n * 1.25) + 1
         if n > MAX_REPLICAS_PER_POOL:
             return Rejection(

@@ -22,6 +22,8 @@ PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
+#: Largest total rate accepted (requests/s): far beyond any single fleet today.
+MAX_RATE_RPS = 1_000_000.0
 
 
 class Strict(BaseModel):
@@ -56,7 +58,9 @@ class ClassSpec(Strict):
 
 
 class Traffic(Strict):
-    rate_rps: PosFloat = Field(description="Total requests per second over all classes.")
+    rate_rps: Annotated[float, Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] = Field(
+        description="Total requests per second over all classes (at most 1,000,000)."
+    )
     classes: list[ClassSpec] = Field(min_length=1, max_length=50)
 
     @model_validator(mode="after")
