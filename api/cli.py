@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from api import __version__
 from api.cli_analyze import register_analyze
 from api.cli_calibrate import register_calibrate, register_calibrations
+from api.cli_compare import register_compare, register_comparisons, register_report
 from api.cli_plans import register_plan, register_plans
 from api.cli_simulate import register_simulate
 from api.settings import Settings
@@ -329,6 +330,9 @@ REGISTRARS: list[Callable[[Subparsers], None]] = [
     register_catalog,
     register_plan,
     register_plans,
+    register_compare,
+    register_comparisons,
+    register_report,
     register_analyze,
     register_calibrate,
     register_calibrations,

@@ -180,9 +180,7 @@ def register_capacity(asub: Any) -> None:
         "--tp", type=_number("--tp", int), default=1, help="tensor parallelism (default 1)"
     )
     p.add_argument("--dtype", default="bf16", help="weight dtype: bf16 or fp8 (default bf16)")
-    p.add_argument(
-        "--kv-dtype", help="KV-cache dtype (default: bf16 with bf16 weights, else fp8)"
-    )
+    p.add_argument("--kv-dtype", help="KV-cache dtype (default: bf16 with bf16 weights, else fp8)")
     p.add_argument(
         "--prompt-tokens",
         type=_number("--prompt-tokens", int),
@@ -288,8 +286,17 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
     )
     if residuals and cal.residuals:
         out += ["", "residuals per point:"]
-        rh = ["point", "gpu", "model", "quantity", "measured", "before", "after", "err before",
-              "err after"]  # fmt: skip
+        rh = [
+            "point",
+            "gpu",
+            "model",
+            "quantity",
+            "measured",
+            "before",
+            "after",
+            "err before",
+            "err after",
+        ]
         rr = [
             [
                 r.point,

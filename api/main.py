@@ -15,13 +15,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import __version__
+from api.comparison_runner import ComparisonRunner
 from api.db.session import make_engine, make_sessionmaker
 from api.errors import BodySizeLimitMiddleware, install_error_handlers
 from api.routes import analyses as analyses_routes
 from api.routes import calibrations as calibrations_routes
 from api.routes import catalog as catalog_routes
+from api.routes import comparisons as comparisons_routes
 from api.routes import health as health_routes
 from api.routes import plans as plans_routes
+from api.routes import reports as reports_routes
+from api.schemas import error_responses
 from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
@@ -32,11 +36,15 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     catalog = catalog if catalog is not None else load_catalog()
     engine = make_engine(settings.database_url)
 
+    sessions = make_sessionmaker(engine)
+    comparisons = ComparisonRunner(sessions, workers=settings.compare_workers)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            comparisons.shutdown()  # running/queued comparisons are marked interrupted
             engine.dispose()
 
     app = FastAPI(
@@ -44,11 +52,14 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
         version=__version__,
         summary="Capacity planning for LLM inference fleets.",
         lifespan=lifespan,
+        # Every 422 carries the single error body (api.errors), whatever the route.
+        responses=error_responses(422),
     )
     app.state.settings = settings
     app.state.catalog = catalog
     app.state.engine = engine
-    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.sessionmaker = sessions
+    app.state.comparisons = comparisons
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
@@ -58,4 +69,6 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(plans_routes.router)
     app.include_router(calibrations_routes.router)
     app.include_router(analyses_routes.router)
+    app.include_router(comparisons_routes.router)
+    app.include_router(reports_routes.router)
     return app

@@ -6,6 +6,8 @@
 ``FLEETPLAN_SOLVER_TIME_LIMIT_S`` wall-clock limit of one MILP solve, seconds
 ``FLEETPLAN_SOLVER_GAP``         relative MIP gap at which the solver may stop
 ``FLEETPLAN_MAX_BODY_BYTES``     largest request body accepted (413 beyond)
+``FLEETPLAN_COMPARE_WORKERS``    processes solving a comparison's variants (default: one
+                                 per core; 1 solves them in the server's own process)
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class Settings(BaseSettings):
     solver_time_limit_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     solver_gap: float = Field(default=0.001, ge=0, lt=1, allow_inf_nan=False)
     max_body_bytes: int = Field(default=1_000_000, gt=0)
+    compare_workers: int | None = Field(
+        default=None, ge=1, le=256, description="Processes per comparison (default: cores)."
+    )
 
     @field_validator("api_key", mode="before")
     @classmethod

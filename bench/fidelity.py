@@ -24,8 +24,8 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catalog.loader import load_catalog  # noqa: E402
-from planner import calibration as cb  # noqa: E402
+from catalog.loader import load_catalog
+from planner import calibration as cb
 
 SHORT = {"output_tok_s": "tok/s", "ttft_ms": "TTFT", "tpot_ms": "TPOT", "layer_ms": "layer"}
 

@@ -40,7 +40,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -469,7 +469,9 @@ def _vllm_raw(data: Mapping[str, Any]) -> dict[str, Any]:
         "concurrency": data.get("max_concurrency"),
         "request_rate_rps": None if data.get("max_concurrency") else rate,
         "num_requests": data.get("completed") if data.get("max_concurrency") is None else None,
-        "engine": "vllm" if data.get("backend") in (None, "vllm", "openai", "openai-chat") else None,
+        "engine": "vllm"
+        if data.get("backend") in (None, "vllm", "openai", "openai-chat")
+        else None,
     }
     model = data.get("model_id") or data.get("model")
     if isinstance(model, str):
@@ -590,7 +592,9 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     model = replica.model
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
     compute = tokens * 2.0 * params / rl.effective_flops(replica)
-    memory = params * DTYPE_BYTES[replica.weight_dtype] / rl.effective_bandwidth_bytes_per_s(replica)
+    memory = (
+        params * DTYPE_BYTES[replica.weight_dtype] / rl.effective_bandwidth_bytes_per_s(replica)
+    )
     return max(compute, memory) * 1e3
 
 
@@ -615,9 +619,13 @@ def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
     budget = m.token_budget or DEFAULT_TOKEN_BUDGET
     if m.concurrency is not None:
         res = replica_capacity(
-            replica, m.isl, m.osl, concurrency=m.concurrency, token_budget=budget,
+            replica,
+            m.isl,
+            m.osl,
+            concurrency=m.concurrency,
+            token_budget=budget,
             max_batch=m.max_batch,
-        )  # fmt: skip
+        )
         return Prediction(
             output_tok_s=res.output_tokens_per_s, ttft_ms=res.ttft_ms, tpot_ms=res.tpot_ms
         )
@@ -628,9 +636,13 @@ def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
         # then measures the queue, not predicted); below it, the run lasts N / rate plus
         # the last request's own latency.
         full = replica_capacity(
-            replica, m.isl, m.osl, concurrency=m.num_requests, token_budget=budget,
+            replica,
+            m.isl,
+            m.osl,
+            concurrency=m.num_requests,
+            token_budget=budget,
             max_batch=m.max_batch,
-        )  # fmt: skip
+        )
         if rate >= full.requests_per_s:
             return Prediction(output_tok_s=full.output_tokens_per_s, tpot_ms=full.tpot_ms)
     res = replica_capacity(
@@ -801,8 +813,14 @@ class _Problem:
             x0 = np.clip([start[i] for i in range(3) if free[i]], lo, hi)
             x0 = np.minimum(np.maximum(x0, np.array(lo) + 1e-6), np.array(hi) - 1e-6)
             res = least_squares(
-                fun, x0, bounds=(lo, hi), diff_step=1e-4, x_scale="jac", max_nfev=200,
-                loss=LOSS, f_scale=LOSS_SCALE,
+                fun,
+                x0,
+                bounds=(lo, hi),
+                diff_step=1e-4,
+                x_scale="jac",
+                max_nfev=200,
+                loss=LOSS,
+                f_scale=LOSS_SCALE,
             )
             if best is None or res.cost < best.cost:
                 best = res
@@ -820,9 +838,7 @@ class _Problem:
         """``extra`` plus the ``keep`` best points of a coarse grid (the max() of the
         roofline makes the cost piecewise: a local search alone can stall where one
         factor has no effect, e.g. MBU while every point is compute-bound)."""
-        axes = [
-            GRID[i] if free[i] else (self.prior[i],) for i in range(3)
-        ]
+        axes = [GRID[i] if free[i] else (self.prior[i],) for i in range(3)]
         grid = [(a, b, c) for a in axes[0] for b in axes[1] for c in axes[2]]
         grid.sort(key=self.cost)
         return [*extra, *grid[:keep]]
@@ -918,9 +934,13 @@ def fit_group(
         # Hold one undetermined factor at the prior and refit the others: the overhead
         # first (it trades off against both MBU and MFU), else the least determined.
         loose = [i for i in range(3) if mask[i] and not det[i]]
-        worst = 2 if 2 in loose else max(
-            loose,
-            key=lambda i: math.inf if errs[i] is None else errs[i] / _se_limit(i, fitted),
+        worst = (
+            2
+            if 2 in loose
+            else max(
+                loose,
+                key=lambda i: math.inf if errs[i] is None else errs[i] / _se_limit(i, fitted),
+            )
         )
         mask[worst] = False
         fitted = prob.solve(mask, prob.best_starts(mask, [prob.full(mask, _free(mask, fitted))]))
@@ -1028,9 +1048,7 @@ def leave_one_out(
         prob = _Problem(rest, catalog, prior)
         fitted = prob.solve(free, [full.factors])
         pred = predict(m, catalog, fitted)
-        out += [
-            a for n, v in m.quantities().items() if (a := ape(pred.get(n), v)) is not None
-        ]
+        out += [a for n, v in m.quantities().items() if (a := ape(pred.get(n), v)) is not None]
     return out
 
 
@@ -1084,7 +1102,12 @@ def apply_calibration(
             eff = eff.model_copy(update={"by_dtype": by})
         gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})
     return build_catalog(
-        {"gpus": gpus, "models": catalog.models, "workloads": catalog.workloads, "links": catalog.links}
+        {
+            "gpus": gpus,
+            "models": catalog.models,
+            "workloads": catalog.workloads,
+            "links": catalog.links,
+        }
     )
 
 
@@ -1115,7 +1138,9 @@ def parse_calibration(data: Any, where: str) -> Calibration:
     try:
         return Calibration.model_validate(data)
     except ValidationError as err:
-        raise PlanningError.for_field("calibration", f"{where}: {_validation_reason(err)}") from None
+        raise PlanningError.for_field(
+            "calibration", f"{where}: {_validation_reason(err)}"
+        ) from None
 
 
 def save_calibration(cal: Calibration, directory: str | Path | None = None) -> Path:
@@ -1153,16 +1178,6 @@ def list_calibration_names(directory: str | Path | None = None) -> list[str]:
     if not d.is_dir():
         return []
     return sorted(p.stem for p in d.glob("*.yaml") if re.match(NAME_PATTERN, p.stem))
-
-
-CalibrationResolver = Callable[[str], Calibration]
-
-
-def yaml_resolver(directory: str | Path | None = None) -> CalibrationResolver:
-    def resolve(name: str) -> Calibration:
-        return load_calibration(name, directory)
-
-    return resolve
 
 
 # --------------------------------------------------------------------------- reference data

@@ -150,6 +150,7 @@ class Candidate:
     segments: tuple[Segment, ...] = ()
     cuts: tuple[CapacityCut, ...] = ()
     max_replicas: int = 0
+    min_replicas: int = 1  # redundancy: a used pool has at least this many replicas
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -239,6 +240,7 @@ class Candidate:
             segments=self.segments,
             max_replicas=self.max_replicas,
             config_key=self.config.key,
+            checkpoint=f"{self.config.dtype.value}/{self.config.kv_dtype.value}-kv",
         )
 
 
@@ -260,6 +262,9 @@ class Screening:
     pruned: list[Candidate]
     rejections: list[Rejection]
     considered: int
+    #: Candidates another GPU type beat on cost (curves attached): the "without
+    #: GPU X" alternatives need them back.
+    cross_dominated: list[Candidate] = field(default_factory=list)
 
     def rejected_by_reason(self) -> dict[str, int]:
         counts = Counter(r.reason for r in self.rejections)
@@ -395,6 +400,7 @@ def _screen_config(
         output_mean_tokens=fig.output_mean_tokens,
         cost_usd_per_hour=replica_cost_usd_per_hour(catalog, gpu, tp),
         power_kw=replica_power_kw(catalog, gpu, tp),
+        min_replicas=req.request.constraints.min_replicas_per_pool,
     )
     if role in (PoolRole.DECODE, PoolRole.AGGREGATED) and b_mem < 1:
         return reject(
@@ -582,7 +588,15 @@ def screen_candidates(
         else:
             rejections.append(err)
     final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
-    return Screening(final, pruned + dominated, rejections, considered)
+    return Screening(final, pruned + dominated, rejections, considered, dominated)
+
+
+def _pair_format(c: Candidate) -> tuple[str, str] | None:
+    """Weights and KV format of a disaggregated pool (prefill and decode must agree,
+    so pruning never lets one format stand in for another); None for aggregated."""
+    if c.config.role == PoolRole.AGGREGATED:
+        return None
+    return (c.config.dtype.value, c.config.kv_dtype.value)
 
 
 def dominates(a: Candidate, b: Candidate) -> bool:
@@ -592,6 +606,8 @@ def dominates(a: Candidate, b: Candidate) -> bool:
     time, no less wait budget, no more service variability; decode: at least as
     many slots, each turning over at least as fast)."""
     if (a.class_name, a.config.role, a.config.gpu) != (b.class_name, b.config.role, b.config.gpu):
+        return False
+    if _pair_format(a) != _pair_format(b):
         return False
     if a.config.tp > b.config.tp or a.cost_usd_per_hour > b.cost_usd_per_hour:
         return False
@@ -618,9 +634,10 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     candidates (a plan can only get cheaper), and every GPU type keeps its
     best configurations for stock limits and for the "why not" explanation.
     """
-    groups: dict[tuple[str, PoolRole, str], list[Candidate]] = {}
+    groups: dict[tuple, list[Candidate]] = {}
     for c in cands:
-        groups.setdefault((c.class_name, c.config.role, c.config.gpu), []).append(c)
+        key = (c.class_name, c.config.role, c.config.gpu, _pair_format(c))
+        groups.setdefault(key, []).append(c)
     keep, drop = [], []
     for group in groups.values():
         group.sort(key=lambda c: (c.usd_per_rps, c.config.tp, c.config.key))
@@ -661,9 +678,9 @@ def prune_by_cost_curves(
     limited = set(lim.max_gpus)
     power = lim.power_kw is not None
     m0 = lim.min_replicas_per_pool
-    groups: dict[tuple[str, PoolRole], list[Candidate]] = {}
+    groups: dict[tuple, list[Candidate]] = {}
     for c in cands:
-        groups.setdefault((c.class_name, c.config.role), []).append(c)
+        groups.setdefault((c.class_name, c.config.role, _pair_format(c)), []).append(c)
     keep: list[Candidate] = []
     drop: list[Candidate] = []
     for group in groups.values():
@@ -734,7 +751,7 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
             hi_n = mid
         else:
             lo_n = mid
-    n = hi_n
+    n = max(hi_n, cand.min_replicas)  # a pool must be able to hold the redundancy minimum
     cand.max_replicas = n
     role = cand.config.role
     if role == PoolRole.PREFILL:

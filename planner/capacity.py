@@ -202,7 +202,9 @@ class StepModel:
         t = max(t, dcomp + ccomp)
         tokens = batch + chunk_tokens
         if tokens > 0:
-            t += self.comm_fixed_ms + self.comm_per_token_ms * tokens + self.replica.step_overhead_ms
+            t += (
+                self.comm_fixed_ms + self.comm_per_token_ms * tokens + self.replica.step_overhead_ms
+            )
         return t
 
     def is_compute_bound(self, batch: float, chunk_tokens: float) -> bool:
@@ -378,7 +380,9 @@ def _check_shape(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             extra = " (one prefill token and at least one decode step)" if low == 2 else ""
-            raise PlanningError.for_field(field, f"must be an integer >= {low}{extra}, got {value!r}")
+            raise PlanningError.for_field(
+                field, f"must be an integer >= {low}{extra}, got {value!r}"
+            )
     if max_batch is not None and (isinstance(max_batch, bool) or max_batch < 1):
         raise PlanningError.for_field("max_batch", f"must be >= 1, got {max_batch!r}")
     model = replica.model
@@ -594,9 +598,7 @@ def decode_slots(
         )
     return largest_batch(
         limit,
-        lambda b: rl.mixed_step_ms(
-            replica, b, context_tokens, chunk_tokens, chunk_context_tokens
-        ),
+        lambda b: rl.mixed_step_ms(replica, b, context_tokens, chunk_tokens, chunk_context_tokens),
         tpot_ms,
     )
 

@@ -187,15 +187,45 @@ def expand(spec: ComparisonSpec) -> list[dict[str, Any]]:
     return out
 
 
+def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = None) -> None:
+    """Validate every variant's request up front (the schema, and with ``catalog``
+    the model, workload and GPU ids): a bad variant fails the whole comparison
+    with its field path (``base.<field>`` or ``variants[<name>].<field>``),
+    before any solving."""
+    from planner.request import resolve_request
+    from planner.service import parse_request
+
+    for i, v in enumerate(variants):
+        prefix = "base" if i == 0 else f"variants[{v['name']}]"
+        try:
+            request = parse_request(v["request"])
+            if catalog is not None and not request.scenarios:
+                resolve_request(request, catalog)
+        except PlanningError as err:
+            issues = [(f"{prefix}.{f}", m.removeprefix("Value error, ")) for f, m in err.issues]
+            message = "; ".join(f"{f}: {m}" for f, m in issues) or f"{prefix}: {err.message}"
+            raise type(err)(message, issues) from None
+
+
 # --------------------------------------------------------------------------- running
 
 
 def _plan_one(args: tuple) -> dict[str, Any]:
-    request, catalog, caps = args
+    request, catalog, caps, calibrations = args
     from planner.service import make_plan
 
+    resolve = None
+    if calibrations:
+
+        def resolve(name: str) -> Any:
+            if name in calibrations:
+                return calibrations[name]
+            from planner.calibration import load_calibration
+
+            return load_calibration(name)
+
     try:
-        plan = make_plan(request, catalog, caps, alternatives=False)
+        plan = make_plan(request, catalog, caps, alternatives=False, calibrations=resolve)
         return {"ok": True, "plan": plan.to_json_dict()}
     except PlanningError as err:
         return {"ok": False, "error": err.code, "detail": err.message, "issues": err.issues}
@@ -218,12 +248,16 @@ def run_variants(
     *,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    calibrations: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan every variant, in parallel processes (one per core by default).
 
     Returns, in order, ``{"ok": True, "plan": plan_json}`` or ``{"ok": False,
     "error", "detail", "issues"}`` per variant; ``progress(done, total)`` is
-    called as variants finish.
+    called as variants finish. An exception raised by ``progress`` stops the
+    run (variants not yet started are cancelled) and propagates: that is how a
+    caller cancels. ``calibrations`` maps names to ``planner.calibration.
+    Calibration`` objects the requests may name (others come from the YAML store).
     """
     from catalog.loader import load_catalog
 
@@ -231,7 +265,8 @@ def run_variants(
     workers = workers or os.cpu_count() or 1
     total = len(variants)
     results: list[dict[str, Any] | None] = [None] * total
-    args = [(v["request"], catalog, caps) for v in variants]
+    cals = dict(calibrations) if calibrations else None
+    args = [(v["request"], catalog, caps, cals) for v in variants]
     if progress:
         progress(0, total)
     if workers <= 1 or total <= 1:
@@ -243,10 +278,14 @@ def run_variants(
     ctx = _mp_context()
     with cf.ProcessPoolExecutor(max_workers=min(workers, total), mp_context=ctx) as pool:
         futures = {pool.submit(_plan_one, a): i for i, a in enumerate(args)}
-        for done, fut in enumerate(cf.as_completed(futures), start=1):
-            results[futures[fut]] = fut.result()
-            if progress:
-                progress(done, total)
+        try:
+            for done, fut in enumerate(cf.as_completed(futures), start=1):
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(done, total)
+        except BaseException:  # cancelled (or Ctrl-C): wait only for the running ones
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return results  # type: ignore[return-value]
 
 
@@ -315,23 +354,19 @@ def compare(
     *,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    calibrations: Mapping[str, Any] | None = None,
 ) -> ComparisonResult:
     """Validate, expand, plan every variant (in parallel) and tabulate."""
     spec = data if isinstance(data, ComparisonSpec) else parse_comparison(data)
     variants = expand(spec)
-    # Validate every variant's request up front: a bad variant fails the whole
-    # comparison with its field path, before any solving.
-    from planner.service import parse_request
+    if catalog is None:
+        from catalog.loader import load_catalog
 
-    for i, v in enumerate(variants):
-        try:
-            parse_request(v["request"])
-        except PlanningError as err:
-            prefix = "base" if i == 0 else f"variants[{v['name']}]"
-            raise PlanningError(
-                f"{prefix}: {err.message}", [(f"{prefix}.{f}", m) for f, m in err.issues]
-            ) from None
-    results = run_variants(variants, catalog, caps, workers=workers, progress=progress)
+        catalog = load_catalog()
+    check_variants(variants, catalog)
+    results = run_variants(
+        variants, catalog, caps, workers=workers, progress=progress, calibrations=calibrations
+    )
     return ComparisonResult(
         name=spec.name,
         base=spec.base,

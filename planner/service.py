@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
-from planner.candidates import Screening, screen_candidates
+from planner.candidates import Screening, prune_by_cost_curves, screen_candidates
 from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
@@ -34,9 +34,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
-#: Alternatives (the next-cheapest fleets) are solved quickly, to a 1% gap.
+#: Each alternative (a next-cheapest fleet) gets at most this much solver time.
 ALTERNATIVE_TIME_LIMIT_S = 2.0
-ALTERNATIVE_GAP = 0.01
 
 
 class RequestInvalid(PlanningError):
@@ -92,16 +91,26 @@ def solver_options_for(req: PlanRequest, caps: SolverLimits) -> SolverOptions:
     )
 
 
-def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) -> list[Alternative]:
+def _alternatives(
+    problem: Problem,
+    result: SolveResult,
+    opts: SolverOptions,
+    extra: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
+    deadline: float | None = None,
+    cache: dict | None = None,
+) -> list[Alternative]:
     """The next-cheapest fleets: each mode alone, each class in its other mode, and
-    the fleet without each GPU type the plan uses (the screened candidates,
-    re-solved with a short time limit to a 1% gap)."""
+    the fleet without each GPU type the plan uses (the screened candidates plus
+    ``extra(gpu)``: the candidates another GPU type beat on cost, so removing a GPU
+    type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
+    stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
+    are reported as skipped."""
     if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return []
     base = result.objective or 0.0
-    short = replace(
-        opts, time_limit_s=min(ALTERNATIVE_TIME_LIMIT_S, opts.time_limit_s), rel_gap=ALTERNATIVE_GAP
-    )
+    # Same gap as the plan, so the per-class subproblems they share with the plan
+    # (and with each other) come from ``cache`` instead of being solved again.
+    short = replace(opts, time_limit_s=min(ALTERNATIVE_TIME_LIMIT_S, opts.time_limit_s))
     variants: list[tuple[str, Problem, str]] = []
     modes_used = set(result.modes.get(c.id) for c in problem.classes)
     for mode, roles in (
@@ -127,12 +136,28 @@ def _alternatives(problem: Problem, result: SolveResult, opts: SolverOptions) ->
             (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
         )
     used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
+    known = {c.id for c in problem.candidates}
     for gpu in used_gpus:
         cands = tuple(c for c in problem.candidates if c.gpu != gpu)
+        if extra is not None:
+            cands += tuple(c for c in extra(gpu) if c.id not in known)
         variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
     out = []
     for name, prob, note in variants:
-        r = solve(prob, short)
+        left = (deadline - time.perf_counter()) if deadline is not None else short.time_limit_s
+        if left < 0.05:
+            out.append(
+                Alternative(
+                    name=name,
+                    status="skipped",
+                    cost_usd_per_hour=None,
+                    delta_usd_per_hour=None,
+                    note="not solved: the request's solver time limit was used up",
+                    class_name=note.removeprefix("class:") if note else None,
+                )
+            )
+            continue
+        r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
         ok = r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
         cost = _cost(prob.candidates, r) if ok else None
         out.append(
@@ -215,7 +240,9 @@ def make_plan(
     screening = screen_candidates(resolved, catalog)
     problem = build_problem(resolved, screening)
     opts = solver_options_for(request, caps)
-    result = solve(problem, opts)
+    t_solve = time.perf_counter()
+    cache: dict = {}
+    result = solve(problem, opts, cache)
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
@@ -226,7 +253,19 @@ def make_plan(
     else:
         plan.verification = sv.skipped(request.verify)
     if alternatives:
-        plan.alternatives = _alternatives(problem, result, opts)
+        plan.alternatives = _alternatives(
+            problem,
+            result,
+            opts,
+            extra=lambda gpu: tuple(
+                c.to_pool_candidate()
+                for c in prune_by_cost_curves(
+                    [c for c in screening.cross_dominated if c.config.gpu != gpu], resolved
+                )[0]
+            ),
+            deadline=t_solve + opts.time_limit_s,
+            cache=cache,
+        )
         explain_modes(plan)
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["calibration"] = request.calibration

@@ -148,6 +148,21 @@ def render_doc(results: list[dict], reference: dict) -> str:
         f"leave-one-out median error is at least {100 * MIN_GAIN:.0f}% (relative) below the",
         "error before, with a worst error no larger.",
         "",
+        "How a point is predicted: a serving run by `planner.capacity.replica_capacity`",
+        "(a closed loop at the measured concurrency; an open loop at the request rate, a run",
+        "of N requests priced with its ramp-down and never more than N at once); a kernel",
+        "timing by `planner.calibration.kernel_layer_ms` (the layer's linear layers: FLOPs",
+        "over effective FLOP/s, or weight bytes over effective bandwidth).",
+        "",
+        "How the fit works (`planner.calibration.fit_group`): `scipy.optimize.least_squares`",
+        f"on ln(predicted / measured), soft-L1 loss at scale {cb.LOSS_SCALE:g} (a few points",
+        "the model cannot represent do not dominate), a weak pull toward the analogy factors",
+        f"(weight {cb.PRIOR_WEIGHT:g} per factor against 1 per measured value), started at those",
+        "factors and at the best point of a coarse grid. A factor whose standard error (from",
+        f"the Jacobian) exceeds {100 * cb.MAX_REL_STD_ERROR:.0f}% of its value (overhead: "
+        f"{cb.MAX_OVERHEAD_STD_ERROR_MS:g} ms) is held",
+        "at its previous value and the others are refitted: *(kept)* below.",
+        "",
         "| GPU | points (values) | fitted MFU / MBU / overhead ms | before median / worst | "
         "after median / worst | leave-one-out median / worst | defaults |",
         "|---|---|---|---|---|---|---|",
@@ -172,9 +187,7 @@ def render_doc(results: list[dict], reference: dict) -> str:
         out += [f"### {r['gpu']}", "", f"Points: {engines}. Sources:", ""]
         out += [f"- {s}" for s in r["sources"]]
         out += [""]
-        errs = ", ".join(
-            f"{p} {'-' if e is None else f'{e:.3g}'}" for p, e in f.std_errors.items()
-        )
+        errs = ", ".join(f"{p} {'-' if e is None else f'{e:.3g}'}" for p, e in f.std_errors.items())
         out.append(f"Standard errors of the fit: {errs}.")
         if r["adopt"]:
             out.append(
@@ -206,10 +219,11 @@ def render_doc(results: list[dict], reference: dict) -> str:
             a = [x.ape_after for x in xs if x.ape_after is not None]
             sb = [x.predicted_before / x.measured - 1 for x in xs if x.predicted_before]
             sa = [x.predicted_after / x.measured - 1 for x in xs if x.predicted_after]
+            bias_b = "-" if not sb else f"{100 * median(sb):+.1f}%"
+            bias_a = "-" if not sa else f"{100 * median(sa):+.1f}%"
             out.append(
-                f"| {k} | {len(xs)} | {pct(median(b)) if b else '-'} "
-                f"({'-' if not sb else f'{100 * median(sb):+.1f}%'}) | "
-                f"{pct(median(a)) if a else '-'} ({'-' if not sa else f'{100 * median(sa):+.1f}%'}) |"
+                f"| {k} | {len(xs)} | {pct(median(b)) if b else '-'} ({bias_b}) | "
+                f"{pct(median(a)) if a else '-'} ({bias_a}) |"
             )
         out.append("")
     skipped = reference.get("skipped", {})

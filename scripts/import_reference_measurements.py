@@ -91,7 +91,10 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """(measurement fields, None) or (None, reason skipped)."""
     if entry.get("hardware") is None or entry.get("tp") is None:
         return None, "trace statistics, not a measurement of a replica"
-    if not isinstance(entry.get("isl"), int) and entry.get("category") != "Kernel profiling (Vidur)":
+    if (
+        not isinstance(entry.get("isl"), int)
+        and entry.get("category") != "Kernel profiling (Vidur)"
+    ):
         return None, (
             "prompt/output lengths not stated (ShareGPT samples): the prediction depends on "
             "the length distribution, which the source does not give"
@@ -210,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             "imported by scripts/import_reference_measurements.py from "
             "shared/reference/measurements-calibration.json; each keeps its source and id. "
             "Serving points: isl/osl mean prompt/output tokens, concurrency (closed loop) or "
-            "request_rate_rps (open loop, \"inf\" = all at once), output_tok_s (whole replica), "
+            'request_rate_rps (open loop, "inf" = all at once), output_tok_s (whole replica), '
             "mean ttft_ms and tpot_ms. Kernel points: one layer's linear layers on `tokens` "
             "tokens, layer_ms per GPU shard."
         ),

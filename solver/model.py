@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulp
 
 from solver.constraints.capacity import define_capacity
+from solver.constraints.checkpoint import define_checkpoint
 from solver.constraints.configurations import define_configurations
 from solver.constraints.demand import define_demand
 from solver.constraints.limits import define_budget, define_power, define_stock, fleet_cost
@@ -42,6 +43,7 @@ def build_model(
     define_stock(prob, problem, v, elastic)
     define_power(prob, problem, v, elastic)
     define_configurations(prob, problem, v)
+    define_checkpoint(prob, problem, v)
     if goodput_floor_rps is not None:
         prob += pulp.lpSum(v.served.values()) >= goodput_floor_rps, "goodput_floor"
     if elastic:

@@ -108,6 +108,7 @@ class PoolCandidate:
     max_replicas: int
     config_key: str = ""
     segments: tuple[Segment, ...] = ()
+    checkpoint: str = ""  # weights + KV format; disaggregated pairs must match
 
     def capacity_rps(self, replicas: int) -> float:
         """Capacity at ``replicas`` (requests/s): min over cuts and, when the

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import pulp
 
 from solver.constraints.capacity import define_capacity
+from solver.constraints.checkpoint import define_checkpoint
 from solver.constraints.configurations import define_configurations
 from solver.constraints.demand import define_demand
 from solver.constraints.pool_use import define_pool_use
@@ -121,6 +122,7 @@ def solve_robust(
         define_capacity(prob, tagged, v)
         define_pool_use(prob, tagged, v)
         define_configurations(prob, tagged, v)
+        define_checkpoint(prob, tagged, v)
         for g, var in bought.items():
             used = pulp.lpSum(
                 c.gpus_per_replica * v.replicas[c.id] for c in tagged.candidates if c.gpu == g

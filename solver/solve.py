@@ -17,6 +17,7 @@ from solver.model import build_model
 from solver.problem import (
     Mode,
     Objective,
+    PoolRole,
     Problem,
     SolveResult,
     SolverOptions,
@@ -72,6 +73,8 @@ def _run(prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float):
         if has_solution:
             gap = info.mip_gap if math.isfinite(info.mip_gap) else None
             return SolveStatus.FEASIBLE, gap, name, model.modelStatusToString(status)
+        if status == ms.kTimeLimit:
+            return SolveStatus.ERROR, None, name, "time limit reached before any fleet was found"
         return SolveStatus.ERROR, None, name, model.modelStatusToString(status)
     # CBC: PuLP's statuses are honest enough (1 optimal, -1 infeasible); a time-limited
     # run with an incumbent reports sol_status 2.
@@ -135,8 +138,14 @@ def _unservable(problem: Problem) -> list[str]:
     return [c.id for c in problem.classes if c.rate_rps > 0 and not modes_available(problem, c.id)]
 
 
-def solve(problem: Problem, options: SolverOptions | None = None) -> SolveResult:
-    """Solve ``problem``; on infeasibility, explain with an elastic re-solve of the limits."""
+def solve(
+    problem: Problem, options: SolverOptions | None = None, cache: dict | None = None
+) -> SolveResult:
+    """Solve ``problem``; on infeasibility, explain with an elastic re-solve of the limits.
+
+    ``cache`` (a dict the caller keeps) memoizes the per-class subproblems of the
+    class-by-class solve, so re-solving variants that share classes (the plan's
+    alternatives) does not solve the same subproblem twice."""
     options = options or SolverOptions()
     t0 = time.perf_counter()
     missing = _unservable(problem)
@@ -154,7 +163,7 @@ def solve(problem: Problem, options: SolverOptions | None = None) -> SolveResult
         return options.time_limit_s - (time.perf_counter() - t0)
 
     if options.decompose and problem.objective == Objective.MIN_COST and len(problem.classes) > 1:
-        split = _solve_by_class(problem, options, t0)
+        split = _solve_by_class(problem, options, t0, cache)
         if split is not None:
             return split
 
@@ -238,7 +247,16 @@ def _limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float
     return slack
 
 
-def _solve_by_class(problem: Problem, options: SolverOptions, t0: float) -> SolveResult | None:
+def _role_allowed(role: PoolRole, modes: tuple[Mode, ...]) -> bool:
+    """A pool role is usable by a class in these modes."""
+    if role == PoolRole.AGGREGATED:
+        return Mode.AGGREGATED in modes
+    return Mode.DISAGGREGATED in modes
+
+
+def _solve_by_class(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None = None
+) -> SolveResult | None:
     """Solve each class on its own and combine, when that is exact.
 
     Pools serve one class, so classes interact only through the fleet limits
@@ -256,7 +274,11 @@ def _solve_by_class(problem: Problem, options: SolverOptions, t0: float) -> Solv
         sub = replace(
             problem,
             classes=(cls,),
-            candidates=tuple(c for c in problem.candidates if c.class_id == cls.id),
+            candidates=tuple(
+                c
+                for c in problem.candidates
+                if c.class_id == cls.id and _role_allowed(c.role, cls.modes)
+            ),
             limits=replace(
                 problem.limits,
                 budget_usd_per_hour=None,
@@ -268,7 +290,12 @@ def _solve_by_class(problem: Problem, options: SolverOptions, t0: float) -> Solv
         left = options.time_limit_s - (time.perf_counter() - t0)
         if left <= 0:
             return None
-        r = solve(sub, replace(options, time_limit_s=left))
+        key = (cls, sub.candidates, problem.limits.min_replicas_per_pool, options.rel_gap)
+        r = cache.get(key) if cache is not None else None
+        if r is None:
+            r = solve(sub, replace(options, time_limit_s=left))
+            if cache is not None and r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+                cache[key] = r
         if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             return None
         results.append(r)

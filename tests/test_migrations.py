@@ -18,7 +18,7 @@ from api.db.migrate import (
 )
 from api.db.session import make_engine
 
-APP_TABLES = {"plans", "catalog_entries"}
+APP_TABLES = {"plans", "catalog_entries", "calibrations", "comparisons"}
 
 
 def table_names(url: str) -> set[str]:
@@ -77,6 +77,7 @@ def test_indexes_and_unique_constraint(db_url):
     finally:
         engine.dispose()
     assert plan_indexes == {
+        "ix_plans_comparison_id": ["comparison_id"],
         "ix_plans_created_at": ["created_at"],
         "ix_plans_model_id": ["model_id"],
         "ix_plans_status": ["status"],
@@ -84,6 +85,18 @@ def test_indexes_and_unique_constraint(db_url):
     assert [(u["name"], u["column_names"]) for u in uniques] == [
         ("uq_catalog_entries_kind_entry_id", ["kind", "entry_id"])
     ]
+
+
+def test_plans_link_to_comparisons_and_are_deleted_with_them(db_url):
+    engine = make_engine(db_url, poolclass=NullPool)
+    try:
+        fks = inspect(engine).get_foreign_keys("plans")
+    finally:
+        engine.dispose()
+    assert [(fk["name"], fk["constrained_columns"], fk["referred_table"]) for fk in fks] == [
+        ("fk_plans_comparison_id_comparisons", ["comparison_id"], "comparisons")
+    ]
+    assert (fks[0].get("options") or {}).get("ondelete", "").upper() == "CASCADE"
 
 
 def test_sqlite_uses_wal_and_foreign_keys(migrated_sqlite_url):

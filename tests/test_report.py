@@ -369,6 +369,20 @@ def test_html_stands_alone_with_inline_svg(small_record, catalog):
     assert len(ids) == len(set(ids))
 
 
+def test_html_is_deterministic(small_record, catalog):
+    a, _ = render_plan_report(small_record, "html", catalog)
+    b, _ = render_plan_report(small_record, "html", catalog)
+    assert a == b
+
+
+def test_markdown_table_cells_escape_pipes_and_newlines():
+    from planner.report.content import Table
+    from planner.report.markdown import table
+
+    out = table(Table(["a", "b"], [["x | y", "line\nbreak <b>"]], [False, False]))
+    assert out.splitlines()[-1] == "| x \\| y | line, break &lt;b&gt; |"
+
+
 def test_html_escapes_hostile_strings(small_record, catalog):
     rec = copy.deepcopy(small_record)
     rec["request"]["name"] = HOSTILE

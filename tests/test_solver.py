@@ -368,3 +368,25 @@ def test_cbc_fallback_agrees():
     assert r.solver == "cbc"
     assert r.status == SolveStatus.OPTIMAL
     assert r.objective == pytest.approx(14.0)
+
+
+def test_disaggregated_pairs_share_one_checkpoint():
+    def c(cid, role, fmt, cost, cap):
+        base = cand(cid, "a", role, cost=cost, cap=cap)
+        return PoolCandidate(**{**base.__dict__, "checkpoint": fmt})
+
+    # Cheapest mix would be prefill in fp8 and decode in bf16; they cannot pair.
+    p = Problem(
+        classes=(ClassDemand("a", 10.0, modes=(Mode.DISAGGREGATED,)),),
+        candidates=(
+            c("pre8", PoolRole.PREFILL, "fp8", 1.0, 10.0),
+            c("pre16", PoolRole.PREFILL, "bf16", 3.0, 10.0),
+            c("dec8", PoolRole.DECODE, "fp8", 3.0, 10.0),
+            c("dec16", PoolRole.DECODE, "bf16", 1.0, 10.0),
+        ),
+    )
+    r = solve(p)
+    assert r.objective == pytest.approx(4.0)
+    assert set(r.replicas) in ({"pre8", "dec8"}, {"pre16", "dec16"})
+    names = {con.name for con in build_model(p)[0].constraints()}
+    assert "checkpoint_pick__a" in names and "checkpoint_use__pre8" in names

@@ -16,7 +16,17 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Double, Enum, Integer, String, UniqueConstraint, func
+from sqlalchemy import (
+    JSON,
+    Double,
+    Enum,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from api.db.base import Base, UtcDateTime, utcnow
@@ -30,6 +40,15 @@ class PlanStatus(StrEnum):
     FEASIBLE = "feasible"  # stopped at the time limit with an incumbent; see ``gap``
     INFEASIBLE = "infeasible"  # stored with the reasons in ``plan``
     ERROR = "error"
+
+
+class ComparisonStatus(StrEnum):
+    """Where a what-if comparison is: its variants being solved, all solved (the
+    table is stored), or stopped by an error (``error`` says why). Stored as text."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
 
 
 class CatalogKind(StrEnum):
@@ -73,6 +92,13 @@ class PlanRecord(Base):
     gap: Mapped[float | None] = mapped_column(Double())
     runtime_s: Mapped[float | None] = mapped_column(Double())
     plan: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    # A variant of a what-if comparison links to it (deleted with it).
+    comparison_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("comparisons.id", ondelete="CASCADE"), index=True
+    )
+    variant_name: Mapped[str | None] = mapped_column(String(200))
+    # Computed later and cached: {"sensitivity": {...}} (the first report computes it).
+    report_extras: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
     def __repr__(self) -> str:
         return f"PlanRecord(id={self.id!r}, status={self.status!r}, model_id={self.model_id!r})"
@@ -114,3 +140,38 @@ class CalibrationRecord(Base):
 
     def __repr__(self) -> str:
         return f"CalibrationRecord(name={self.name!r})"
+
+
+class ComparisonRecord(Base):
+    """A what-if comparison: the document as posted, its expanded variants, progress
+    while they are solved, then the table (one row per variant, with the ``plan_id``
+    of the variant's plan, a ``plans`` row linked by ``comparison_id``)."""
+
+    __tablename__ = "comparisons"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_plan_id)
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now(), index=True
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    name: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[ComparisonStatus] = mapped_column(
+        Enum(
+            ComparisonStatus,
+            native_enum=False,
+            create_constraint=False,
+            length=16,
+            values_callable=lambda e: [m.value for m in e],
+            validate_strings=True,
+        )
+    )
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # [{name, axis, value, request}] in table order (base first), fixed at creation.
+    variants: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer)
+    table: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    error: Mapped[str | None] = mapped_column(Text())
+
+    def __repr__(self) -> str:
+        return f"ComparisonRecord(id={self.id!r}, status={self.status!r}, name={self.name!r})"

@@ -27,7 +27,9 @@ router = APIRouter(prefix="/analyses", tags=["analyses"], route_class=JsonBodyRo
     responses=error_responses(413, 415, 422),
     summary="One replica's throughput, batch, TTFT and TPOT",
 )
-def replica_capacity(body: CapacityRequest, request: Request, session: SessionDep) -> CapacityAnalysis:
+def replica_capacity(
+    body: CapacityRequest, request: Request, session: SessionDep
+) -> CapacityAnalysis:
     """Output tokens/s (replica and per GPU), requests/s, decode batch, mean TTFT and
     TPOT, and what bounds them (compute, memory_bandwidth, kv_capacity, max_batch or
     slo). Without SLOs, concurrency or rate: the maximum throughput; with

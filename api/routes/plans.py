@@ -178,11 +178,18 @@ def get_plan(plan_id: str, session: SessionDep) -> PlanPublic:
     "/{plan_id}",
     status_code=204,
     dependencies=[WriteAccess],
-    responses=error_responses(401, 404),
+    responses=error_responses(401, 404, 409),
     summary="Delete a stored plan",
 )
 def delete_plan(plan_id: str, session: SessionDep) -> Response:
+    """204; 409 for a variant's plan (delete its comparison: ``DELETE /comparisons/{id}``)."""
     record = _plan_or_404(session, plan_id)
+    if record.comparison_id is not None:
+        why = (
+            f"the plan of variant {record.variant_name!r} of comparison {record.comparison_id}; "
+            "delete the comparison instead"
+        )
+        raise ApiError(409, "conflict", why, [("id", why)])
     session.delete(record)
     session.commit()
     return Response(status_code=204)

@@ -2,16 +2,17 @@
 text that is inlined in the HTML report.
 
 Text stays text (``svg.fonttype = none``: selectable, sharp in print), the XML
-prologue and metadata are dropped, element ids get a per-chart prefix so
-several charts can share one page, and the root element scales to its box.
+prologue and metadata are dropped, element ids get a per-chart prefix (a hash
+of the chart: the same input renders the same bytes) so several charts can
+share one page, and the root element scales to its box.
 Every chart function returns the SVG markup, or None when there is nothing to
 draw.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
-import itertools
 import math
 import re
 import threading
@@ -26,7 +27,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 _LOCK = threading.Lock()  # rcParams are process-wide
-_IDS = itertools.count(1)
 
 FONT = ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"]
 RC = {
@@ -91,7 +91,7 @@ def to_svg(fig: Figure, label: str) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
-    prefix = f"fpc{next(_IDS)}-"
+    prefix = "fp" + hashlib.sha1(svg.encode()).hexdigest()[:10] + "-"
     svg = re.sub(r'\bid="', f'id="{prefix}', svg)
     svg = svg.replace("url(#", f"url(#{prefix}")
     svg = re.sub(r'(xlink:)?href="#', lambda m: f"{m.group(0)}{prefix}", svg)

@@ -200,6 +200,7 @@ def sensitivity(
     *,
     base_cost_usd_per_hour: float | None = None,
     workers: int | None = None,
+    calibrations: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The cost of the cheapest fleet at traffic x1.5 and x2 and at the largest
     class's share -20 and +20 points, each re-planned from scratch
@@ -208,7 +209,8 @@ def sensitivity(
     Returns ``{"base_cost_usd_per_hour", "rows": [{name, change, status,
     cost_usd_per_hour, delta_usd_per_hour, delta_pct, gpus_total,
     gpus_by_type, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
-    The base is planned too unless ``base_cost_usd_per_hour`` is given.
+    The base is planned too unless ``base_cost_usd_per_hour`` is given;
+    ``calibrations`` (name -> Calibration) serves a request naming one.
     """
     from planner.compare import run_variants
 
@@ -219,7 +221,11 @@ def sensitivity(
     variants = [{"name": c["name"], "request": c["request"]} for c in todo]
     if base_cost_usd_per_hour is None:
         variants.insert(0, {"name": "base", "request": request})
-    results = run_variants(variants, catalog, caps, workers=workers) if variants else []
+    results = (
+        run_variants(variants, catalog, caps, workers=workers, calibrations=calibrations)
+        if variants
+        else []
+    )
     by_name = dict(zip([v["name"] for v in variants], results, strict=True))
     base = base_cost_usd_per_hour
     if base is None:

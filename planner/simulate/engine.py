@@ -416,10 +416,14 @@ class _ClassSim:
                 if used >= len(ghosts):
                     break
                 gid = ghosts[used]
+                g = max(2.0, round(float(np.exp(g_mu + g_sigma * rng.standard_normal()))))
+                # its context with the length-biased output (the prompt as sampled)
+                self.ctx[gid] += (g - self.output[gid]) / 2.0
+                self.output[gid] = g
+                self.need[rep.pi][gid] = pool.steps.kv_bytes(self.ctx[gid])
                 if not self._admissible(rep, gid, rep.B):
                     break
                 used += 1
-                g = max(2.0, round(float(np.exp(g_mu + g_sigma * rng.standard_normal()))))
                 remaining = int(rng.integers(1, int(g) + 1))
                 self._reserve(rep, gid)
                 heapq.heappush(rep.fin, (remaining, gid))

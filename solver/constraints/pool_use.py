@@ -24,4 +24,4 @@ def define_pool_use(prob: pulp.LpProblem, problem: Problem, v: Variables) -> Non
         y = v.used[cand.id]
         prob += v.rate[cand.id] <= rate_of[cand.class_id] * y, f"pool_rate__{j}"
         prob += v.replicas[cand.id] <= cand.max_replicas * y, f"pool_replicas__{j}"
-        prob += v.replicas[cand.id] >= min(min_rep, cand.max_replicas) * y, f"min_replicas__{j}"
+        prob += v.replicas[cand.id] >= min_rep * y, f"min_replicas__{j}"

@@ -1,0 +1,144 @@
+"""Procurement reports: ``GET /plans/{id}/report`` and ``GET /comparisons/{id}/report``.
+
+``format``: ``html`` (a stand-alone page with inline charts; the default), ``md``
+(the same content as Markdown), ``csv`` (the bill of materials; a comparison's has
+one per variant) or ``json`` (the record with its bill of materials). Rendering is
+``planner.report``; this module only finds the records and sets the headers.
+
+A plan report includes a sensitivity table (the cheapest fleet at traffic x1.5 and
+x2 and at the largest class's share -20/+20 points, each re-planned). Re-planning
+takes a few seconds for a small fleet and about 13 s for the 80/20 example, so it
+is computed once, by the first report that needs it, and cached in the plan's
+``report_extras``; later reports are immediate. ``sensitivity=false`` skips the
+computation (a cached table is still shown). The CSV needs none.
+
+A comparison that is still running has no report yet (409), nor does a failed one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from api.comparison_records import comparison_report_input
+from api.custom_catalog import merged_catalog
+from api.db.models import ComparisonStatus
+from api.deps import SessionDep, SettingsDep
+from api.errors import ApiError
+from api.plan_records import solver_caps
+from api.report_records import (
+    cached_sensitivity,
+    compute_sensitivity,
+    has_fleet,
+    plan_report_input,
+)
+from api.routes.comparisons import comparison_or_404
+from api.routes.plans import _plan_or_404
+from api.schemas import error_responses
+from planner.report.render import render_comparison_report, render_plan_report
+
+router = APIRouter(tags=["reports"])
+
+
+class ReportFormat(StrEnum):
+    HTML = "html"
+    MD = "md"
+    CSV = "csv"
+    JSON = "json"
+
+
+FormatQuery = Annotated[
+    ReportFormat,
+    Query(
+        alias="format",
+        description="`html` (stand-alone page), `md` (Markdown), `csv` (bill of materials), "
+        "`json` (the record with its bill of materials).",
+    ),
+]
+
+REPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The report, in the format asked for.",
+        "content": {
+            "text/html": {"schema": {"type": "string"}},
+            "text/markdown": {"schema": {"type": "string"}},
+            "text/csv": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"type": "object"}},
+        },
+    }
+}
+
+EXTENSIONS = {"html": "html", "md": "md", "csv": "csv", "json": "json"}
+
+
+def report_response(text: str, media_type: str, fmt: ReportFormat, stem: str) -> Response:
+    """The report with its media type; CSV and Markdown as attachments to save."""
+    disposition = "attachment" if fmt in (ReportFormat.CSV, ReportFormat.MD) else "inline"
+    filename = f"{stem}.{EXTENSIONS[fmt.value]}"
+    return Response(
+        content=text,
+        media_type=media_type,
+        headers={"Content-Disposition": f'{disposition}; filename="{filename}"'},
+    )
+
+
+@router.get(
+    "/plans/{plan_id}/report",
+    response_class=Response,
+    responses={**REPORT_RESPONSES, **error_responses(404, 422)},
+    summary="A stored plan's procurement report",
+)
+def plan_report(
+    plan_id: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    fmt: FormatQuery = ReportFormat.HTML,
+    with_sensitivity: Annotated[
+        bool,
+        Query(
+            alias="sensitivity",
+            description="Compute the sensitivity table if not cached yet (the first time "
+            "takes a few seconds to ~15 s: four re-plans). `false`: show it only if cached.",
+        ),
+    ] = True,
+) -> Response:
+    """The bill of materials, the fleet, the classes and their latencies, the
+    verification, the alternatives and the sensitivity, in one document."""
+    record = _plan_or_404(session, plan_id)
+    catalog = merged_catalog(session, request.app.state.catalog)
+    sens = cached_sensitivity(record)
+    if with_sensitivity and fmt != ReportFormat.CSV and sens is None and has_fleet(record):
+        caps = solver_caps(settings)
+        sens = compute_sensitivity(session, record, catalog, caps, settings.compare_workers)
+        session.commit()
+    text, media_type = render_plan_report(plan_report_input(record, sens), fmt.value, catalog)
+    return report_response(text, media_type, fmt, f"plan-{record.id}")
+
+
+@router.get(
+    "/comparisons/{comparison_id}/report",
+    response_class=Response,
+    responses={**REPORT_RESPONSES, **error_responses(404, 409, 422)},
+    summary="A comparison's report (409 while it runs)",
+)
+def comparison_report(
+    comparison_id: str, request: Request, session: SessionDep, fmt: FormatQuery = ReportFormat.HTML
+) -> Response:
+    """The variants against the base (cost, GPUs, modes, latencies), the sweeps as
+    charts, and each variant's bill of materials."""
+    record = comparison_or_404(session, comparison_id)
+    if record.status != ComparisonStatus.DONE:
+        why = (
+            f"the comparison is still running ({record.done} of {record.total} variants "
+            "done); ask again when its status is done"
+            if record.status == ComparisonStatus.RUNNING
+            else f"the comparison failed, so it has no report: {record.error}"
+        )
+        raise ApiError(409, "conflict", why, [("id", why)])
+    catalog = merged_catalog(session, request.app.state.catalog)
+    doc = comparison_report_input(session, record)
+    text, media_type = render_comparison_report(doc, fmt.value, catalog)
+    return report_response(text, media_type, fmt, f"comparison-{record.id}")

@@ -1,0 +1,223 @@
+"""GET /plans/{id}/report and GET /comparisons/{id}/report: formats, media types,
+the cached sensitivity, 409 while a comparison runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from api_support import api_client, assert_error
+from compare_support import BASE, NAMES, SPEC
+
+from api import report_records
+from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
+from api.db.session import make_engine, make_sessionmaker
+
+MEDIA = {
+    "html": "text/html; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+}
+
+
+@pytest.fixture
+def client(db_url):
+    with api_client(db_url, compare_workers=1) as c:
+        yield c
+
+
+@pytest.fixture
+def sensitivity_calls(monkeypatch):
+    """Counts the sensitivity computations (each is four re-plans)."""
+    calls = []
+    real = report_records.sensitivity
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(report_records, "sensitivity", counting)
+    return calls
+
+
+def stored_plan(db_url: str, plan_id: str) -> PlanRecord:
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            record = session.get(PlanRecord, plan_id)
+            assert record is not None
+            return record
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def test_plan_report_in_every_format(client, sensitivity_calls):
+    plan = client.post("/plans", json=BASE).json()
+    pid = plan["id"]
+    html = client.get(f"/plans/{pid}/report?format=html")
+    assert html.status_code == 200, html.text
+    assert html.headers["content-type"] == MEDIA["html"]
+    assert html.headers["content-disposition"] == f'inline; filename="plan-{pid}.html"'
+    assert html.text.lstrip().lower().startswith("<!doctype html")
+    for needle in ("small 70/30", "Bill of materials", "Sensitivity", "traffic ×2", pid):
+        assert needle in html.text, needle
+
+    md = client.get(f"/plans/{pid}/report?format=md")
+    assert md.headers["content-type"] == MEDIA["md"]
+    assert md.headers["content-disposition"] == f'attachment; filename="plan-{pid}.md"'
+    assert md.text.startswith("# small 70/30")
+    assert "## 5. Sensitivity" in md.text or "Sensitivity" in md.text
+
+    csv_ = client.get(f"/plans/{pid}/report?format=csv")
+    assert csv_.headers["content-type"] == MEDIA["csv"]
+    assert csv_.headers["content-disposition"] == f'attachment; filename="plan-{pid}.csv"'
+    rows = list(csv.DictReader(io.StringIO(csv_.text)))
+    assert rows[-1]["gpu"] == "TOTAL"
+    assert int(rows[-1]["gpus"]) == plan["gpus_total"]
+
+    js = client.get(f"/plans/{pid}/report?format=json")
+    assert js.headers["content-type"] == MEDIA["json"]
+    doc = js.json()
+    assert doc["kind"] == "plan_report" and doc["id"] == pid
+    assert doc["plan"]["cost_usd_per_hour"] == plan["cost_usd_per_hour"]
+    assert [r["name"] for r in doc["sensitivity"]["rows"]] == [
+        "traffic ×1.5",
+        "traffic ×2",
+        "chat share -20 pts",
+        "chat share +20 pts",
+    ]
+    assert all(r["status"] == "optimal" for r in doc["sensitivity"]["rows"])
+    assert len(sensitivity_calls) == 1  # computed by the first report, then cached
+
+
+def test_sensitivity_is_computed_once_and_stored(client, db_url, sensitivity_calls):
+    pid = client.post("/plans", json=BASE).json()["id"]
+    assert stored_plan(db_url, pid).report_extras is None
+    client.get(f"/plans/{pid}/report?format=csv")  # the bill of materials needs none
+    assert sensitivity_calls == []
+    first = client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"]
+    assert len(sensitivity_calls) == 1
+    assert stored_plan(db_url, pid).report_extras == {"sensitivity": first}
+    second = client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"]
+    assert second == first and len(sensitivity_calls) == 1
+    base = client.get(f"/plans/{pid}").json()["cost_usd_per_hour"]
+    x2 = next(r for r in first["rows"] if r["name"] == "traffic ×2")
+    assert x2["delta_pct"] == pytest.approx(100 * (x2["cost_usd_per_hour"] - base) / base)
+
+
+def test_sensitivity_false_skips_the_computation(client, db_url, sensitivity_calls):
+    pid = client.post("/plans", json=BASE).json()["id"]
+    doc = client.get(f"/plans/{pid}/report?format=json&sensitivity=false").json()
+    assert doc["sensitivity"] is None
+    html = client.get(f"/plans/{pid}/report?sensitivity=false")
+    assert html.status_code == 200 and html.headers["content-type"] == MEDIA["html"]
+    assert sensitivity_calls == [] and stored_plan(db_url, pid).report_extras is None
+
+
+def test_an_infeasible_plan_has_a_report_without_sensitivity(client, sensitivity_calls):
+    body = dict(BASE, slo={"ttft_ms": 1})
+    plan = client.post("/plans", json=body).json()
+    assert plan["status"] == "infeasible"
+    for fmt in MEDIA:
+        response = client.get(f"/plans/{plan['id']}/report?format={fmt}")
+        assert response.status_code == 200, (fmt, response.text)
+        assert response.headers["content-type"] == MEDIA[fmt]
+    assert sensitivity_calls == []
+
+
+def test_plan_report_bad_format_and_unknown_plan(client):
+    pid = client.post("/plans", json=BASE).json()["id"]
+    err = assert_error(client.get(f"/plans/{pid}/report?format=pdf"), 422, "invalid_input")
+    assert err["issues"][0]["field"] == "query.format"
+    assert_error(client.get("/plans/nope/report"), 404, "not_found")
+    assert_error(client.get("/plans/00000000-0000-0000-0000-000000000000/report"), 404)
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def test_comparison_report_in_every_format(client):
+    body = client.post("/comparisons?wait=true", json=SPEC).json()
+    cid = body["id"]
+    html = client.get(f"/comparisons/{cid}/report")
+    assert html.status_code == 200, html.text
+    assert html.headers["content-type"] == MEDIA["html"]
+    assert html.headers["content-disposition"] == f'inline; filename="comparison-{cid}.html"'
+    assert html.text.lstrip().lower().startswith("<!doctype html")
+    assert "<svg" in html.text  # the charts are inline
+    for name in ["small what-if", *NAMES[1:4], "agent share"]:
+        assert name in html.text, name
+
+    md = client.get(f"/comparisons/{cid}/report?format=md")
+    assert md.headers["content-type"] == MEDIA["md"]
+    assert md.text.startswith("# small what-if")
+    for name in NAMES[1:4]:
+        assert name in md.text
+
+    csv_ = client.get(f"/comparisons/{cid}/report?format=csv")
+    assert csv_.headers["content-type"] == MEDIA["csv"]
+    assert csv_.headers["content-disposition"] == f'attachment; filename="comparison-{cid}.csv"'
+    rows = list(csv.DictReader(io.StringIO(csv_.text)))
+    planned = [v["name"] for v in body["variants"] if v["status"] == "optimal"]
+    assert {r["variant"] for r in rows} >= set(planned)
+    totals = {r["variant"]: r for r in rows if r["gpu"] == "TOTAL"}
+    for v in body["variants"]:
+        if v["status"] == "optimal":
+            row = next(r for r in body["table"] if r["variant"] == v["name"])
+            assert int(totals[v["name"]]["gpus"]) == row["gpus_total"]
+
+    js = client.get(f"/comparisons/{cid}/report?format=json")
+    assert js.headers["content-type"] == MEDIA["json"]
+    doc = json.loads(js.text)
+    assert doc["kind"] == "comparison_report" and doc["id"] == cid
+    assert [r["variant"] for r in doc["table"]] == NAMES
+    assert len(doc["plans"]) == 7 and doc["plans"][0]["status"] == "optimal"
+    assert doc["base"] == BASE
+
+
+def _insert_comparison(db_url: str, status: ComparisonStatus, **fields) -> str:
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            record = ComparisonRecord(
+                name="stuck",
+                status=status,
+                spec=SPEC,
+                variants=[{"name": "base", "axis": None, "value": None, "request": BASE}],
+                done=0,
+                total=1,
+                **fields,
+            )
+            session.add(record)
+            session.commit()
+            return record.id
+    finally:
+        engine.dispose()
+
+
+def test_comparison_report_is_409_while_running_or_failed(client, db_url):
+    running = _insert_comparison(db_url, ComparisonStatus.RUNNING)
+    for fmt in MEDIA:
+        err = assert_error(client.get(f"/comparisons/{running}/report?format={fmt}"), 409)
+        assert err["error"] == "conflict" and "still running" in err["detail"]
+        assert err["issues"] == [{"field": "id", "message": err["detail"]}]
+    failed = _insert_comparison(db_url, ComparisonStatus.FAILED, error="solver exploded")
+    err = assert_error(client.get(f"/comparisons/{failed}/report"), 409, "conflict")
+    assert "solver exploded" in err["detail"]
+    cid = client.post("/comparisons?wait=true", json=SPEC).json()["id"]
+    assert_error(client.get(f"/comparisons/{cid}/report?format=xlsx"), 422)
+
+
+def test_a_variant_plan_has_its_own_report(client):
+    body = client.post("/comparisons?wait=true", json=SPEC).json()
+    pid = body["variants"][1]["plan_id"]
+    response = client.get(f"/plans/{pid}/report?format=md&sensitivity=false")
+    assert response.status_code == 200
+    assert response.text.startswith("# small 70/30")
+    assert pid in response.text
