@@ -238,6 +238,11 @@ class Model(Frozen):
     intermediate_size: Annotated[int, Field(ge=1)]
     vocab_size: Annotated[int, Field(ge=1)]
     max_context_tokens: Annotated[int, Field(ge=1)]
+    hf_repo: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Hugging Face repository engines load it from (used in launch commands).",
+    )
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     attention_sinks: bool = False

@@ -140,6 +140,7 @@ class Plan(Out):
     alternatives: list[Alternative] = []
     why_not: list[WhyNot] = []
     infeasible_reasons: list[str] = []
+    warnings: list[str] = []
     relaxation: dict[str, float] = {}
     solver: SolverInfo
     assumptions: dict[str, Any] = {}
@@ -218,8 +219,10 @@ def cost_per_million_tokens(cost_usd_per_hour: float, req: ResolvedRequest) -> f
 
 
 def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
-    """Engine arguments for vLLM and SGLang that realize the pool's configuration."""
+    """Engine arguments for vLLM and SGLang that realize the pool's configuration
+    (the model's Hugging Face repository when the catalog names one)."""
     cfg = cand.config
+    model_id = cand.replica.model.hf_repo or model_id
     v = [
         "vllm",
         "serve",
@@ -381,6 +384,7 @@ def plan_from_result(
         binding=[BindingConstraint(name=b, detail=binding_detail(b, req)) for b in result.binding],
         why_not=why_not(screening, pools),
         infeasible_reasons=infeasible,
+        warnings=list(req.warnings),
         relaxation=result.relaxation,
         solver=SolverInfo(
             status=result.status,
@@ -493,7 +497,8 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
             for reason in dict.fromkeys(r.reason for r in rej):
                 best = _most_capable([r for r in rej if r.reason == reason])
                 budget = f" T={best.chunk_budget_tokens}" if best.chunk_budget_tokens else ""
-                reasons.append(f"{best.gpu} tp{best.tp} {best.dtype}{budget}: {best.detail}")
+                tp = f" tp{best.tp}" if best.tp else ""
+                reasons.append(f"{best.gpu}{tp} {best.dtype}{budget}: {best.detail}")
             parts.append(f"no {role.value} pool (" + "; ".join(reasons[:3]) + ")")
         out.append(
             f"class {cls.name} (p{cls.slo.percentile:g} TTFT {cls.slo.ttft_ms:g} ms, "

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from catalog.schema import Catalog, Dtype, LengthDist, Slo, Workload
+from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
 from solver.problem import Mode, Objective
 
@@ -22,6 +23,8 @@ PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
+#: Smallest non-zero class rate planned (requests/s): one request every ~3 hours.
+MIN_CLASS_RATE_RPS = 1e-4
 #: Largest total rate accepted (requests/s): far beyond any single fleet today.
 MAX_RATE_RPS = 1_000_000.0
 
@@ -112,8 +115,8 @@ class SolverSpec(Strict):
 class EfficiencySpec(Strict):
     """Override the catalog's efficiency factors for every GPU in this request."""
 
-    prefill_mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
-    decode_mbu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    prefill_mfu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
+    decode_mbu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
     overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
 
 
@@ -206,6 +209,12 @@ class ResolvedRequest:
     dtypes: tuple[Dtype, ...]
     tps: tuple[int, ...] | None
     chunk_budgets: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """User text echoed in an error, cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _merge_slo(base: Slo, *overrides: SloSpec | None) -> Slo:
@@ -216,19 +225,58 @@ def _merge_slo(base: Slo, *overrides: SloSpec | None) -> Slo:
     return Slo(**data)
 
 
+#: A class whose requests exceed the model's context more often than this is refused.
+MAX_SHARE_OVER_CONTEXT = 0.10
+
+
+def share_over_context(model: Model, prompt: LengthDist, output: LengthDist) -> float:
+    """Share of requests whose prompt + mean output exceed the model's context:
+    ``1 - Phi((ln(ctx - G_mean) - mu_P) / sigma_P)`` for a log-normal prompt length
+    (dimensionless; 1 when the mean output alone fills the context)."""
+    room = model.max_context_tokens - output.mean_tokens
+    if room <= 0:
+        return 1.0
+    z = (math.log(room) - prompt.mu) / prompt.sigma
+    return 1.0 - NormalDist().cdf(z)
+
+
+def check_context(model: Model, prompt: LengthDist, output: LengthDist, field: str) -> str | None:
+    """Refuse a class that would not fit the model's context window: when more than
+    MAX_SHARE_OVER_CONTEXT of its requests (prompt + mean output) exceed it. Return a
+    warning when more than 0.5% do (the engine would reject or truncate those)."""
+    share = share_over_context(model, prompt, output)
+    if share > MAX_SHARE_OVER_CONTEXT:
+        raise PlanningError.for_field(
+            field,
+            f"{share:.0%} of its requests (prompt mean {prompt.mean_tokens:,.0f}, p90 "
+            f"{prompt.p90_tokens:,.0f} tokens, plus {output.mean_tokens:,.0f} output) exceed "
+            f"{model.id}'s {model.max_context_tokens:,}-token context; choose a model with a "
+            "longer context or override prompt_tokens",
+        )
+    if share > 0.005:
+        return (
+            f"{field}: {share:.1%} of requests exceed {model.id}'s "
+            f"{model.max_context_tokens:,}-token context (the engine rejects or truncates "
+            "them; the plan sizes for the full length distribution)"
+        )
+    return None
+
+
 def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
     """Check ids against the catalog and fill defaults; raise PlanningError naming the field."""
     if req.model not in catalog.models:
         raise UnknownEntryError.for_field(
-            "model", f"unknown model {req.model!r}; known: {', '.join(sorted(catalog.models))}"
+            "model",
+            f"unknown model {_clip(req.model)!r}; known: {', '.join(sorted(catalog.models))}",
         )
     classes = []
+    warnings: list[str] = []
     for i, spec in enumerate(req.traffic.classes):
         wl = catalog.workloads.get(spec.workload)
         if wl is None:
             raise UnknownEntryError.for_field(
                 f"traffic.classes.{i}.workload",
-                f"unknown workload {spec.workload!r}; "
+                f"unknown workload {_clip(spec.workload)!r}; "
                 f"known: {', '.join(sorted(catalog.workloads))}",
             )
         try:
@@ -241,6 +289,21 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             raise PlanningError.for_field(
                 f"traffic.classes.{i}.modes", "none of these modes is allowed by candidates.modes"
             )
+        class_rate = req.traffic.rate_rps * spec.share
+        if 0 < class_rate < MIN_CLASS_RATE_RPS:
+            raise PlanningError.for_field(
+                f"traffic.classes.{i}.share",
+                f"gives {class_rate:.3g} req/s, below the {MIN_CLASS_RATE_RPS} req/s the planner "
+                "resolves; set the share to 0 to leave the class out",
+            )
+        note = check_context(
+            catalog.models[req.model],
+            prompt or wl.prompt_tokens,
+            output or wl.output_tokens,
+            f"traffic.classes.{i}",
+        )
+        if note:
+            warnings.append(note)
         classes.append(
             ResolvedClass(
                 name=spec.name or spec.workload,
@@ -261,11 +324,13 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         if g not in catalog.gpus:
             raise UnknownEntryError.for_field(
                 f"candidates.gpus.{i}",
-                f"unknown GPU {g!r}; known: {', '.join(sorted(catalog.gpus))}",
+                f"unknown GPU {_clip(g)!r}; known: {', '.join(sorted(catalog.gpus))}",
             )
     for g in req.constraints.max_gpus:
         if g not in catalog.gpus:
-            raise UnknownEntryError.for_field(f"constraints.max_gpus.{g}", f"unknown GPU {g!r}")
+            raise UnknownEntryError.for_field(
+                f"constraints.max_gpus.{_clip(g)}", f"unknown GPU {_clip(g)!r}"
+            )
     return ResolvedRequest(
         request=req,
         model_id=req.model,
@@ -274,4 +339,5 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         dtypes=tuple(dict.fromkeys(req.candidates.dtypes)),
         tps=tuple(sorted(set(req.candidates.tp))) if req.candidates.tp else None,
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
+        warnings=tuple(warnings),
     )

@@ -8,6 +8,8 @@ report ``optimal``, ``feasible`` (with the gap), ``infeasible`` or ``error``.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import warnings
 
@@ -28,8 +30,35 @@ from solver.variables import Variables, modes_available
 _TOL = 1e-6
 
 
+_BANNER_SILENCED = False
+
+
+def _silence_highs_banner() -> None:
+    """HiGHS prints a copyright banner to stdout (from C++) the first time a solver
+    object is created in a process, which would corrupt ``--json`` output: create
+    that first object with file descriptor 1 pointed at /dev/null."""
+    global _BANNER_SILENCED
+    if _BANNER_SILENCED:
+        return
+    _BANNER_SILENCED = True
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSolver, str]:
     if options.solver == "highs" and pulp.HiGHS().available():
+        _silence_highs_banner()
         return (
             pulp.HiGHS(
                 msg=False,

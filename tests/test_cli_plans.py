@@ -67,7 +67,7 @@ def test_plan_prints_a_readable_plan(capfd, tmp_path):
         "\nSolver: highs optimal",
         "Candidates: ",
         "\nLaunch (vLLM, one command per replica)\n",
-        "    vllm serve llama-3.1-8b --tensor-parallel-size=",
+        "    vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size=",
     ]:
         assert needle in out, needle
     assert "HiGHS" not in out and "HiGHS" not in err  # the C banner is silenced

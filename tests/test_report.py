@@ -279,7 +279,7 @@ def test_markdown_has_every_section(small_record, catalog):
         "Assumptions",
     ):
         assert heading in text, heading
-    assert "```sh\nvllm serve llama-3.1-8b" in text
+    assert "```sh\nvllm serve meta-llama/Llama-3.1-8B-Instruct" in text
     assert "python -m sglang.launch_server" in text
     assert small_record["plan"]["catalog_hash"] in text
     assert "| **Total** |" in text
@@ -363,7 +363,7 @@ def test_html_stands_alone_with_inline_svg(small_record, catalog):
     assert "Buy " in text
     for section in ("Bill of materials", "Pools and launch settings", "Assumptions"):
         assert section in text
-    assert "vllm serve llama-3.1-8b" in text
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct" in text
     # ids of the charts do not collide
     ids = [x.split('"')[0] for x in text.split(' id="')[1:]]
     assert len(ids) == len(set(ids))

@@ -285,6 +285,11 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
     return ["Alternatives (next-cheapest fleets)", render_table(headers, rows, indent="  ")]
 
 
+def _warnings(plan: Mapping[str, Any]) -> list[str]:
+    notes = _list(plan.get("warnings"))
+    return ["Warnings", *[f"  - {_s(w)}" for w in notes]] if notes else []
+
+
 def _infeasible(plan: Mapping[str, Any]) -> list[str]:
     reasons = _list(plan.get("infeasible_reasons"))
     relaxation = _map(plan.get("relaxation"))
@@ -346,6 +351,7 @@ def render_plan_text(plan: Mapping[str, Any], title: str | None = None) -> str:
     """The whole plan as text, sections separated by blank lines."""
     sections = [
         _header(plan, title),
+        _warnings(plan),
         _infeasible(plan),
         _pools(plan) if _list(plan.get("pools")) or plan.get("status") != "infeasible" else [],
         _classes(plan),
