@@ -1,4 +1,5 @@
 # fleetplan: every target sets itself up (creates .venv on first use).
+SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,7 +22,14 @@ run: $(STAMP)
 	$(BIN)/fleetplan db upgrade
 	$(BIN)/fleetplan serve --host $(HOST) --port $(PORT)
 
+# PostgreSQL tests run when a server answers on 127.0.0.1:5432 (database `test`,
+# trust auth) or FLEETPLAN_TEST_POSTGRES_URL points at one; otherwise they skip.
+PG_DEFAULT_URL := postgresql+psycopg://postgres@127.0.0.1:5432/test
+
 test: $(STAMP)
+	@if [ -z "$$FLEETPLAN_TEST_POSTGRES_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
+		export FLEETPLAN_TEST_POSTGRES_URL=$(PG_DEFAULT_URL); \
+		echo "PostgreSQL answers on 127.0.0.1:5432: its tests run too"; fi; \
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -90,9 +90,7 @@ def test_wait_true_solves_every_variant_and_stores_each_plan(client, db_url):
     assert body["done"] == body["total"] == 7
     assert body["name"] == "small what-if"
     assert body["spec"] == SPEC
-    assert datetime.fromisoformat(body["created_at"]) <= datetime.fromisoformat(
-        body["finished_at"]
-    )
+    assert datetime.fromisoformat(body["created_at"]) <= datetime.fromisoformat(body["finished_at"])
 
     variants = body["variants"]
     assert [v["name"] for v in variants] == NAMES
@@ -268,9 +266,7 @@ def test_too_many_variants_is_422(client, db_url):
     assert count_comparisons(db_url) == 0
 
 
-def test_a_failure_mid_run_marks_the_comparison_failed_with_the_reason(
-    client, db_url, monkeypatch
-):
+def test_a_failure_mid_run_marks_the_comparison_failed_with_the_reason(client, db_url, monkeypatch):
     monkeypatch.setattr(
         planner_compare, "run_variants", Gate(after=1, error=RuntimeError("solver exploded"))
     )
@@ -355,9 +351,7 @@ def test_writes_need_the_api_key_when_one_is_set(db_url):
         assert_error(c.delete(f"/comparisons/{ok.json()['id']}"), 401)
 
 
-def test_stopping_the_service_marks_running_and_queued_comparisons_interrupted(
-    db_url, monkeypatch
-):
+def test_stopping_the_service_marks_running_and_queued_comparisons_interrupted(db_url, monkeypatch):
     gate = Gate(after=1)
     monkeypatch.setattr(planner_compare, "run_variants", gate)
     with api_client(db_url, compare_workers=1) as c:

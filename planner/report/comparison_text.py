@@ -32,7 +32,7 @@ def _delta_pct(value: Any) -> str:
 
 def _gpus_by_type(value: Any) -> str:
     by_type = _map(value)
-    parts = [f"{n} {gpu}" for gpu, n in sorted(by_type.items(), key=lambda t: (-t[1], t[0]))]
+    parts = [f"{n:,} {gpu}" for gpu, n in sorted(by_type.items(), key=lambda t: (-t[1], t[0]))]
     return ", ".join(parts) or "-"
 
 
