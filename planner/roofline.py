@@ -313,9 +313,11 @@ def tp_comm_ms(replica: Replica, tokens: float) -> float:
     """Tensor-parallel all-reduce time of one step over ``tokens`` tokens (ms).
 
     Two all-reduces per layer (after attention and after the MLP), each of
-    ``tokens x hidden x 2`` bytes (bf16 activations), as a ring:
-    ``t = 2 x L x (2 (tp-1)/tp x bytes / link_bw + link_latency)`` with the
-    link's per-direction bandwidth (GB/s x 1e9). 0 when ``tp == 1`` or no tokens.
+    ``tokens x hidden x 2`` bytes (bf16 activations), as a ring (the alpha-beta
+    model: 2 (tp-1) sequential steps, each paying the link latency, moving
+    2 (tp-1)/tp of the message):
+    ``t = 2 x L x (2 (tp-1)/tp x bytes / link_bw + 2 (tp-1) x link_latency)`` with
+    the link's per-direction bandwidth (GB/s x 1e9). 0 when ``tp == 1`` or no tokens.
     """
     if replica.tp == 1 or tokens <= 0:
         return 0.0
@@ -325,7 +327,7 @@ def tp_comm_ms(replica: Replica, tokens: float) -> float:
     tp = replica.tp
     message_bytes = tokens * replica.model.hidden_size * ACTIVATION_BYTES
     one_s = 2.0 * (tp - 1) / tp * message_bytes / (link.bandwidth_gb_per_s * 1e9)
-    one_s += link.latency_us * 1e-6
+    one_s += 2.0 * (tp - 1) * link.latency_us * 1e-6
     return 2 * replica.model.num_layers * one_s * 1e3
 
 

@@ -210,7 +210,7 @@ def test_tp_comm(llama: rl.Replica) -> None:
     link = r8.scale_up_link
     assert link is not None
     message = 100 * 4096 * 2
-    one = 2 * 7 / 8 * message / (link.bandwidth_gb_per_s * 1e9) + link.latency_us * 1e-6
+    one = 2 * 7 / 8 * message / (link.bandwidth_gb_per_s * 1e9) + 2 * 7 * link.latency_us * 1e-6
     assert rl.tp_comm_ms(r8, 100) == pytest.approx(2 * 32 * one * 1e3)
     assert rl.tp_comm_ms(r8, 0) == 0.0
 

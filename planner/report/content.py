@@ -110,6 +110,10 @@ class Document:
 # --------------------------------------------------------------------------- numbers
 
 
+#: Short mode names for narrow table cells.
+_MODE_SHORT = {"disaggregated": "split", "aggregated": "chunked"}
+
+
 def is_num(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -1240,7 +1244,9 @@ def _variant_rows(rows: Sequence[Mapping[str, Any]], changes: Mapping[str, list[
                 num(r.get("gpus_total")),
                 _gpus_text(_map(r.get("gpus_by_type"))),
                 kw(r.get("power_kw")),
-                "\n".join(f"{k} {v[:4] if v else '–'}" for k, v in _map(r.get("modes")).items()),
+                "\n".join(
+                    f"{k} {_MODE_SHORT.get(v, v or '–')}" for k, v in _map(r.get("modes")).items()
+                ),
                 ("all" if all(met) else "NO") if met else "–",
             ]
         )
@@ -1447,8 +1453,8 @@ def comparison_document(
                 Para(
                     [
                         "Every variant is re-planned from scratch: its cheapest fleet that meets "
-                        "the latency objectives. Modes: disa = disaggregated prefill/decode, "
-                        "aggr = aggregated with chunked prefill."
+                        "the latency objectives. Modes: split = disaggregated prefill/decode "
+                        "pools, chunked = one aggregated pool with chunked prefill."
                     ],
                     kind="note",
                 ),
