@@ -248,7 +248,14 @@ def make_plan(
     )
     if sv.enabled(request.verify, verify):
         plan, problem, result = sv.verify_and_correct(
-            plan, problem, result, resolved, screening, catalog, opts
+            plan,
+            problem,
+            result,
+            resolved,
+            screening,
+            catalog,
+            opts,
+            deadline=t_solve + opts.time_limit_s,
         )
     else:
         plan.verification = sv.skipped(request.verify)

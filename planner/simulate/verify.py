@@ -371,13 +371,21 @@ def correct(
     return new_plan, ver, out
 
 
-def verify_and_correct(plan, problem, result, request: ResolvedRequest, screening, catalog, opts):
+def verify_and_correct(
+    plan, problem, result, request: ResolvedRequest, screening, catalog, opts, deadline=None
+):
     """make_plan's verification step: simulate ``plan``; on a miss (and
     ``verify.correct``), re-solve with derated pools. Returns (plan, problem, result):
     the corrected ones when a correction was solved, else the inputs. The plan
-    returned carries its ``verification`` section."""
+    returned carries its ``verification`` section. Correction solves share the
+    request's solver time (``deadline``, perf_counter seconds): once it is used up
+    the original plan stands."""
+    import time
+    from dataclasses import replace
+
     from planner.plan import plan_from_result
     from planner.service import build_problem
+    from solver.problem import SolveResult, SolveStatus
     from solver.solve import solve
 
     spec = request.request.verify
@@ -386,7 +394,18 @@ def verify_and_correct(plan, problem, result, request: ResolvedRequest, screenin
 
         def replan(scr: Screening):
             prob = build_problem(request, scr)
-            res = solve(prob, opts)
+            left = opts.time_limit_s if deadline is None else deadline - time.perf_counter()
+            if left < 0.05:
+                res = SolveResult(
+                    status=SolveStatus.ERROR,
+                    objective=None,
+                    gap=None,
+                    runtime_s=0.0,
+                    solver=opts.solver,
+                    message="the request's solver time limit was used up before the correction",
+                )
+            else:
+                res = solve(prob, replace(opts, time_limit_s=min(opts.time_limit_s, left)))
             new = plan_from_result(
                 request, scr, res, catalog.content_hash, opts.time_limit_s, opts.rel_gap
             )
