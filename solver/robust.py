@@ -78,7 +78,13 @@ def _tagged(tag: str, problem: Problem) -> Problem:
     """The scenario's problem with class and candidate ids prefixed by ``tag``."""
     classes = tuple(replace(c, id=f"{tag}:{c.id}") for c in problem.classes)
     cands = tuple(
-        replace(c, id=f"{tag}:{c.id}", class_id=f"{tag}:{c.class_id}") for c in problem.candidates
+        replace(
+            c,
+            id=f"{tag}:{c.id}",
+            class_id=f"{tag}:{c.class_id}",
+            config_key=f"{tag}:{c.config_key or c.id}",
+        )
+        for c in problem.candidates
     )
     return replace(
         problem,
@@ -121,7 +127,7 @@ def solve_robust(
         define_demand(prob, tagged, v)
         define_capacity(prob, tagged, v)
         define_pool_use(prob, tagged, v)
-        define_configurations(prob, tagged, v)
+        define_configurations(prob, tagged, v, tag)
         define_checkpoint(prob, tagged, v)
         for g, var in bought.items():
             used = pulp.lpSum(

@@ -135,3 +135,22 @@ def test_scenario_mix_naming_an_unknown_class_is_refused():
     with pytest.raises(PlanningError) as err:
         make_plan(req, load_catalog())
     assert err.value.issues[0][0] == "scenarios.0.mix"
+
+
+def test_scenarios_with_a_configuration_limit():
+    # Each scenario's deployment gets its own "at most K configurations" row.
+    def prob(rate):
+        return Problem(
+            classes=(ClassDemand("k", rate),),
+            candidates=(
+                cand("ax", "k", PoolRole.AGGREGATED, "x", 1.0, 2.0),
+                cand("ay", "k", PoolRole.AGGREGATED, "y", 2.0, 3.0),
+            ),
+            limits=Limits(max_configurations=1),
+        )
+
+    r = solve_robust([Scenario("a", prob(4.0)), Scenario("b", prob(6.0))], Limits())
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.gpus_bought == {"x": 3}
+    for a in r.assignments:
+        assert len(a.replicas) == 1

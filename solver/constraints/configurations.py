@@ -15,7 +15,11 @@ from solver.problem import Problem
 from solver.variables import Variables, safe_name
 
 
-def define_configurations(prob: pulp.LpProblem, problem: Problem, v: Variables) -> None:
+def define_configurations(
+    prob: pulp.LpProblem, problem: Problem, v: Variables, tag: str = ""
+) -> None:
+    """``tag`` suffixes the limit row (``max_configurations__<tag>``) when several
+    problems share one model (the robust, multi-scenario fleet)."""
     k_max = problem.limits.max_configurations
     if k_max is None:
         return
@@ -24,4 +28,5 @@ def define_configurations(prob: pulp.LpProblem, problem: Problem, v: Variables) 
         if key not in v.config_used:
             v.config_used[key] = prob.add_variable(f"z__{safe_name(key)}", cat="Binary")
         prob += v.used[cand.id] <= v.config_used[key], f"config_use__{safe_name(cand.id)}"
-    prob += pulp.lpSum(v.config_used.values()) <= k_max, "max_configurations"
+    name = f"max_configurations__{safe_name(tag)}" if tag else "max_configurations"
+    prob += pulp.lpSum(v.config_used.values()) <= k_max, name
