@@ -39,6 +39,7 @@ from api.settings import Settings
 from catalog.loader import KIND_SCHEMAS, CatalogError, load_catalog
 from catalog.schema import Catalog, Gpu, Link, Model, Workload
 from planner.errors import PlanningError, UnknownEntryError
+from planner.report.text import render_table
 
 PROG = "fleetplan"
 EXIT_OK = 0
@@ -74,32 +75,6 @@ def load_settings() -> Settings:
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain aligned text table; numeric-looking columns are right-aligned."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    numeric = [
-        bool(rows) and all(_looks_numeric(row[i]) for row in rows) for i in range(len(headers))
-    ]
-
-    def fmt(cells: Sequence[str]) -> str:
-        out = [
-            c.rjust(w) if num else c.ljust(w)
-            for c, w, num in zip(cells, widths, numeric, strict=True)
-        ]
-        return "  ".join(out).rstrip()
-
-    lines = [fmt(headers), fmt(["-" * w for w in widths])]
-    lines += [fmt(row) for row in rows]
-    return "\n".join(lines)
-
-
-def _looks_numeric(cell: str) -> bool:
-    stripped = cell.strip().lstrip("~$").rstrip("%B").replace(",", "").replace(".", "", 1)
-    return stripped in ("", "-") or stripped.isdigit()
 
 
 def _num(value: float | None, digits: int = 0) -> str:

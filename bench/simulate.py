@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ["FLEETPLAN_VERIFY_DEFAULT"] = "off"  # plan once, simulate explicitly below
 
 from catalog.loader import load_catalog
+from planner.report.text import render_table
 from planner.service import make_plan
 from planner.simulate import simulate_plan
 
@@ -36,12 +37,7 @@ SEEDS = (1, 2, 3)
 
 
 def table(headers, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths, strict=True))
-    print(line)
-    print("-" * len(line))
-    for r in rows:
-        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)))
+    print(render_table([str(h) for h in headers], [[str(c) for c in r] for r in rows]))
     print()
 
 

@@ -16,7 +16,6 @@ Prints one table per part; figures are wall-clock seconds on this machine.
 
 from __future__ import annotations
 
-import itertools
 import random
 import sys
 import time
@@ -29,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from catalog.loader import load_catalog, with_entries
 from catalog.schema import Catalog
 from planner.candidates import screen_candidates
+from planner.report.text import render_table
 from planner.request import resolve_request
 from planner.service import build_problem, make_plan, parse_request
+from solver.brute import brute_force_cost
 from solver.problem import (
     ClassDemand,
     Limits,
@@ -46,12 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def table(headers, rows):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(str(h).rjust(w) for h, w in zip(headers, widths, strict=True))
-    print(line)
-    print("-" * len(line))
-    for r in rows:
-        print("  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)))
+    print(render_table([str(h) for h in headers], [[str(c) for c in r] for r in rows]))
     print()
 
 
@@ -194,34 +190,6 @@ def part2(base: Catalog) -> None:
     )
 
 
-def brute_force(p: Problem, max_rep: int) -> float | None:
-    cands = list(p.candidates)
-    best = None
-    for ns in itertools.product(range(max_rep + 1), repeat=len(cands)):
-        cost = sum(c.cost_usd_per_hour_per_replica * n for c, n in zip(cands, ns, strict=True))
-        if best is not None and cost >= best:
-            continue
-        ok = True
-        for cls in p.classes:
-
-            def cap(role, cid=cls.id, ns=ns):
-                return sum(
-                    c.capacity_rps(n)
-                    for c, n in zip(cands, ns, strict=True)
-                    if c.class_id == cid and c.role == role
-                )
-
-            if not (
-                cap(PoolRole.AGGREGATED) >= cls.rate_rps - 1e-9
-                or min(cap(PoolRole.PREFILL), cap(PoolRole.DECODE)) >= cls.rate_rps - 1e-9
-            ):
-                ok = False
-                break
-        if ok:
-            best = cost
-    return best
-
-
 def part3() -> None:
     print("== 3. Small random instances: MILP vs brute force over replica counts")
     rows = []
@@ -257,7 +225,7 @@ def part3() -> None:
                 )
         p = Problem(classes, tuple(cands), Limits())
         t0 = time.perf_counter()
-        bf = brute_force(p, 5)
+        bf = brute_force_cost(p, 5)
         t1 = time.perf_counter()
         r = solve(p, SolverOptions(rel_gap=0.0))
         t2 = time.perf_counter()

@@ -21,6 +21,7 @@ from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
 from planner.simulate.results import Verification
 from solver.problem import Mode, PoolRole, SolveResult, SolveStatus
+from solver.variables import safe_name
 
 HOURS_PER_MONTH = 730.0
 
@@ -267,7 +268,7 @@ def binding_detail(name: str, req: ResolvedRequest) -> str:
         return f"power limit of {lim.power_kw:,.1f} kW is fully used"
     if name.startswith("stock__"):
         for gpu, cap in lim.max_gpus.items():
-            if name == "stock__" + "".join(ch if ch.isalnum() else "_" for ch in gpu):
+            if name == f"stock__{safe_name(gpu)}":
                 return f"all {cap} {gpu} GPUs in stock are used"
     if name == "max_configurations":
         return f"at most {lim.max_configurations} distinct configurations"
@@ -415,7 +416,7 @@ def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
     if name == "power":
         return f"power limit {lim.power_kw:,.1f} kW is short by {amount:,.1f} kW"
     for gpu, cap in lim.max_gpus.items():
-        if name == "stock__" + "".join(ch if ch.isalnum() else "_" for ch in gpu):
+        if name == f"stock__{safe_name(gpu)}":
             return f"{gpu} stock of {cap} GPUs is short by {amount:,.0f} GPUs"
     return f"{name} short by {amount:.4g}"
 

@@ -25,7 +25,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
-from solver.variables import Variables, modes_available
+from solver.variables import Variables, modes_available, safe_name
 
 _TOL = 1e-6
 
@@ -266,7 +266,7 @@ def _limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float
     if lim.power_kw is not None:
         slack["power"] = lim.power_kw - sum(c.power_kw_per_replica * n for c, n in used)
     for gpu, cap in lim.max_gpus.items():
-        name = "stock__" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in gpu)
+        name = f"stock__{safe_name(gpu)}"
         slack[name] = cap - sum(c.gpus_per_replica * n for c, n in used if c.gpu == gpu)
     if lim.max_configurations is not None:
         keys = {c.config_key or c.id for c, _ in used}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pulp
 import pytest
 
+from solver.brute import brute_force_cost
 from solver.model import build_model
 from solver.problem import (
     CapacityCut,
@@ -239,43 +239,6 @@ def test_rows_are_named_by_family():
 # ---------------------------------------------------------------- brute force
 
 
-def brute_force(p: Problem, max_rep: int) -> float | None:
-    cands = list(p.candidates)
-    best = None
-    lim = p.limits
-    for ns in itertools.product(range(max_rep + 1), repeat=len(cands)):
-        if any(0 < n < lim.min_replicas_per_pool for n in ns):
-            continue
-        cost = sum(c.cost_usd_per_hour_per_replica * n for c, n in zip(cands, ns, strict=True))
-        if best is not None and cost >= best:
-            continue
-        if lim.budget_usd_per_hour is not None and cost > lim.budget_usd_per_hour + 1e-9:
-            continue
-        gpus: dict[str, int] = {}
-        for c, n in zip(cands, ns, strict=True):
-            gpus[c.gpu] = gpus.get(c.gpu, 0) + n * c.gpus_per_replica
-        if any(gpus.get(g, 0) > m for g, m in lim.max_gpus.items()):
-            continue
-        ok = True
-        for cls in p.classes:
-
-            def cap(role, cls_id=cls.id, ns=ns):
-                return sum(
-                    c.capacity_rps(n)
-                    for c, n in zip(cands, ns, strict=True)
-                    if c.class_id == cls_id and c.role == role
-                )
-
-            agg = cap(PoolRole.AGGREGATED) >= cls.rate_rps - 1e-9
-            dis = min(cap(PoolRole.PREFILL), cap(PoolRole.DECODE)) >= cls.rate_rps - 1e-9
-            if not (agg or dis):
-                ok = False
-                break
-        if ok:
-            best = cost
-    return best
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_milp_matches_brute_force_on_random_instances(seed):
     rng = random.Random(seed)
@@ -317,7 +280,7 @@ def test_milp_matches_brute_force_on_random_instances(seed):
         min_replicas_per_pool=rng.choice([1, 1, 2]),
     )
     p = Problem(classes, tuple(cands), limits)
-    expected = brute_force(p, 4)
+    expected = brute_force_cost(p, 4)
     r = solve(p, SolverOptions(rel_gap=0.0))
     if expected is None:
         assert r.status == SolveStatus.INFEASIBLE

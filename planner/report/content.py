@@ -20,6 +20,7 @@ import yaml
 
 from catalog.schema import Catalog
 from planner.report import charts
+from planner.report import text as _text
 from planner.report.bom import Bom, build_bom
 
 # --------------------------------------------------------------------------- model
@@ -114,18 +115,17 @@ class Document:
 _MODE_SHORT = {"disaggregated": "split", "aggregated": "chunked"}
 
 
-def is_num(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+#: What a missing number prints as in the HTML and Markdown reports.
+DASH = "–"
+is_num = _text._is_num
 
 
 def num(x: Any, digits: int = 0) -> str:
-    return f"{x:,.{digits}f}" if is_num(x) else "–"
+    return _text.num(x, digits, missing=DASH)
 
 
 def usd(x: Any, digits: int = 2) -> str:
-    if not is_num(x):
-        return "–"
-    return ("-" if x < 0 else "") + f"${abs(x):,.{digits}f}"
+    return _text.usd(x, digits, missing=DASH)
 
 
 def usd_short(x: Any) -> str:
@@ -146,14 +146,12 @@ def usd_short(x: Any) -> str:
 
 
 def usd_delta(x: Any) -> str:
-    if not is_num(x):
-        return "–"
-    return ("+" if x >= 0 else "-") + f"${abs(x):,.2f}"
+    return _text.usd_delta(x, missing=DASH)
 
 
 def pct(x: Any, digits: int = 0) -> str:
     """A share (0.25) as a percentage (25%)."""
-    return f"{x * 100:.{digits}f}%" if is_num(x) else "–"
+    return _text.pct(x, digits, missing=DASH)
 
 
 def pct_delta(x: Any) -> str:
@@ -162,9 +160,7 @@ def pct_delta(x: Any) -> str:
 
 
 def ms(x: Any) -> str:
-    if not is_num(x):
-        return "–"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+    return _text.ms(x, missing=DASH)
 
 
 def rps(x: Any) -> str:
@@ -176,9 +172,7 @@ def rps(x: Any) -> str:
 
 
 def per_mtok(x: Any) -> str:
-    if not is_num(x):
-        return "–"
-    return f"${x:,.2f}" if x >= 1 else f"${x:.4f}"
+    return _text.per_mtok(x, missing=DASH)
 
 
 def kw(x: Any) -> str:
@@ -186,11 +180,11 @@ def kw(x: Any) -> str:
 
 
 def yes_no(x: Any) -> str:
-    return "yes" if x is True else "NO" if x is False else "–"
+    return _text._yes_no(x, missing=DASH)
 
 
 def s(x: Any) -> str:
-    return "–" if x is None or x == "" else str(x)
+    return _text._s(x, missing=DASH)
 
 
 def _map(x: Any) -> Mapping[str, Any]:

@@ -41,63 +41,68 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: 
 
 
 def _looks_numeric(cell: str) -> bool:
-    stripped = cell.strip().lstrip("+~$-").rstrip("%x").replace(",", "").replace(".", "", 1)
+    stripped = cell.strip().lstrip("+~$-").rstrip("%xB").replace(",", "").replace(".", "", 1)
     return stripped in ("", "-") or stripped.isdigit()
 
 
 # --------------------------------------------------------------------------- numbers
 
 
+#: What a missing or non-finite number prints as (the HTML/Markdown reports pass "–").
+MISSING = "-"
+
+
 def _is_num(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def num(value: Any, digits: int = 0) -> str:
-    return f"{value:,.{digits}f}" if _is_num(value) else "-"
+def num(value: Any, digits: int = 0, missing: str = MISSING) -> str:
+    return f"{value:,.{digits}f}" if _is_num(value) else missing
 
 
-def usd(value: Any, digits: int = 2) -> str:
+def usd(value: Any, digits: int = 2, missing: str = MISSING) -> str:
     if not _is_num(value):
-        return "-"
+        return missing
     sign = "-" if value < 0 else ""
     return f"{sign}${abs(value):,.{digits}f}"
 
 
-def usd_delta(value: Any) -> str:
+def usd_delta(value: Any, missing: str = MISSING) -> str:
     if not _is_num(value):
-        return "-"
+        return missing
     return ("+" if value >= 0 else "-") + f"${abs(value):,.2f}"
 
 
-def ms(value: Any) -> str:
+def ms(value: Any, missing: str = MISSING) -> str:
     """Milliseconds: whole above 100, one decimal below."""
     if not _is_num(value):
-        return "-"
+        return missing
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def rate(value: Any) -> str:
     if not _is_num(value):
-        return "-"
+        return MISSING
     return f"{value:,.1f}" if abs(value) >= 1 else f"{value:.3g}"
 
 
-def pct(value: Any, digits: int = 0) -> str:
-    return f"{value * 100:.{digits}f}%" if _is_num(value) else "-"
+def pct(value: Any, digits: int = 0, missing: str = MISSING) -> str:
+    """A share (0.25) as a percentage (25%)."""
+    return f"{value * 100:.{digits}f}%" if _is_num(value) else missing
 
 
-def per_mtok(value: Any) -> str:
+def per_mtok(value: Any, missing: str = MISSING) -> str:
     if not _is_num(value):
-        return "-"
+        return missing
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
-def _yes_no(value: Any) -> str:
-    return "yes" if value is True else "NO" if value is False else "-"
+def _yes_no(value: Any, missing: str = MISSING) -> str:
+    return "yes" if value is True else "NO" if value is False else missing
 
 
-def _s(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
+def _s(value: Any, missing: str = MISSING) -> str:
+    return missing if value is None or value == "" else str(value)
 
 
 def _list(value: Any) -> list[Any]:
