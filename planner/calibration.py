@@ -62,6 +62,7 @@ from scipy.optimize import least_squares
 from catalog.loader import DATA_DIR, build_catalog
 from catalog.schema import DTYPE_BYTES, Catalog, Dtype, DtypeEfficiency
 from planner import architecture as arch
+from planner import engines
 from planner import roofline as rl
 from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
 from planner.errors import PlanningError, UnknownEntryError
@@ -573,9 +574,33 @@ def _kv_dtype(m: Measurement) -> Dtype:
     return Dtype.BF16 if m.dtype == Dtype.BF16 else Dtype.FP8
 
 
+def measurement_engine(m: Measurement) -> str:
+    """The engine profile a measurement ran on (:mod:`planner.engines`): its ``engine``
+    field's name (``vllm``, ``sglang``, ``trtllm`` and aliases; a version or a framework
+    string containing one of them counts), else the default engine."""
+    name = (m.engine or "").lower()
+    for key, aliases in (
+        ("trtllm", ("trtllm", "tensorrt", "trt-llm")),
+        ("sglang", ("sglang",)),
+        ("vllm", ("vllm",)),
+    ):
+        if any(a in name for a in aliases):
+            return key
+    return engines.DEFAULT_ENGINE
+
+
 def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
-    """The replica a measurement ran on, with the catalog's factors."""
-    return rl.build_replica(catalog, m.model, m.gpu, tp=m.tp, dtype=m.dtype, kv_dtype=_kv_dtype(m))
+    """The replica a measurement ran on, with the catalog's factors and the memory and
+    attention precision of the engine it ran on (:func:`measurement_engine`)."""
+    return rl.build_replica(
+        catalog,
+        m.model,
+        m.gpu,
+        tp=m.tp,
+        dtype=m.dtype,
+        kv_dtype=_kv_dtype(m),
+        engine=measurement_engine(m),
+    )
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:

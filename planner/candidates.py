@@ -288,8 +288,9 @@ def replica_power_kw(catalog: Catalog, gpu_id: str, tp: int) -> float:
 
 
 def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) -> list[int]:
-    """Powers of two up to the GPU's scale-up domain (and DEFAULT_MAX_TP unless asked)."""
-    domain = catalog.gpus[gpu_id].scale_up_domain_size
+    """Powers of two up to the GPU's largest replica (its scale-up domain, or one server
+    over PCIe: :func:`planner.roofline.max_tp`), and DEFAULT_MAX_TP unless asked."""
+    domain = rl.max_tp(catalog.gpus[gpu_id])
     if wanted:
         return [t for t in wanted if t <= domain]
     out, t = [], 1

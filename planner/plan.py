@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner import queueing, sizing
+from planner import engines, queueing, sizing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
@@ -221,7 +221,11 @@ def cost_per_million_tokens(cost_usd_per_hour: float, req: ResolvedRequest) -> f
 
 def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     """Engine arguments for vLLM and SGLang that realize the pool's configuration
-    (the model's Hugging Face repository when the catalog names one)."""
+    (the model's Hugging Face repository when the catalog names one). Token budgets
+    follow each engine's semantics (:func:`planner.engines.launch_token_budget`):
+    vLLM's ``--max-num-batched-tokens`` is the chunk plus the max batch, SGLang's
+    ``--chunked-prefill-size`` the chunk alone (with ``--enable-mixed-chunk`` so decodes
+    share the prefill step, as the plan assumes)."""
     cfg = cand.config
     model_id = cand.replica.model.hf_repo or model_id
     v = [
@@ -249,8 +253,17 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         v.append(f"--max-num-seqs={cfg.max_batch}")
         s.append(f"--max-running-requests={cfg.max_batch}")
     if cfg.role == PoolRole.AGGREGATED:
-        v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={cfg.chunk_budget_tokens}"]
-        s.append(f"--chunked-prefill-size={cfg.chunk_budget_tokens}")
+        assert cfg.chunk_budget_tokens is not None
+        batch = cfg.max_batch or 0
+        vllm_budget = engines.launch_token_budget(
+            engines.engine_profile("vllm"), cfg.chunk_budget_tokens, batch
+        )
+        sglang_budget = engines.launch_token_budget(
+            engines.engine_profile("sglang"), cfg.chunk_budget_tokens, batch
+        )
+        # vLLM counts every running decode in its budget: chunk + max batch
+        v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={vllm_budget}"]
+        s += [f"--chunked-prefill-size={sglang_budget}", "--enable-mixed-chunk"]
     elif cfg.role == PoolRole.PREFILL:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_producer"}')
         s.append("--disaggregation-mode=prefill")
