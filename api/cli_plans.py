@@ -133,7 +133,7 @@ def _clean(message: str) -> str:
 
 def parse_request_cli(data: dict[str, Any]):  # type: ignore[no-untyped-def]
     """``parse_request`` with pydantic's "Value error, " prefixes dropped."""
-    from planner.service import parse_request
+    from planner.problem_build import parse_request
 
     try:
         return parse_request(data)

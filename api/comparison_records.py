@@ -32,7 +32,8 @@ from api.db.base import utcnow
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord, PlanStatus
 from planner.compare import ComparisonSpec, check_variants, comparison_table, expand
 from planner.errors import PlanningError
-from planner.service import SolverLimits, parse_request
+from planner.problem_build import parse_request
+from planner.service import SolverLimits
 
 if TYPE_CHECKING:
     from catalog.schema import Catalog

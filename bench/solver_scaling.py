@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from catalog.loader import load_catalog, with_entries
 from catalog.schema import Catalog
 from planner.candidates import screen_candidates
+from planner.problem_build import build_problem, parse_request
 from planner.report.text import render_table
 from planner.request import resolve_request
-from planner.service import build_problem, make_plan, parse_request
+from planner.service import make_plan
 from solver.brute import brute_force_cost
 from solver.problem import (
     ClassDemand,

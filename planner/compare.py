@@ -192,8 +192,8 @@ def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = Non
     the model, workload and GPU ids): a bad variant fails the whole comparison
     with its field path (``base.<field>`` or ``variants[<name>].<field>``),
     before any solving."""
+    from planner.problem_build import parse_request
     from planner.request import resolve_request
-    from planner.service import parse_request
 
     for i, v in enumerate(variants):
         prefix = "base" if i == 0 else f"variants[{v['name']}]"

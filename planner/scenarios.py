@@ -64,7 +64,7 @@ def make_robust_plan(
     req: PlanRequest, raw: Mapping[str, Any], catalog: Catalog, opts: SolverOptions
 ) -> Plan:
     """Plan one fleet for all of ``req.scenarios``; see the module docstring."""
-    from planner.service import build_problem, parse_request
+    from planner.problem_build import build_problem, parse_request
 
     t0 = time.perf_counter()
     prepared = []

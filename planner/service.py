@@ -7,18 +7,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
 from planner.candidates import Screening, prune_by_cost_curves, screen_candidates
-from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
+from planner.problem_build import build_problem, parse_request
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
-    ClassDemand,
-    Limits,
     Mode,
     PoolCandidate,
     PoolRole,
@@ -36,41 +32,6 @@ DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
 #: Each alternative (a next-cheapest fleet) gets at most this much solver time.
 ALTERNATIVE_TIME_LIMIT_S = 2.0
-
-
-class RequestInvalid(PlanningError):
-    code = "invalid_request"
-
-
-def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
-    """Validate a raw request document; errors name each offending field."""
-    if isinstance(data, PlanRequest):
-        return data
-    try:
-        return PlanRequest.model_validate(data)
-    except ValidationError as err:
-        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
-        text = "; ".join(f"{f}: {m}" for f, m in issues)
-        raise RequestInvalid(text, issues) from None
-
-
-def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
-    """Solver input: class demands, the screened candidates, the fleet limits."""
-    lim = req.request.constraints
-    return Problem(
-        classes=tuple(
-            ClassDemand(c.name, c.rate_rps, tuple(c.modes)) for c in req.classes if c.rate_rps > 0
-        ),
-        candidates=tuple(c.to_pool_candidate() for c in screening.candidates),
-        limits=Limits(
-            budget_usd_per_hour=lim.budget_usd_per_hour,
-            max_gpus=dict(lim.max_gpus),
-            power_kw=lim.power_kw,
-            min_replicas_per_pool=lim.min_replicas_per_pool,
-            max_configurations=lim.max_configurations,
-        ),
-        objective=req.request.objective,
-    )
 
 
 @dataclass(frozen=True)
