@@ -267,7 +267,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             title = _title(request.name, record.id)
             print(render_plan_text(plan.to_json_dict(), title=title), end="")
             print(f"\nsaved: plan {record.id}")
-    return EXIT_OK if plan.status.value in ("optimal", "feasible") else EXIT_NO_FLEET
+    return EXIT_OK if plan.status.has_solution else EXIT_NO_FLEET
 
 
 # --------------------------------------------------------------------------- plans

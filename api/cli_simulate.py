@@ -20,6 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from planner.simulate.runner import DEFAULT_REQUESTS, MAX_REQUESTS
+from solver.problem import has_solution
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -148,7 +149,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             catalog = catalog_for_record(session, record, load_catalog())
             plan_json, request = record.plan or {}, stored_request(record)
         title = f"Simulation of plan {target}"
-    if plan_json.get("status") not in ("optimal", "feasible"):
+    if not has_solution(plan_json.get("status")):
         raise CliError(
             "PLAN_ID|FILE",
             f"the plan is {plan_json.get('status')}: there is no fleet to simulate",

@@ -19,10 +19,11 @@ from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.report.render import sensitivity
 from planner.service import SolverLimits
+from solver.problem import has_solution
 
 
 def has_fleet(record: PlanRecord) -> bool:
-    return (record.plan or {}).get("status") in ("optimal", "feasible")
+    return has_solution((record.plan or {}).get("status"))
 
 
 def cached_sensitivity(record: PlanRecord) -> dict[str, Any] | None:

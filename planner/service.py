@@ -15,13 +15,13 @@ from planner.problem_build import build_problem, parse_request
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
+    MIN_SOLVE_TIME_S,
     Mode,
     PoolCandidate,
     PoolRole,
     Problem,
     SolveResult,
     SolverOptions,
-    SolveStatus,
 )
 from solver.solve import solve
 
@@ -66,7 +66,7 @@ def _alternatives(
     type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
-    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not result.status.has_solution:
         return []
     base = result.objective or 0.0
     # Same gap as the plan, so the per-class subproblems they share with the plan
@@ -106,7 +106,7 @@ def _alternatives(
     out = []
     for name, prob, note in variants:
         left = (deadline - time.perf_counter()) if deadline is not None else short.time_limit_s
-        if left < 0.05:
+        if left < MIN_SOLVE_TIME_S:
             out.append(
                 Alternative(
                     name=name,
@@ -119,7 +119,7 @@ def _alternatives(
             )
             continue
         r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
-        ok = r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+        ok = r.status.has_solution
         cost = _cost(prob.candidates, r) if ok else None
         out.append(
             Alternative(

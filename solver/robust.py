@@ -146,7 +146,7 @@ def solve_robust(
     prob += cost
     status, gap, name, msg = _run(prob, options, options.time_limit_s)
     runtime = time.perf_counter() - t0
-    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not status.has_solution:
         return RobustResult(
             status=status,
             objective=None,

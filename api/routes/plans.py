@@ -43,6 +43,7 @@ from api.schemas import PlanPage, PlanPublic, SimulationCreate, error_responses
 from planner.request import PlanRequest
 from planner.service import make_plan
 from planner.simulate.results import SimulationResult
+from solver.problem import has_solution
 
 router = APIRouter(prefix="/plans", tags=["plans"], route_class=JsonBodyRoute)
 
@@ -220,7 +221,7 @@ def simulate_stored_plan(
     opts = body or SimulationCreate()
     record = _plan_or_404(session, plan_id)
     plan = record.plan or {}
-    if plan.get("status") not in ("optimal", "feasible") or plan.get("scenarios"):
+    if not has_solution(plan.get("status")) or plan.get("scenarios"):
         why = (
             "a robust plan: its verification section simulates every scenario"
             if plan.get("scenarios")

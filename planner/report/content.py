@@ -22,6 +22,7 @@ from catalog.schema import Catalog
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.bom import Bom, build_bom
+from solver.problem import has_solution
 
 # --------------------------------------------------------------------------- model
 
@@ -208,9 +209,6 @@ def gpu_name(g: str, catalog: Catalog) -> str:
 def model_name(m: Any, catalog: Catalog) -> str:
     spec = catalog.models.get(str(m))
     return f"{spec.name} ({m})" if spec else s(m)
-
-
-OK_STATUSES = ("optimal", "feasible")
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -818,7 +816,7 @@ def plan_document(
     sens = record.get("sensitivity")
     bom = build_bom(plan, catalog)
     status = str(plan.get("status") or "")
-    solved = status in OK_STATUSES
+    solved = has_solution(status)
     robust = bool(plan.get("scenarios"))
     name = request.get("name") or (f"plan {record['id']}" if record.get("id") else "fleet plan")
     cost = plan.get("cost_usd_per_hour")

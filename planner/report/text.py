@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from solver.problem import has_solution
+
 RULE = "-"
 
 
@@ -361,7 +363,7 @@ def render_plan_text(plan: Mapping[str, Any], title: str | None = None) -> str:
         _pools(plan) if _list(plan.get("pools")) or plan.get("status") != "infeasible" else [],
         _classes(plan),
         _verification(plan),
-        _binding(plan) if plan.get("status") in ("optimal", "feasible") else [],
+        _binding(plan) if has_solution(plan.get("status")) else [],
         _alternatives(plan),
         _solver(plan),
         _launch(plan),
