@@ -129,7 +129,10 @@ def make_robust_plan(
                 status_alone=alone.status.value,
                 premium_usd_per_hour=(
                     robust.objective - alone.objective
-                    if ok and alone_ok and robust.objective is not None
+                    if ok
+                    and alone_ok
+                    and robust.objective is not None
+                    and alone.objective is not None
                     else None
                 ),
                 gpus_used=dict(assign.gpus_by_type) if assign else {},

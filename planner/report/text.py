@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from solver.problem import has_solution
 
@@ -54,7 +54,7 @@ def _looks_numeric(cell: str) -> bool:
 MISSING = "-"
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
