@@ -169,6 +169,7 @@ def make_plan(
     *,
     alternatives: bool = True,
     verify: bool | None = None,
+    verify_default: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
@@ -176,13 +177,15 @@ def make_plan(
     Bad input raises :class:`PlanningError` (naming the field); an infeasible
     request returns a Plan with status ``infeasible`` and the reasons. The plan
     is then verified by simulation (``verify``: None follows the request's
-    ``verify.enabled``, on by default) and corrected when a class misses
-    (:mod:`planner.simulate.verify`).
+    ``verify.enabled``, else ``verify_default``, which the caller reads from its
+    settings) and corrected when a class misses (:mod:`planner.simulate.verify`).
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
     caps = caps or SolverLimits()
     request = parse_request(data)
+    if verify is None and request.verify.enabled is None:
+        verify = verify_default
     if request.calibration is not None:
         catalog = calibrated_catalog(catalog, request.calibration, calibrations)
     if request.scenarios:
