@@ -8,7 +8,7 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 export FLEETPLAN_DATABASE_URL ?= sqlite:///./fleetplan.db
 
-.PHONY: install run test lint format bench calibrate-defaults clean
+.PHONY: install run test lint typecheck format bench calibrate-defaults clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# mypy's settings (packages, pydantic plugin, strictness) are in pyproject.toml.
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

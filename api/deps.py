@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
@@ -61,3 +61,18 @@ CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 SessionDep = Annotated[Session, Depends(get_session)]
 WriteAccess = Depends(require_api_key)
 """Use as ``@router.post(..., dependencies=[WriteAccess])`` on every write route."""
+
+
+async def posted_json(request: Request) -> Any:
+    """The body as posted (parsed strictly, once, for the typed parameter too). None
+    when there is no usable body: the typed parameter then reports the error."""
+    if not await request.body():
+        return None
+    try:
+        return await request.json()
+    except ValueError:
+        return None
+
+
+PostedJson = Annotated[Any, Depends(posted_json)]
+"""The raw JSON body, stored beside the typed one (``POST /plans``, ``/comparisons``)."""

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.services.errors import Conflict, NotFound, ServiceError
 from catalog.loader import CatalogError
 from planner.errors import PlanningError, UnknownEntryError
 
@@ -170,7 +171,8 @@ async def _request_validation_error(_request: Request, exc: Exception) -> JSONRe
 async def _http_exception(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    return error_response(exc.status_code, http_code(exc.status_code), detail, headers=exc.headers)
+    headers = dict(exc.headers) if exc.headers is not None else None
+    return error_response(exc.status_code, http_code(exc.status_code), detail, headers=headers)
 
 
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
@@ -178,9 +180,20 @@ async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     return error_response(500, "internal_error", "internal server error")
 
 
+#: HTTP status of each service error (anything else a service raises is a 500).
+SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409}
+
+
+async def _service_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    status = next((v for k, v in SERVICE_STATUS.items() if isinstance(exc, k)), 500)
+    return error_response(status, exc.code, exc.detail, exc.issues)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register every mapping above on ``app``."""
     app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(PlanningError, _planning_error)
     app.add_exception_handler(CatalogError, _catalog_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)

@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import __version__
-from api.comparison_runner import ComparisonRunner
 from api.db.session import make_engine, make_sessionmaker
 from api.errors import BodySizeLimitMiddleware, install_error_handlers
 from api.routes import analyses as analyses_routes
@@ -26,6 +25,7 @@ from api.routes import health as health_routes
 from api.routes import plans as plans_routes
 from api.routes import reports as reports_routes
 from api.schemas import error_responses
+from api.services.comparison_runner import ComparisonRunner
 from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Catalog

@@ -8,6 +8,12 @@
 ``FLEETPLAN_MAX_BODY_BYTES``     largest request body accepted (413 beyond)
 ``FLEETPLAN_COMPARE_WORKERS``    processes solving a comparison's variants (default: one
                                  per core; 1 solves them in the server's own process)
+``FLEETPLAN_CALIBRATION_DIR``    the YAML store of named calibrations (``./calibrations``)
+``FLEETPLAN_VERIFY_DEFAULT``     ``off``: plans are not simulated unless their request
+                                 sets ``verify.enabled``
+
+They are read here, once per process (the service, or one CLI command), and passed
+on: the planner reads no environment variable of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./fleetplan.db"
+DEFAULT_CALIBRATION_DIR = "calibrations"
 
 
 class Settings(BaseSettings):
@@ -31,6 +38,27 @@ class Settings(BaseSettings):
     compare_workers: int | None = Field(
         default=None, ge=1, le=256, description="Processes per comparison (default: cores)."
     )
+
+    calibration_dir: str = Field(default=DEFAULT_CALIBRATION_DIR, min_length=1)
+    verify_default: bool = Field(
+        default=True, description="Verify plans by simulation unless their request says."
+    )
+
+    @field_validator("calibration_dir", mode="before")
+    @classmethod
+    def _empty_dir_is_default(cls, value: object) -> object:
+        """``FLEETPLAN_CALIBRATION_DIR=`` (empty) means the default, as it always has."""
+        if isinstance(value, str) and not value.strip():
+            return DEFAULT_CALIBRATION_DIR
+        return value
+
+    @field_validator("verify_default", mode="before")
+    @classmethod
+    def _verify_switch(cls, value: object) -> object:
+        """Only ``0``, ``off``, ``false`` and ``no`` turn it off; anything else is on."""
+        if isinstance(value, str):
+            return value.strip().lower() not in ("0", "off", "false", "no")
+        return value
 
     @field_validator("api_key", mode="before")
     @classmethod

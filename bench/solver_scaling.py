@@ -24,14 +24,17 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # brute_solver
+
+from brute_solver import brute_force_cost
 
 from catalog.loader import load_catalog, with_entries
 from catalog.schema import Catalog
 from planner.candidates import screen_candidates
+from planner.problem_build import build_problem, parse_request
 from planner.report.text import render_table
 from planner.request import resolve_request
-from planner.service import build_problem, make_plan, parse_request
-from solver.brute import brute_force_cost
+from planner.service import make_plan
 from solver.problem import (
     ClassDemand,
     Limits,

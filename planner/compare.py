@@ -161,7 +161,9 @@ def apply_variant(base: dict[str, Any], v: VariantSpec, field: str) -> dict[str,
 
 def expand(spec: ComparisonSpec) -> list[dict[str, Any]]:
     """[{name, request, axis, value}] for the base, every variant and every sweep value."""
-    out = [{"name": "base", "request": copy.deepcopy(spec.base), "axis": None, "value": None}]
+    out: list[dict[str, Any]] = [
+        {"name": "base", "request": copy.deepcopy(spec.base), "axis": None, "value": None}
+    ]
     for i, v in enumerate(spec.variants):
         out.append(
             {
@@ -180,7 +182,7 @@ def expand(spec: ComparisonSpec) -> list[dict[str, Any]]:
             out.append(
                 {"name": f"{s.name}={value}", "request": doc, "axis": s.name, "value": value}
             )
-    names = [o["name"] for o in out]
+    names: list[str] = [o["name"] for o in out]
     dup = {x for x in names if names.count(x) > 1}
     if dup:
         raise PlanningError.for_field("variants", f"duplicate variant names {sorted(dup)}")
@@ -192,8 +194,8 @@ def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = Non
     the model, workload and GPU ids): a bad variant fails the whole comparison
     with its field path (``base.<field>`` or ``variants[<name>].<field>``),
     before any solving."""
+    from planner.problem_build import parse_request
     from planner.request import resolve_request
-    from planner.service import parse_request
 
     for i, v in enumerate(variants):
         prefix = "base" if i == 0 else f"variants[{v['name']}]"

@@ -22,7 +22,7 @@ from planner.candidates import screen_candidates
 from planner.plan import HOURS_PER_MONTH, Plan, SolverInfo, plan_from_result
 from planner.request import PlanRequest, resolve_request
 from planner.variants import apply_mix, deep_merge, scale_rate
-from solver.problem import Limits, SolveResult, SolverOptions, SolveStatus
+from solver.problem import Limits, SolveResult, SolverOptions
 from solver.robust import Scenario, solve_robust
 from solver.solve import solve
 
@@ -64,7 +64,7 @@ def make_robust_plan(
     req: PlanRequest, raw: Mapping[str, Any], catalog: Catalog, opts: SolverOptions
 ) -> Plan:
     """Plan one fleet for all of ``req.scenarios``; see the module docstring."""
-    from planner.service import build_problem, parse_request
+    from planner.problem_build import build_problem, parse_request
 
     t0 = time.perf_counter()
     prepared = []
@@ -92,12 +92,12 @@ def make_robust_plan(
     )
     robust = solve_robust([Scenario(n, p, w) for n, w, _, _, p in prepared], limits, opts)
     scenario_plans: list[ScenarioPlan] = []
-    ok = robust.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    ok = robust.status.has_solution
     for (name, weight, resolved, screening, problem), assign in zip(
         prepared, robust.assignments if ok else [None] * len(prepared), strict=True
     ):
         alone = solve(problem, opts)
-        alone_ok = alone.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+        alone_ok = alone.status.has_solution
         if assign is not None:
             result = SolveResult(
                 status=robust.status,
@@ -129,7 +129,10 @@ def make_robust_plan(
                 status_alone=alone.status.value,
                 premium_usd_per_hour=(
                     robust.objective - alone.objective
-                    if ok and alone_ok and robust.objective is not None
+                    if ok
+                    and alone_ok
+                    and robust.objective is not None
+                    and alone.objective is not None
                     else None
                 ),
                 gpus_used=dict(assign.gpus_by_type) if assign else {},

@@ -7,25 +7,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
 from planner.candidates import Screening, prune_by_cost_curves, screen_candidates
-from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
+from planner.problem_build import build_problem, parse_request
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
-    ClassDemand,
-    Limits,
+    MIN_SOLVE_TIME_S,
     Mode,
     PoolCandidate,
     PoolRole,
     Problem,
     SolveResult,
     SolverOptions,
-    SolveStatus,
 )
 from solver.solve import solve
 
@@ -36,41 +32,6 @@ DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
 #: Each alternative (a next-cheapest fleet) gets at most this much solver time.
 ALTERNATIVE_TIME_LIMIT_S = 2.0
-
-
-class RequestInvalid(PlanningError):
-    code = "invalid_request"
-
-
-def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
-    """Validate a raw request document; errors name each offending field."""
-    if isinstance(data, PlanRequest):
-        return data
-    try:
-        return PlanRequest.model_validate(data)
-    except ValidationError as err:
-        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
-        text = "; ".join(f"{f}: {m}" for f, m in issues)
-        raise RequestInvalid(text, issues) from None
-
-
-def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
-    """Solver input: class demands, the screened candidates, the fleet limits."""
-    lim = req.request.constraints
-    return Problem(
-        classes=tuple(
-            ClassDemand(c.name, c.rate_rps, tuple(c.modes)) for c in req.classes if c.rate_rps > 0
-        ),
-        candidates=tuple(c.to_pool_candidate() for c in screening.candidates),
-        limits=Limits(
-            budget_usd_per_hour=lim.budget_usd_per_hour,
-            max_gpus=dict(lim.max_gpus),
-            power_kw=lim.power_kw,
-            min_replicas_per_pool=lim.min_replicas_per_pool,
-            max_configurations=lim.max_configurations,
-        ),
-        objective=req.request.objective,
-    )
 
 
 @dataclass(frozen=True)
@@ -105,7 +66,7 @@ def _alternatives(
     type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
-    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not result.status.has_solution:
         return []
     base = result.objective or 0.0
     # Same gap as the plan, so the per-class subproblems they share with the plan
@@ -145,7 +106,7 @@ def _alternatives(
     out = []
     for name, prob, note in variants:
         left = (deadline - time.perf_counter()) if deadline is not None else short.time_limit_s
-        if left < 0.05:
+        if left < MIN_SOLVE_TIME_S:
             out.append(
                 Alternative(
                     name=name,
@@ -158,7 +119,7 @@ def _alternatives(
             )
             continue
         r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
-        ok = r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+        ok = r.status.has_solution
         cost = _cost(prob.candidates, r) if ok else None
         out.append(
             Alternative(
@@ -208,6 +169,7 @@ def make_plan(
     *,
     alternatives: bool = True,
     verify: bool | None = None,
+    verify_default: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
@@ -215,13 +177,15 @@ def make_plan(
     Bad input raises :class:`PlanningError` (naming the field); an infeasible
     request returns a Plan with status ``infeasible`` and the reasons. The plan
     is then verified by simulation (``verify``: None follows the request's
-    ``verify.enabled``, on by default) and corrected when a class misses
-    (:mod:`planner.simulate.verify`).
+    ``verify.enabled``, else ``verify_default``, which the caller reads from its
+    settings) and corrected when a class misses (:mod:`planner.simulate.verify`).
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
     caps = caps or SolverLimits()
     request = parse_request(data)
+    if verify is None and request.verify.enabled is None:
+        verify = verify_default
     if request.calibration is not None:
         catalog = calibrated_catalog(catalog, request.calibration, calibrations)
     if request.scenarios:

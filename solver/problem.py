@@ -53,11 +53,27 @@ class Objective(StrEnum):
     MAX_GOODPUT = "max_goodput"
 
 
+#: The shortest time limit worth handing HiGHS, seconds: a solve with less time left
+#: than this is not started (or is given this much).
+MIN_SOLVE_TIME_S = 0.05
+
+
 class SolveStatus(StrEnum):
     OPTIMAL = "optimal"
     FEASIBLE = "feasible"  # an incumbent, gap not closed (time limit)
     INFEASIBLE = "infeasible"
     ERROR = "error"
+
+    @property
+    def has_solution(self) -> bool:
+        """A fleet came out: optimal, or feasible with the gap not closed."""
+        return has_solution(self)
+
+
+def has_solution(status: str | None) -> bool:
+    """Whether a status (a :class:`SolveStatus`, or a stored plan's ``"status"``
+    string) carries a fleet: ``optimal`` or ``feasible``."""
+    return status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
 @dataclass(frozen=True)

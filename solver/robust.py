@@ -40,7 +40,7 @@ from solver.problem import (
     SolveStatus,
 )
 from solver.solve import _run, _value
-from solver.variables import create_variables, safe_name
+from solver.variables import Variables, create_variables, safe_name
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def solve_robust(
     bought = {
         g: prob.add_variable(f"G__{safe_name(g)}", lowBound=0, cat="Integer") for g in sorted(price)
     }
-    per: list[tuple[Scenario, Problem, object]] = []
+    per: list[tuple[Scenario, Problem, Variables]] = []
     for i, sc in enumerate(scenarios):
         tag = f"s{i}"
         tagged = _tagged(tag, replace(sc.problem, objective=Objective.MIN_COST))
@@ -146,7 +146,7 @@ def solve_robust(
     prob += cost
     status, gap, name, msg = _run(prob, options, options.time_limit_s)
     runtime = time.perf_counter() - t0
-    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not status.has_solution:
         return RobustResult(
             status=status,
             objective=None,

@@ -17,6 +17,7 @@ import pulp
 
 from solver.model import build_model
 from solver.problem import (
+    MIN_SOLVE_TIME_S,
     Mode,
     Objective,
     PoolRole,
@@ -62,7 +63,7 @@ def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSol
         return (
             pulp.HiGHS(
                 msg=False,
-                timeLimit=max(0.05, time_limit_s),
+                timeLimit=max(MIN_SOLVE_TIME_S, time_limit_s),
                 gapRel=options.rel_gap,
                 threads=options.threads,
             ),
@@ -198,17 +199,15 @@ def solve(
 
     prob, v = build_model(problem)
     status, gap, name, msg = _run(prob, options, remaining())
-    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
-        problem.objective == Objective.MAX_GOODPUT
-    ):
+    if status.has_solution and problem.objective == Objective.MAX_GOODPUT:
         floor = sum(_value(s) for s in v.served.values())
         prob2, v2 = build_model(problem, goodput_floor_rps=floor * (1 - 1e-7) - 1e-9)
-        status2, gap2, name, msg2 = _run(prob2, options, max(0.05, remaining()))
-        if status2 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        status2, gap2, name, msg2 = _run(prob2, options, max(MIN_SOLVE_TIME_S, remaining()))
+        if status2.has_solution:
             prob, v, gap, msg = prob2, v2, (gap if status == SolveStatus.FEASIBLE else gap2), msg2
             if status2 == SolveStatus.FEASIBLE:
                 status = SolveStatus.FEASIBLE
-    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if status.has_solution:
         return _extract(problem, v, status, gap, time.perf_counter() - t0, name, prob, msg)
     if status == SolveStatus.INFEASIBLE:
         relaxation = _explain_infeasible(problem, options, max(0.5, remaining()))
@@ -248,7 +247,7 @@ def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: 
         return {}
     prob, v = build_model(problem, elastic=True)
     status, _, _, _ = _run(prob, options, time_limit_s)
-    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not status.has_solution:
         return {}
     return {name: _value(var) for name, var in v.slack.items() if _value(var) > _TOL}
 
@@ -323,9 +322,9 @@ def _solve_by_class(
         r = cache.get(key) if cache is not None else None
         if r is None:
             r = solve(sub, replace(options, time_limit_s=left))
-            if cache is not None and r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            if cache is not None and r.status.has_solution:
                 cache[key] = r
-        if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        if not r.status.has_solution:
             return None
         results.append(r)
     replicas: dict[str, int] = {}

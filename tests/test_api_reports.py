@@ -11,9 +11,9 @@ import pytest
 from api_support import api_client, assert_error
 from compare_support import BASE, NAMES, SPEC
 
-from api import report_records
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
 from api.db.session import make_engine, make_sessionmaker
+from api.services import reports as report_records
 
 MEDIA = {
     "html": "text/html; charset=utf-8",

@@ -12,7 +12,7 @@ from api_support import count_plans, count_rows
 from compare_support import NAMES, SPEC, spec
 
 from api import cli
-from api.cli_compare import ProgressBar
+from api.cli.compare import ProgressBar
 from api.db.models import ComparisonRecord
 
 
@@ -159,7 +159,7 @@ def test_compare_save_list_show_and_reports(capfd, tmp_path, db, monkeypatch):
     capfd.readouterr()
     doc = json.loads(target.read_text())
     assert doc["kind"] == "plan_report" and len(doc["sensitivity"]["rows"]) == 4
-    from api import report_records
+    from api.services import reports as report_records
 
     monkeypatch.setattr(report_records, "sensitivity", lambda *a, **k: pytest.fail("cached"))
     assert cli.main(["report", plan_id, "-f", "md", "-o", "-"]) == 0

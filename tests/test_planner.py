@@ -15,8 +15,9 @@ from catalog.loader import load_catalog
 from planner import roofline as rl
 from planner.candidates import ClassFigures, screen_candidates, segments_for
 from planner.errors import PlanningError, UnknownEntryError
+from planner.problem_build import parse_request
 from planner.request import resolve_request
-from planner.service import make_plan, parse_request
+from planner.service import make_plan
 from solver.problem import PoolRole
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "chat-agent-80-20.yaml"

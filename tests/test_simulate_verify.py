@@ -12,8 +12,9 @@ import yaml
 
 from catalog.loader import load_catalog
 from planner.candidates import ClassFigures
+from planner.problem_build import parse_request
 from planner.request import resolve_request
-from planner.service import make_plan, parse_request
+from planner.service import make_plan
 from planner.simulate import simulate_plan
 
 CAT = load_catalog()

@@ -6,8 +6,8 @@ import random
 
 import pulp
 import pytest
+from brute_solver import brute_force_cost
 
-from solver.brute import brute_force_cost
 from solver.model import build_model
 from solver.problem import (
     CapacityCut,

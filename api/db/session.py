@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
@@ -58,3 +58,9 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     """Sessions that keep loaded attributes after commit (responses read them)."""
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def ping(engine: Engine) -> None:
+    """One round trip to the database (raises SQLAlchemyError when it does not answer)."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))

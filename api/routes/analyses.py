@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.custom_catalog import merged_catalog
-from api.deps import SessionDep
+from api.deps import SessionDep, SettingsDep
 from api.jsonbody import JsonBodyRoute
-from api.routes.calibrations import preload_calibration
 from api.schemas import error_responses
-from planner.capacity_analysis import CapacityAnalysis, CapacityRequest, capacity_analysis
+from api.schemas.analyses import CapacityAnalysis, CapacityRequest
+from api.services import analyses
 
 router = APIRouter(prefix="/analyses", tags=["analyses"], route_class=JsonBodyRoute)
 
@@ -28,14 +27,11 @@ router = APIRouter(prefix="/analyses", tags=["analyses"], route_class=JsonBodyRo
     summary="One replica's throughput, batch, TTFT and TPOT",
 )
 def replica_capacity(
-    body: CapacityRequest, request: Request, session: SessionDep
+    body: CapacityRequest, request: Request, session: SessionDep, settings: SettingsDep
 ) -> CapacityAnalysis:
     """Output tokens/s (replica and per GPU), requests/s, decode batch, mean TTFT and
     TPOT, and what bounds them (compute, memory_bandwidth, kv_capacity, max_batch or
     slo). Without SLOs, concurrency or rate: the maximum throughput; with
     ``concurrency``: a closed loop of that many users; with ``request_rate_rps``: an
     open loop; with ``ttft_ms``/``tpot_ms``: the highest throughput meeting them."""
-    catalog = merged_catalog(session, request.app.state.catalog)
-    resolver = preload_calibration(session, body.calibration)
-    session.rollback()
-    return capacity_analysis(catalog, body, resolver)
+    return analyses.replica_capacity(session, body, request.app.state.catalog, settings)

@@ -19,29 +19,26 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field, create_model
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.custom_catalog import load_custom_entries, merge
-from api.db import repository as repo
 from api.deps import SessionDep, WriteAccess
 from api.errors import ApiError, not_found
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
-from catalog.loader import KIND_SCHEMAS, CatalogError
+from api.services import catalog as custom_catalog
+from api.services.catalog import KIND_SCHEMAS, SINGULAR, load_custom_entries, merge
 from catalog.schema import Catalog
 
 router = APIRouter(prefix="/catalog", tags=["catalog"], route_class=JsonBodyRoute)
 
 KINDS: tuple[str, ...] = tuple(KIND_SCHEMAS)
-SINGULAR = {"gpus": "GPU", "models": "model", "workloads": "workload", "links": "link"}
 ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"  # catalog.schema.Id
 
 Source = Literal["shipped", "custom"]
 
 # Response models: each kind's schema plus where the entry comes from.
 ENTRY_MODELS: dict[str, type[BaseModel]] = {
-    kind: create_model(  # type: ignore[call-overload]
+    kind: create_model(
         f"{schema.__name__}Entry",
         __base__=schema,
         source=(Source, Field(description="`shipped` with fleetplan, or `custom` (database).")),
@@ -136,40 +133,6 @@ def _get_endpoint(kind: str) -> Callable[..., Any]:
 # --------------------------------------------------------------------------- writes
 
 
-def _check_merged(request: Request, session: Session, kind: str, changes: dict[str, Any]) -> None:
-    """Reference checks of the merged catalog with ``changes`` applied to ``kind``
-    (an entry, or None to remove it); a CatalogError becomes a 422."""
-    custom = load_custom_entries(session)
-    for entry_id, entry in changes.items():
-        if entry is None:
-            custom[kind].pop(entry_id, None)
-        else:
-            custom[kind][entry_id] = entry
-    merge(_shipped(request), custom)
-
-
-def _refuse_shipped(request: Request, kind: str, entry_id: str) -> None:
-    if entry_id in entries_of(_shipped(request), kind):
-        detail = (
-            f"{SINGULAR[kind]} {entry_id!r} is a shipped entry; "
-            "shipped entries are read-only; post a new id"
-        )
-        raise ApiError(409, "conflict", detail, [("id", "shipped entries are read-only")])
-
-
-def _commit_or_conflict(session: Session, kind: str, entry_id: str) -> None:
-    try:
-        session.commit()
-    except IntegrityError:  # a concurrent write of the same id won
-        session.rollback()
-        raise ApiError(
-            409,
-            "conflict",
-            f"custom {SINGULAR[kind]} {entry_id!r} was written concurrently; retry",
-            [("id", "written concurrently")],
-        ) from None
-
-
 def _post_endpoint(kind: str) -> Callable[..., Any]:
     schema = KIND_SCHEMAS[kind]
 
@@ -180,18 +143,7 @@ def _post_endpoint(kind: str) -> Callable[..., Any]:
         session: SessionDep,
     ) -> dict[str, Any]:
         entry_id: str = entry.id  # type: ignore[attr-defined]
-        _refuse_shipped(request, kind, entry_id)
-        if repo.get_catalog_entry(session, kind, entry_id) is not None:
-            raise ApiError(
-                409,
-                "conflict",
-                f"custom {SINGULAR[kind]} {entry_id!r} exists; "
-                f"PUT /catalog/{kind}/{entry_id} replaces it",
-                [("id", "already exists")],
-            )
-        _check_merged(request, session, kind, {entry_id: entry})
-        repo.put_catalog_entry(session, kind, entry_id, entry.model_dump(mode="json"))
-        _commit_or_conflict(session, kind, entry_id)
+        custom_catalog.add_custom_entry(session, _shipped(request), kind, entry)
         response.headers["Location"] = f"/catalog/{kind}/{entry_id}"
         return _with_source(entry, "custom")
 
@@ -216,11 +168,7 @@ def _put_endpoint(kind: str) -> Callable[..., Any]:
         if entry.id != entry_id:  # type: ignore[attr-defined]
             message = f"must equal the id in the path ({entry_id!r})"
             raise ApiError(422, "invalid_input", f"id: {message}", [("id", message)])
-        _refuse_shipped(request, kind, entry_id)
-        existed = repo.get_catalog_entry(session, kind, entry_id) is not None
-        _check_merged(request, session, kind, {entry_id: entry})
-        repo.put_catalog_entry(session, kind, entry_id, entry.model_dump(mode="json"))
-        _commit_or_conflict(session, kind, entry_id)
+        existed = custom_catalog.put_custom_entry(session, _shipped(request), kind, entry)
         response.status_code = 200 if existed else 201
         if not existed:
             response.headers["Location"] = f"/catalog/{kind}/{entry_id}"
@@ -240,20 +188,7 @@ def _delete_endpoint(kind: str) -> Callable[..., Any]:
         request: Request,
         session: SessionDep,
     ) -> Response:
-        _refuse_shipped(request, kind, entry_id)
-        if repo.get_catalog_entry(session, kind, entry_id) is None:
-            raise not_found("id", f"no custom {SINGULAR[kind]} {entry_id!r}")
-        try:
-            _check_merged(request, session, kind, {entry_id: None})
-        except CatalogError as err:
-            raise ApiError(
-                409,
-                "conflict",
-                f"custom {SINGULAR[kind]} {entry_id!r} is still referenced: {err}",
-                err.issues,
-            ) from None
-        repo.delete_catalog_entry(session, kind, entry_id)
-        session.commit()
+        custom_catalog.delete_custom_entry(session, _shipped(request), kind, entry_id)
         return Response(status_code=204)
 
     delete_entry.__doc__ = (

@@ -7,10 +7,9 @@ from typing import Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 
 from api.deps import CatalogDep
+from api.services.health import database_reachable
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("api")
@@ -30,12 +29,8 @@ class HealthPublic(BaseModel):
 )
 def health(request: Request, response: Response, catalog: CatalogDep) -> HealthPublic:
     """200 when the database answers, 503 (same body) when it does not."""
-    try:
-        with request.app.state.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        database: Literal["ok", "unreachable"] = "ok"
-    except SQLAlchemyError as err:
-        log.warning("health: database unreachable: %s", str(err).splitlines()[0])
+    database: Literal["ok", "unreachable"] = "ok"
+    if not database_reachable(request.app.state.engine):
         database = "unreachable"
         response.status_code = 503
     return HealthPublic(

@@ -18,63 +18,28 @@ Answers, decided here and documented in the README:
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
-from api.custom_catalog import merged_catalog
-from api.db import repository as repo
-from api.db.models import PlanRecord, PlanStatus
-from api.deps import SessionDep, SettingsDep, WriteAccess
-from api.errors import ApiError, not_found
+from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess
+from api.errors import ApiError
 from api.jsonbody import JsonBodyRoute
-from api.plan_records import (
-    BadCursor,
-    build_plan_record,
-    decode_cursor,
-    encode_cursor,
-    plan_public,
-    plan_summary,
-    solver_caps,
+from api.schemas import (
+    PlanPage,
+    PlanPublic,
+    PlanRequest,
+    PlanStatus,
+    SimulationCreate,
+    SimulationResult,
+    error_responses,
 )
-from api.routes.calibrations import preload_calibration
-from api.schemas import PlanPage, PlanPublic, SimulationCreate, error_responses
-from planner.request import PlanRequest
-from planner.service import make_plan
-from planner.simulate.results import SimulationResult
+from api.services import plans
 
 router = APIRouter(prefix="/plans", tags=["plans"], route_class=JsonBodyRoute)
 
 MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"  # catalog ids (catalog.schema.Id)
 MAX_PAGE = 200
-
-
-async def posted_json(request: Request) -> Any:
-    """The body as posted (parsed strictly, once, for the typed parameter too). None
-    when there is no usable body: the typed parameter then reports the error."""
-    if not await request.body():
-        return None
-    try:
-        return await request.json()
-    except ValueError:
-        return None
-
-
-PostedJson = Annotated[Any, Depends(posted_json)]
-
-
-def _plan_or_404(session: SessionDep, plan_id: str) -> PlanRecord:
-    """The plan, or a 404; only well-formed UUIDs are looked up in the database."""
-    detail = f"no plan with id {plan_id[:80]!r}"
-    try:
-        uuid.UUID(plan_id)
-    except ValueError:
-        raise not_found("id", detail) from None
-    record = repo.get_plan(session, plan_id)
-    if record is None:
-        raise not_found("id", detail)
-    return record
 
 
 @router.post(
@@ -97,16 +62,9 @@ def create_plan(
     store the plan, infeasible ones included (201 with ``status: infeasible`` and
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
     ``solver`` options, capped by the server's settings."""
-    catalog = merged_catalog(session, request.app.state.catalog)
-    calibrations = preload_calibration(session, body.calibration)
-    session.rollback()  # end the read: no connection is held while solving
-    caps = solver_caps(settings)
-    plan = make_plan(body, catalog, caps, calibrations=calibrations)
-    record = build_plan_record(posted, body, plan, caps)
-    repo.add_plan(session, record)
-    session.commit()
-    response.headers["Location"] = f"/plans/{record.id}"
-    return plan_public(record)
+    created = plans.create_plan(session, posted, body, request.app.state.catalog, settings)
+    response.headers["Location"] = f"/plans/{created.record.id}"
+    return created.public
 
 
 @router.get(
@@ -135,31 +93,25 @@ def list_plans(
     """Summaries of stored plans (no documents: ``GET /plans/{id}`` has them), with
     the total matching the filters. Page by ``offset`` or, stable under inserts, by
     ``cursor``."""
-    after = None
-    if cursor is not None:
-        if offset:
-            raise ApiError(
-                422,
-                "invalid_input",
-                "pass either cursor or offset, not both",
-                [("offset", "must be 0 with a cursor")],
-            )
-        try:
-            after = decode_cursor(cursor)
-        except BadCursor as err:
-            raise ApiError(422, "invalid_input", str(err), [("cursor", str(err))]) from None
-    records = repo.list_plans(
-        session, model_id=model, status=status, limit=limit + 1, offset=offset, after=after
-    )
-    more = len(records) > limit
-    records = records[:limit]
-    total = repo.count_plans(session, model_id=model, status=status)
+    if cursor is not None and offset:
+        raise ApiError(
+            422,
+            "invalid_input",
+            "pass either cursor or offset, not both",
+            [("offset", "must be 0 with a cursor")],
+        )
+    try:
+        page = plans.list_plans(
+            session, model=model, status=status, limit=limit, offset=offset, cursor=cursor
+        )
+    except plans.BadCursor as err:
+        raise ApiError(422, "invalid_input", str(err), [("cursor", str(err))]) from None
     return PlanPage(
-        items=[plan_summary(r) for r in records],
-        total=total,
+        items=page.items,
+        total=page.total,
         limit=limit,
         offset=None if cursor is not None else offset,
-        next_cursor=encode_cursor(records[-1]) if more and records else None,
+        next_cursor=page.next_cursor,
     )
 
 
@@ -171,7 +123,7 @@ def list_plans(
 )
 def get_plan(plan_id: str, session: SessionDep) -> PlanPublic:
     """The stored plan with its request, normalized request, solver options and plan."""
-    return plan_public(_plan_or_404(session, plan_id))
+    return plans.get_plan(session, plan_id)
 
 
 @router.delete(
@@ -183,15 +135,7 @@ def get_plan(plan_id: str, session: SessionDep) -> PlanPublic:
 )
 def delete_plan(plan_id: str, session: SessionDep) -> Response:
     """204; 409 for a variant's plan (delete its comparison: ``DELETE /comparisons/{id}``)."""
-    record = _plan_or_404(session, plan_id)
-    if record.comparison_id is not None:
-        why = (
-            f"the plan of variant {record.variant_name!r} of comparison {record.comparison_id}; "
-            "delete the comparison instead"
-        )
-        raise ApiError(409, "conflict", why, [("id", why)])
-    session.delete(record)
-    session.commit()
+    plans.delete_plan(session, plan_id)
     return Response(status_code=204)
 
 
@@ -207,6 +151,7 @@ def simulate_stored_plan(
     plan_id: str,
     request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     body: SimulationCreate | None = None,
 ) -> SimulationResult:
     """Run the plan's fleet in the discrete-event simulator (planner.simulate) at the
@@ -214,20 +159,13 @@ def simulate_stored_plan(
     goodput, per pool utilization and queues. Seeded and reproducible; computed on
     demand, not stored. 409 when the plan has no fleet (infeasible) or is robust
     (its ``verification`` section simulates each scenario)."""
-    from api.cli_simulate import catalog_for_record, stored_request
-    from planner.simulate import simulate_plan
-
     opts = body or SimulationCreate()
-    record = _plan_or_404(session, plan_id)
-    plan = record.plan or {}
-    if plan.get("status") not in ("optimal", "feasible") or plan.get("scenarios"):
-        why = (
-            "a robust plan: its verification section simulates every scenario"
-            if plan.get("scenarios")
-            else f"the plan is {record.status.value}: there is no fleet to simulate"
-        )
-        raise ApiError(409, "conflict", why, [("id", why)])
-    catalog = catalog_for_record(session, record, request.app.state.catalog)
-    request_doc = stored_request(record)
-    session.rollback()  # hold no connection while simulating
-    return simulate_plan(plan, request_doc, catalog, opts.requests, opts.seed, opts.burst_cv)
+    return plans.simulate_stored_plan(
+        session,
+        plan_id,
+        request.app.state.catalog,
+        settings,
+        opts.requests,
+        opts.seed,
+        opts.burst_cv,
+    )

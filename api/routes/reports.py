@@ -22,22 +22,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.comparison_records import comparison_report_input
-from api.custom_catalog import merged_catalog
-from api.db.models import ComparisonStatus
 from api.deps import SessionDep, SettingsDep
-from api.errors import ApiError
-from api.plan_records import solver_caps
-from api.report_records import (
-    cached_sensitivity,
-    compute_sensitivity,
-    has_fleet,
-    plan_report_input,
-)
-from api.routes.comparisons import comparison_or_404
-from api.routes.plans import _plan_or_404
 from api.schemas import error_responses
-from planner.report.render import render_comparison_report, render_plan_report
+from api.services import reports
+from api.services.comparisons import find_comparison
+from api.services.plans import find_plan
 
 router = APIRouter(tags=["reports"])
 
@@ -73,13 +62,13 @@ REPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
 EXTENSIONS = {"html": "html", "md": "md", "csv": "csv", "json": "json"}
 
 
-def report_response(text: str, media_type: str, fmt: ReportFormat, stem: str) -> Response:
+def report_response(report: reports.Report, fmt: ReportFormat) -> Response:
     """The report with its media type; CSV and Markdown as attachments to save."""
     disposition = "attachment" if fmt in (ReportFormat.CSV, ReportFormat.MD) else "inline"
-    filename = f"{stem}.{EXTENSIONS[fmt.value]}"
+    filename = f"{report.stem}.{EXTENSIONS[fmt.value]}"
     return Response(
-        content=text,
-        media_type=media_type,
+        content=report.text,
+        media_type=report.media_type,
         headers={"Content-Disposition": f'{disposition}; filename="{filename}"'},
     )
 
@@ -107,15 +96,15 @@ def plan_report(
 ) -> Response:
     """The bill of materials, the fleet, the classes and their latencies, the
     verification, the alternatives and the sensitivity, in one document."""
-    record = _plan_or_404(session, plan_id)
-    catalog = merged_catalog(session, request.app.state.catalog)
-    sens = cached_sensitivity(record)
-    if with_sensitivity and fmt != ReportFormat.CSV and sens is None and has_fleet(record):
-        caps = solver_caps(settings)
-        sens = compute_sensitivity(session, record, catalog, caps, settings.compare_workers)
-        session.commit()
-    text, media_type = render_plan_report(plan_report_input(record, sens), fmt.value, catalog)
-    return report_response(text, media_type, fmt, f"plan-{record.id}")
+    report = reports.plan_report(
+        session,
+        find_plan(session, plan_id),
+        fmt.value,
+        request.app.state.catalog,
+        settings,
+        with_sensitivity=with_sensitivity,
+    )
+    return report_response(report, fmt)
 
 
 @router.get(
@@ -129,16 +118,6 @@ def comparison_report(
 ) -> Response:
     """The variants against the base (cost, GPUs, modes, latencies), the sweeps as
     charts, and each variant's bill of materials."""
-    record = comparison_or_404(session, comparison_id)
-    if record.status != ComparisonStatus.DONE:
-        why = (
-            f"the comparison is still running ({record.done} of {record.total} variants "
-            "done); ask again when its status is done"
-            if record.status == ComparisonStatus.RUNNING
-            else f"the comparison failed, so it has no report: {record.error}"
-        )
-        raise ApiError(409, "conflict", why, [("id", why)])
-    catalog = merged_catalog(session, request.app.state.catalog)
-    doc = comparison_report_input(session, record)
-    text, media_type = render_comparison_report(doc, fmt.value, catalog)
-    return report_response(text, media_type, fmt, f"comparison-{record.id}")
+    record = find_comparison(session, comparison_id)
+    report = reports.comparison_report(session, record, fmt.value, request.app.state.catalog)
+    return report_response(report, fmt)

@@ -17,7 +17,7 @@ import math
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import matplotlib
 
@@ -26,10 +26,13 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType  # matplotlib >= 3.9
+
 _LOCK = threading.Lock()  # rcParams are process-wide
 
 FONT = ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"]
-RC = {
+RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "fleetplan",
     "font.family": "sans-serif",
@@ -153,7 +156,7 @@ def _role_text(c: Mapping[str, Any]) -> str:
     return text
 
 
-def _num(x: Any) -> bool:
+def _num(x: Any) -> TypeGuard[float]:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -382,9 +385,7 @@ def chart_variant_costs(
         fig = _figure(6.4, 0.42 * len(rows) + 1.3)
         ax = fig.add_subplot()
         y = list(range(len(rows)))[::-1]
-        costs = [
-            r.get("cost_usd_per_hour") if _num(r.get("cost_usd_per_hour")) else 0 for r in rows
-        ]
+        costs: list[float] = [c if _num(c := r.get("cost_usd_per_hour")) else 0 for r in rows]
         top = max(costs) or 1.0
         colors = []
         for r in rows:
@@ -442,7 +443,7 @@ def chart_sweeps(rows: Sequence[Mapping[str, Any]], base_cost: float | None = No
             values = [p.get("value") for p in pts]
             numeric = all(_num(v) for v in values)
             share = numeric and _axis_is_share(name, values)
-            xs = [float(v) for v in values] if numeric else list(range(len(values)))
+            xs = [float(v) for v in values if _num(v)] if numeric else list(range(len(values)))
             ys = [
                 p.get("cost_usd_per_hour") if _num(p.get("cost_usd_per_hour")) else None
                 for p in pts

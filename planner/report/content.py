@@ -22,6 +22,7 @@ from catalog.schema import Catalog
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.bom import Bom, build_bom
+from solver.problem import has_solution
 
 # --------------------------------------------------------------------------- model
 
@@ -208,9 +209,6 @@ def gpu_name(g: str, catalog: Catalog) -> str:
 def model_name(m: Any, catalog: Catalog) -> str:
     spec = catalog.models.get(str(m))
     return f"{spec.name} ({m})" if spec else s(m)
-
-
-OK_STATUSES = ("optimal", "feasible")
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -432,7 +430,9 @@ def slo_sentence(plan: Mapping[str, Any]) -> Para | None:
     if not classes:
         return None
     missed = [c for c in classes if c.get("meets_slo") is False]
-    pcts = sorted({_map(c.get("slo")).get("percentile") for c in classes} - {None})
+    pcts: list[float] = sorted(
+        {p for c in classes if is_num(p := _map(c.get("slo")).get("percentile"))}
+    )
     ptxt = "/".join(f"p{p:g}" for p in pcts)
     if missed:
         return Para(
@@ -818,7 +818,7 @@ def plan_document(
     sens = record.get("sensitivity")
     bom = build_bom(plan, catalog)
     status = str(plan.get("status") or "")
-    solved = status in OK_STATUSES
+    solved = has_solution(status)
     robust = bool(plan.get("scenarios"))
     name = request.get("name") or (f"plan {record['id']}" if record.get("id") else "fleet plan")
     cost = plan.get("cost_usd_per_hour")
@@ -845,7 +845,7 @@ def plan_document(
             figures.insert(3, Figure("capital", usd_short(t.capital_usd), "purchase price"))
         classes = [c for c in _list(plan.get("classes"))]
         total_rate = sum(c.get("rate_rps") or 0 for c in classes)
-        lead = [
+        lead: list[Run] = [
             Strong(f"{_buy_text(bom)}"),
             f" in {num(t.nodes)} servers ({num(t.rack_units)} rack units, {kw(t.power_kw)}) "
             f"for {usd(cost)}/hour at list prices: {usd_short(t.usd_per_month)} a month, "
@@ -937,7 +937,7 @@ def plan_document(
                 kind="warn",
             )
         )
-        reasons = [[str(r)] for r in _list(plan.get("infeasible_reasons"))]
+        reasons: list[list[Run]] = [[str(r)] for r in _list(plan.get("infeasible_reasons"))]
         if reasons:
             summary.append(Bullets(reasons))
 
@@ -1007,14 +1007,14 @@ def plan_document(
             )
         )
     if _list(plan.get("classes")):
-        reasons = [
+        class_reasons: list[list[Run]] = [
             [Strong(f"{c.get('name')}: "), str(c.get("mode_reason"))]
             for c in _list(plan.get("classes"))
             if c.get("mode_reason")
         ]
         blocks = [classes_table(plan)]
-        if reasons:
-            blocks += [Heading("Why each class is served the way it is"), Bullets(reasons)]
+        if class_reasons:
+            blocks += [Heading("Why each class is served the way it is"), Bullets(class_reasons)]
         blocks += verification_blocks(plan)
         sections.append(Section("classes", "Traffic classes and predicted SLO attainment", blocks))
 
@@ -1390,7 +1390,7 @@ def comparison_document(
         if len(pts) < 2:
             continue
         first, last = pts[0], pts[-1]
-        xs = [r.get("value") for r in pts]
+        xs: list[Any] = [r.get("value") for r in pts]
         share = "share" in axis.lower() and all(is_num(x) and 0 <= x <= 1 for x in xs)
 
         def at(v: Any, share: bool = share) -> str:
@@ -1401,7 +1401,8 @@ def comparison_document(
             f"to {usd_short(last['cost_usd_per_hour'])}/h at {at(last.get('value'))}"
         )
         if share and xs[-1] != xs[0]:
-            slope = (last["cost_usd_per_hour"] - first["cost_usd_per_hour"]) / (xs[-1] - xs[0])
+            x0, x1 = float(xs[0]), float(xs[-1])
+            slope = (last["cost_usd_per_hour"] - first["cost_usd_per_hour"]) / (x1 - x0)
             text += f" (about {usd_delta(slope / 100)}/h per percentage point)"
         bad = len(rows) - len(pts)
         if bad:

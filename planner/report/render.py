@@ -87,8 +87,8 @@ def render_plan_report(
             "sensitivity": record.get("sensitivity"),
         }
         return _json(doc), MEDIA_TYPES[f]
-    doc = plan_document(record, catalog, with_charts=(f == "html"))
-    text = render_html(doc) if f == "html" else render_markdown(doc)
+    document = plan_document(record, catalog, with_charts=(f == "html"))
+    text = render_html(document) if f == "html" else render_markdown(document)
     return text, MEDIA_TYPES[f]
 
 
@@ -115,8 +115,8 @@ def render_comparison_report(
             "boms": {k: (b.to_json_dict() if b else None) for k, b in boms.items()},
         }
         return _json(doc), MEDIA_TYPES[f]
-    doc = comparison_document(comparison, catalog, with_charts=(f == "html"))
-    text = render_html(doc) if f == "html" else render_markdown(doc)
+    document = comparison_document(comparison, catalog, with_charts=(f == "html"))
+    text = render_html(document) if f == "html" else render_markdown(document)
     return text, MEDIA_TYPES[f]
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
+
+from solver.problem import has_solution
 
 RULE = "-"
 
@@ -52,7 +54,7 @@ def _looks_numeric(cell: str) -> bool:
 MISSING = "-"
 
 
-def _is_num(value: Any) -> bool:
+def _is_num(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -361,7 +363,7 @@ def render_plan_text(plan: Mapping[str, Any], title: str | None = None) -> str:
         _pools(plan) if _list(plan.get("pools")) or plan.get("status") != "infeasible" else [],
         _classes(plan),
         _verification(plan),
-        _binding(plan) if plan.get("status") in ("optimal", "feasible") else [],
+        _binding(plan) if has_solution(plan.get("status")) else [],
         _alternatives(plan),
         _solver(plan),
         _launch(plan),

@@ -15,6 +15,7 @@ from planner.request import PlanRequest, ResolvedRequest
 from planner.simulate.engine import run_class
 from planner.simulate.fleet import SimClass, build_fleet
 from planner.simulate.results import SimulationResult, summarize_class, summarize_pools
+from solver.problem import has_solution
 
 DEFAULT_REQUESTS = 100_000
 MAX_REQUESTS = 2_000_000
@@ -114,7 +115,7 @@ def simulate_plan(
     """Simulate a plan (its JSON, e.g. ``Plan.to_json_dict()`` or a stored plan) at the
     rates it was planned for, rebuilding its pools from the request and ``catalog``."""
     catalog = catalog or load_catalog()
-    if plan.get("status") not in ("optimal", "feasible"):
+    if not has_solution(plan.get("status")):
         raise PlanningError.for_field(
             "status", f"a plan with status {plan.get('status')!r} has no fleet to simulate"
         )

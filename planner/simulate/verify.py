@@ -384,7 +384,7 @@ def verify_and_correct(
     from dataclasses import replace
 
     from planner.plan import plan_from_result
-    from planner.service import build_problem
+    from planner.problem_build import build_problem
     from solver.problem import SolveResult, SolveStatus
     from solver.solve import solve
 
@@ -422,8 +422,8 @@ def verify_robust(plan, request, raw: Mapping[str, Any], catalog: Catalog) -> No
     """A robust plan (one fleet, several traffic scenarios): simulate each scenario's
     assignment of the fleet with that scenario's request and judge every class.
     Sets ``plan.verification``; robust plans are reported, not corrected."""
+    from planner.problem_build import parse_request
     from planner.scenarios import scenario_requests
-    from planner.service import parse_request
 
     spec = request.verify
     scenarios = plan.to_json_dict().get("scenarios") or []

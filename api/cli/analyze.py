@@ -5,8 +5,7 @@ result as a table, or as JSON with ``--json`` (the result model's fields, full
 precision). Bad input exits with status 2 and one line naming the option, e.g.
 ``fleetplan: error: --tp: 16 exceeds the scale-up domain of h100-sxm5-80gb (8)``.
 
-:mod:`api.cli` imports this module for :func:`register_analyze`, so this module
-imports :mod:`api.cli` only inside functions (by then it is fully loaded).
+Shared helpers (errors, JSON output, number options) come from :mod:`api.cli.common`.
 """
 
 from __future__ import annotations
@@ -14,14 +13,15 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from catalog.loader import load_catalog
+from api.cli import common as cli
+from api.cli.calibrate import register_capacity
+from api.cli.common import Subparsers
+from api.services.catalog import shipped_catalog
+from api.services.reports import render_table
 from planner import analyses as an
 from planner.errors import PlanningError
-
-if TYPE_CHECKING:
-    from api.cli import Subparsers
 
 #: Analysis parameter (the PlanningError field) -> command-line option, for every command.
 COMMON_OPTIONS = {
@@ -66,18 +66,11 @@ POOL_RATIO_OPTIONS = {
 }
 
 
-def _cli() -> Any:
-    from api import cli
-
-    return cli
-
-
 def _run(options: Mapping[str, str], compute: Callable[[], Any]) -> Any:
     """Run an analysis; a PlanningError becomes a CliError naming the option."""
     try:
         return compute()
     except PlanningError as err:
-        cli = _cli()
         if not err.issues:
             raise cli.CliError(err.code, err.message) from None
         field, message = err.issues[0]
@@ -85,19 +78,6 @@ def _run(options: Mapping[str, str], compute: Callable[[], Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- parsing
-
-
-def _number(option: str, kind: type[int] | type[float]) -> Callable[[str], Any]:
-    """An argparse ``type`` that reports a malformed number as ``<option>: ...``."""
-    what = "an integer" if kind is int else "a number"
-
-    def convert(text: str) -> Any:
-        try:
-            return kind(text)
-        except ValueError:
-            raise _cli().CliError(option, f"{text!r} is not {what}") from None
-
-    return convert
 
 
 def _flat(groups: Iterable[Iterable[str]] | None) -> list[str]:
@@ -124,7 +104,7 @@ def parse_int_list(option: str, values: Iterable[str] | None, example: str) -> l
         except ValueError:
             n = 0
         if n < 1:
-            raise _cli().CliError(
+            raise cli.CliError(
                 option, f"{item!r} is not a positive integer (expected a list like {example})"
             )
         out.append(n)
@@ -142,7 +122,7 @@ def parse_float_list(option: str, values: Iterable[str] | None, example: str) ->
         except ValueError:
             x = math.nan
         if not (x > 0 and math.isfinite(x)):
-            raise _cli().CliError(
+            raise cli.CliError(
                 option, f"{item!r} is not a positive number (expected a list like {example})"
             )
         out.append(x)
@@ -161,11 +141,11 @@ def parse_mix(option: str, value: str | None) -> dict[str, float] | None:
         except ValueError:
             w = math.nan
         if not (w >= 0 and math.isfinite(w)):
-            raise _cli().CliError(
+            raise cli.CliError(
                 option, f"{item!r} is not class=share (expected e.g. chat=0.8,agent=0.2)"
             )
         if name.strip() in mix:
-            raise _cli().CliError(option, f"{name.strip()!r} appears twice")
+            raise cli.CliError(option, f"{name.strip()!r} appears twice")
         mix[name.strip()] = w
     return mix
 
@@ -200,7 +180,6 @@ def _summarize_chunks(chunks: list[int], shown: int = 6) -> str:
 
 def render_chunk_budget(t: an.ChunkBudgetTable) -> str:
     """The chunk-budget table with a header (replica, T*) and the shrinking schedule."""
-    cli = _cli()
     r = t.replica
     head = [
         f"chunk budget: {_replica_line(r)}, overlap {r.overlap_factor:g}",
@@ -242,12 +221,11 @@ def render_chunk_budget(t: an.ChunkBudgetTable) -> str:
         "chunk ms: a chunk of T tokens at the mean context; step ms: a decode step filling "
         "the TPOT budget plus that chunk; TTFT: ceil(P/T) steps, each chunk at its own context",
     ]
-    return "\n".join([*head, cli.render_table(headers, rows), *tail])
+    return "\n".join([*head, render_table(headers, rows), *tail])
 
 
 def render_kv_transfer(t: an.KvTransferTable) -> str:
     """The KV-transfer table with a header (cache size, prefill time) and notes."""
-    cli = _cli()
     head = [
         f"KV transfer: {t.model}, {t.prompt_tokens:,}-token prompt, {t.kv_dtype} KV: "
         f"{t.kv_bytes_per_token:,.0f} bytes/token = {t.kv_gb:.3f} GB",
@@ -278,7 +256,7 @@ def render_kv_transfer(t: an.KvTransferTable) -> str:
     ]
     tail = ["", "GB/s: gigabytes per second per direction (1e9 bytes/s)"]
     tail += [f"note: {n}" for n in t.notes]
-    return "\n".join([*head, cli.render_table(headers, rows), *tail])
+    return "\n".join([*head, render_table(headers, rows), *tail])
 
 
 def _decode_label(row: an.PoolRatioRow, budget_given: bool) -> str:
@@ -291,7 +269,6 @@ def _decode_label(row: an.PoolRatioRow, budget_given: bool) -> str:
 
 def render_pool_ratio(t: an.PoolRatioTable, budget_given: bool = False) -> str:
     """The pool-ratio table, and the mix's blend and load shares when there is one."""
-    cli = _cli()
     head = [f"pool ratio: {_replica_line(t.replica, mbu=True)}; prefill cost: {t.prefill_cost}", ""]
     headers = [
         "workload",
@@ -320,7 +297,7 @@ def render_pool_ratio(t: an.PoolRatioTable, budget_given: bool = False) -> str:
         ]
         for row in t.rows
     ]
-    out = [*head, cli.render_table(headers, rows)]
+    out = [*head, render_table(headers, rows)]
     if t.blend is not None:
         b = t.blend
         out += [
@@ -328,7 +305,7 @@ def render_pool_ratio(t: an.PoolRatioTable, budget_given: bool = False) -> str:
             f"mix (by requests): {b.prefill_gpu_s:.4f} prefill GPU-s and {b.decode_gpu_s:.4f} "
             f"decode GPU-s per request: ratio {b.ratio:.2f}",
             "",
-            cli.render_table(
+            render_table(
                 ["workload", "requests", "prefill load", "decode load"],
                 [
                     [
@@ -354,7 +331,6 @@ def render_pool_ratio(t: an.PoolRatioTable, budget_given: bool = False) -> str:
 
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[], str]) -> int:
-    cli = _cli()
     if args.json:
         cli.print_json(result.model_dump(mode="json"))
     else:
@@ -364,7 +340,7 @@ def _emit(args: argparse.Namespace, result: Any, render: Callable[[], str]) -> i
 
 def cmd_chunk_budget(args: argparse.Namespace) -> int:
     budgets = parse_int_list("--budgets", args.budgets, "256,512,1024")
-    catalog = load_catalog()
+    catalog = shipped_catalog()
     table = _run(
         CHUNK_BUDGET_OPTIONS,
         lambda: an.chunk_budget_table(
@@ -385,7 +361,6 @@ def cmd_chunk_budget(args: argparse.Namespace) -> int:
 
 
 def cmd_kv_transfer(args: argparse.Namespace) -> int:
-    cli = _cli()
     bandwidths = parse_float_list("--link-gb-per-s", args.link_gb_per_s, "400,64,25")
     links = _items(_flat(args.link)) if args.link is not None else None
     if args.gpu is None:
@@ -395,7 +370,7 @@ def cmd_kv_transfer(args: argparse.Namespace) -> int:
                     option,
                     "sets the prefill replica and needs --gpu (the KV format is --kv-dtype)",
                 )
-    catalog = load_catalog()
+    catalog = shipped_catalog()
     table = _run(
         KV_TRANSFER_OPTIONS,
         lambda: an.kv_transfer_table(
@@ -420,8 +395,8 @@ def cmd_pool_ratio(args: argparse.Namespace) -> int:
     mix = parse_mix("--mix", args.mix)
     workloads = _items(_flat(args.workload))
     if not workloads and mix is None:
-        raise _cli().CliError("--workload", "give at least one workload (or a --mix)")
-    catalog = load_catalog()
+        raise cli.CliError("--workload", "give at least one workload (or a --mix)")
+    catalog = shipped_catalog()
     table = _run(
         POOL_RATIO_OPTIONS,
         lambda: an.pool_ratio_table(
@@ -454,7 +429,7 @@ def _replica_options(p: argparse.ArgumentParser, *, gpu_required: bool = True) -
         p.add_argument("--gpu", required=True, help="GPU id (fleetplan catalog list gpus)")
         p.add_argument(
             "--tp",
-            type=_number("--tp", int),
+            type=cli.number("--tp", int),
             default=1,
             help="tensor parallelism (power of two, default 1)",
         )
@@ -463,7 +438,7 @@ def _replica_options(p: argparse.ArgumentParser, *, gpu_required: bool = True) -
         )
         p.add_argument(
             "--mfu",
-            type=_number("--mfu", float),
+            type=cli.number("--mfu", float),
             help="model FLOP utilization (default: the GPU's)",
         )
     p.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype: bf16 or fp8 (default bf16)")
@@ -497,19 +472,19 @@ def register_analyze(sub: Subparsers) -> None:
     _replica_options(cb)
     cb.add_argument(
         "--prompt-tokens",
-        type=_number("--prompt-tokens", int),
+        type=cli.number("--prompt-tokens", int),
         required=True,
         help="prompt length P (tokens)",
     )
     cb.add_argument(
         "--tpot-budget-ms",
-        type=_number("--tpot-budget-ms", float),
+        type=cli.number("--tpot-budget-ms", float),
         required=True,
         help="TPOT budget of a step (ms)",
     )
     cb.add_argument(
         "--overlap",
-        type=_number("--overlap", float),
+        type=cli.number("--overlap", float),
         help="overlap factor of chunk compute and decode memory time, 0-1 "
         "(1 = perfect; default: the GPU's catalog value)",
     )
@@ -536,7 +511,7 @@ def register_analyze(sub: Subparsers) -> None:
     _replica_options(kv, gpu_required=False)
     kv.add_argument(
         "--prompt-tokens",
-        type=_number("--prompt-tokens", int),
+        type=cli.number("--prompt-tokens", int),
         required=True,
         help="prompt length P (tokens)",
     )
@@ -559,20 +534,22 @@ def register_analyze(sub: Subparsers) -> None:
     )
     kv.add_argument(
         "--prefill-ms",
-        type=_number("--prefill-ms", float),
+        type=cli.number("--prefill-ms", float),
         help="prefill time the transfer overlaps (ms)",
     )
     kv.add_argument("--gpu", help="compute the prefill time on this GPU (catalog id)")
     kv.add_argument(
-        "--tp", type=_number("--tp", int), help="tensor parallelism of the prefill replica (--gpu)"
+        "--tp",
+        type=cli.number("--tp", int),
+        help="tensor parallelism of the prefill replica (--gpu)",
     )
     kv.add_argument("--dtype", help="weight dtype of the prefill replica (--gpu; default bf16)")
     kv.add_argument(
-        "--mfu", type=_number("--mfu", float), help="MFU of the prefill replica (--gpu)"
+        "--mfu", type=cli.number("--mfu", float), help="MFU of the prefill replica (--gpu)"
     )
     kv.add_argument(
         "--overlap",
-        type=_number("--overlap", float),
+        type=cli.number("--overlap", float),
         default=an.DEFAULT_KV_STREAM_OVERLAP,
         help="share of the transfer layer-wise streaming can hide, 0-1 "
         f"(default {an.DEFAULT_KV_STREAM_OVERLAP:g})",
@@ -594,7 +571,7 @@ def register_analyze(sub: Subparsers) -> None:
     _replica_options(pr)
     pr.add_argument(
         "--mbu",
-        type=_number("--mbu", float),
+        type=cli.number("--mbu", float),
         help="memory-bandwidth utilization (default: the GPU's)",
     )
     pr.add_argument(
@@ -606,18 +583,18 @@ def register_analyze(sub: Subparsers) -> None:
     )
     pr.add_argument(
         "--tpot-ms",
-        type=_number("--tpot-ms", float),
+        type=cli.number("--tpot-ms", float),
         help="decode TPOT (ms): with --decode-batch, the operating point as given; "
         "alone, the TPOT budget replacing each workload's SLO",
     )
     pr.add_argument(
         "--decode-batch",
-        type=_number("--decode-batch", int),
+        type=cli.number("--decode-batch", int),
         help="decode batch B: with --tpot-ms as given; alone, TPOT = the step time at B",
     )
     pr.add_argument(
         "--prefix-hit",
-        type=_number("--prefix-hit", float),
+        type=cli.number("--prefix-hit", float),
         help="share of each prompt already cached, 0-1 (default: each workload's)",
     )
     pr.add_argument(
@@ -633,8 +610,6 @@ def register_analyze(sub: Subparsers) -> None:
     )
     pr.add_argument("--json", action="store_true", help="print JSON")
     pr.set_defaults(func=cmd_pool_ratio)
-
-    from api.cli_calibrate import register_capacity  # imports this module: not at the top
 
     register_capacity(asub)
 

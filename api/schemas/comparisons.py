@@ -12,6 +12,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from api.db.models import ComparisonStatus
+from planner.compare import ComparisonSpec
+
+__all__ = [
+    "ComparisonPage",
+    "ComparisonPublic",
+    "ComparisonSpec",
+    "ComparisonStatus",
+    "ComparisonSummary",
+    "ComparisonVariant",
+]
 
 
 class ComparisonVariant(BaseModel):

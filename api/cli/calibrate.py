@@ -14,8 +14,7 @@
 Errors exit 2 with one line naming the option (``fleetplan: error: --gpu: ...``);
 measurement problems name ``file:line``.
 
-:mod:`api.cli` imports this module for its registrars, so this module imports
-:mod:`api.cli` only inside functions.
+Shared helpers (errors, JSON output, number options) come from :mod:`api.cli.common`.
 """
 
 from __future__ import annotations
@@ -23,13 +22,21 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from catalog.loader import load_catalog
+from pydantic import ValidationError
+
+from api.cli import common as cli
+from api.cli.common import Subparsers
+from api.schemas.analyses import CapacityRequest
+from api.services import calibrations as cb
+from api.services.analyses import replica_capacity
+from api.services.catalog import shipped_catalog
+from api.services.reports import render_table
 from planner.errors import PlanningError
 
 if TYPE_CHECKING:
-    from api.cli import Subparsers
-    from planner.calibration import Calibration
-    from planner.capacity_analysis import CapacityAnalysis
+    pass
+    from api.schemas.analyses import CapacityAnalysis
+    from api.schemas.calibrations import Calibration
 
 CAPACITY_OPTIONS = {
     "model": "--model",
@@ -53,20 +60,10 @@ CAPACITY_OPTIONS = {
 }
 
 
-def _cli() -> Any:
-    from api import cli
-
-    return cli
-
-
-def _number(option: str, kind: type[int] | type[float]):
-    from api.cli_analyze import _number as number
-
-    return number(option, kind)
+_number = cli.number
 
 
 def _as_cli_error(err: PlanningError, options: dict[str, str]) -> Exception:
-    cli = _cli()
     if not err.issues:
         return cli.CliError(err.code, err.message)
     field, message = err.issues[0]
@@ -116,11 +113,6 @@ def render_capacity(a: CapacityAnalysis) -> str:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from planner.capacity_analysis import CapacityRequest, capacity_analysis
-
-    cli = _cli()
     fields = {
         "model": args.model,
         "gpu": args.gpu,
@@ -149,7 +141,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         message = str(first["msg"]).removeprefix("Value error, ")
         raise cli.CliError(CAPACITY_OPTIONS.get(field, field), message) from None
     try:
-        analysis = capacity_analysis(load_catalog(), req)
+        analysis = replica_capacity(None, req, shipped_catalog(), cli.load_settings())
     except PlanningError as err:
         raise _as_cli_error(err, CAPACITY_OPTIONS) from None
     if args.json:
@@ -244,7 +236,6 @@ def _v(x: float | None) -> str:
 
 
 def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
-    cli = _cli()
     out = [f"calibration {cal.name} ({cal.created_at})"]
     if cal.description:
         out.append(cal.description)
@@ -279,7 +270,7 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
                 f"{_pct(f.median_ape_after)} / {_pct(f.worst_ape_after)}",
             ]
         )
-    out.append(cli.render_table(headers, rows))
+    out.append(render_table(headers, rows))
     out.append(
         "errors: median / worst |predicted / measured - 1| over the group's measured values; "
         "*: not determined by the data (stays near the catalog's value)"
@@ -311,14 +302,12 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
             ]
             for r in cal.residuals
         ]
-        out.append(cli.render_table(rh, rr))
+        out.append(render_table(rh, rr))
     return "\n".join(out)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from planner import calibration as cb
-
-    cli = _cli()
+    directory = args.dir or cli.load_settings().calibration_dir
     try:
         cb.check_name(args.name)
     except PlanningError as err:
@@ -330,13 +319,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "engine": args.engine,
     }
-    catalog = load_catalog()
+    catalog = shipped_catalog()
     try:
-        measurements = cb.load_measurements(args.files, catalog, defaults)
-        cal = cb.fit_calibration(
+        cal = cb.fit_measurement_files(
+            args.files,
             args.name,
-            measurements,
             catalog,
+            defaults,
             per_engine=args.per_engine,
             description=args.description or "",
         )
@@ -350,7 +339,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise _as_cli_error(err, {"name": "--name"}) from None
     path = None
     if not args.dry_run:
-        path = cb.save_calibration(cal, args.dir)
+        path = cb.save_to_store(cal, directory)
     if args.json:
         data = cal.model_dump(mode="json")
         data["stored_at"] = str(path) if path else None
@@ -363,15 +352,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def register_calibrate(sub: Subparsers) -> None:
-    from planner.calibration import CSV_COLUMNS
-
     p = sub.add_parser(
         "calibrate",
         help="fit the efficiency factors to measured serving results and store them",
         description=(
             "Read measured results (vllm bench serve --save-result JSON, genai-perf/AIPerf "
             "profile exports, CSV with columns "
-            f"{','.join(CSV_COLUMNS)}, or fleetplan's measurements JSON), fit prefill MFU, "
+            f"{','.join(cb.CSV_COLUMNS)}, or fleetplan's measurements JSON), fit prefill MFU, "
             "decode MBU and per-step overhead per GPU and dtype by least squares on the "
             "log ratio of predicted to measured values, print the fit and every point's "
             "residuals, and store the calibration as $FLEETPLAN_CALIBRATION_DIR/NAME.yaml "
@@ -400,20 +387,18 @@ def register_calibrate(sub: Subparsers) -> None:
 
 
 def cmd_calibrations_list(args: argparse.Namespace) -> int:
-    from planner import calibration as cb
-
-    cli = _cli()
+    directory = args.dir or cli.load_settings().calibration_dir
     cals = []
-    for name in cb.list_calibration_names(args.dir):
+    for name in cb.store_names(directory):
         try:
-            cals.append(cb.load_calibration(name, args.dir))
+            cals.append(cb.load_from_store(name, directory))
         except PlanningError as err:
             raise _as_cli_error(err, {}) from None
     if args.json:
         cli.print_json([c.summary() for c in cals])
         return cli.EXIT_OK
     if not cals:
-        print(f"no calibrations in {cb.calibration_dir(args.dir)}")
+        print(f"no calibrations in {cb.store_dir(directory)}")
         return cli.EXIT_OK
     rows = [
         [
@@ -428,16 +413,14 @@ def cmd_calibrations_list(args: argparse.Namespace) -> int:
         ]
         for c in cals
     ]
-    print(cli.render_table(["name", "created", "groups", "points"], rows))
+    print(render_table(["name", "created", "groups", "points"], rows))
     return cli.EXIT_OK
 
 
 def cmd_calibrations_show(args: argparse.Namespace) -> int:
-    from planner import calibration as cb
-
-    cli = _cli()
+    directory = args.dir or cli.load_settings().calibration_dir
     try:
-        cal = cb.load_calibration(args.name, args.dir)
+        cal = cb.load_from_store(args.name, directory)
     except PlanningError as err:
         raise _as_cli_error(err, {"calibration": "name"}) from None
     if args.json:

@@ -9,24 +9,32 @@ entries, and the request's calibration) and simulated.
 Exit status: 0 every class meets its SLO percentile in simulation; 3 a class
 misses (or the plan has no fleet); 2 bad input; 1 the database could not be used.
 
-:mod:`api.cli` imports this module for its registrar, so this module imports
-:mod:`api.cli` only inside functions.
+Shared helpers (errors, JSON output, number options) come from :mod:`api.cli.common`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
 
-from planner.simulate.runner import DEFAULT_REQUESTS, MAX_REQUESTS
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from api.cli import Subparsers
-    from api.db.models import PlanRecord
-    from catalog.schema import Catalog
+from api.cli.common import (
+    EXIT_OK,
+    CliError,
+    Subparsers,
+    database_session,
+    load_settings,
+    parse_request_cli,
+    print_json,
+    progress,
+    quiet_stdout,
+    read_request,
+)
+from api.services import plans
+from api.services.catalog import shipped_catalog
+from api.services.errors import NotFound
+from api.services.plans import DEFAULT_REQUESTS, MAX_REQUESTS
+from api.services.reports import render_simulation_text
+from solver.problem import has_solution
 
 EXIT_MISSES = 3
 
@@ -94,73 +102,39 @@ def _burst(text: str) -> float:
     return value
 
 
-def catalog_for_record(session: Session, record: PlanRecord, base: Catalog) -> Catalog:
-    """The catalog a stored plan was made with, as far as the database knows it: the
-    shipped catalog with the custom entries, calibrated as its request asked."""
-    from api.custom_catalog import merged_catalog
-    from planner.service import calibrated_catalog
-
-    catalog = merged_catalog(session, base)
-    request = record.normalized_request or record.request or {}
-    if request.get("calibration"):
-        catalog = calibrated_catalog(catalog, request["calibration"])
-    return catalog
-
-
-def stored_request(record: PlanRecord) -> dict[str, Any]:
-    return record.normalized_request or record.request
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from api.cli import EXIT_OK, CliError, load_settings, print_json
-    from api.cli_plans import (
-        database_session,
-        parse_request_cli,
-        progress,
-        quiet_stdout,
-        read_request,
-    )
-    from api.db import repository as repo
-    from api.plan_records import solver_caps
-    from catalog.loader import load_catalog
-    from planner.simulate import simulate_plan
-    from planner.simulate.report import render_simulation_text
-
     settings = load_settings()
     target = args.target
     if target == "-" or os.path.isfile(target) or target.endswith((".yaml", ".yml", ".json")):
         data = read_request(target)
         request = parse_request_cli(data)
-        catalog = load_catalog()
+        catalog = shipped_catalog()
         with progress(f"planning {request.model}"), quiet_stdout():
-            from planner.service import make_plan
-
-            plan = make_plan(
-                request, catalog, solver_caps(settings), alternatives=False, verify=False
-            )
-        plan_json = plan.to_json_dict()
+            plan = plans.plan_request(request, catalog, settings, alternatives=False, verify=False)
+        fleet = plans.StoredFleet(plan.status.value, plan.to_json_dict(), request, catalog)
         title = f"Simulation of the plan for {target}"
     else:
         with database_session(settings) as session:
-            record = repo.get_plan(session, target) if len(target) <= 36 else None
-            if record is None:
-                raise CliError("PLAN_ID", f"no plan with id {target[:80]!r} (and no such file)")
-            catalog = catalog_for_record(session, record, load_catalog())
-            plan_json, request = record.plan or {}, stored_request(record)
+            try:
+                fleet = plans.stored_fleet(session, target, shipped_catalog(), settings)
+            except NotFound:
+                raise CliError(
+                    "PLAN_ID", f"no plan with id {target[:80]!r} (and no such file)"
+                ) from None
         title = f"Simulation of plan {target}"
-    if plan_json.get("status") not in ("optimal", "feasible"):
+    if not has_solution(fleet.plan.get("status")):
         raise CliError(
             "PLAN_ID|FILE",
-            f"the plan is {plan_json.get('status')}: there is no fleet to simulate",
+            f"the plan is {fleet.plan.get('status')}: there is no fleet to simulate",
             EXIT_MISSES,
         )
-    if plan_json.get("scenarios"):
+    if fleet.plan.get("scenarios"):
         raise CliError(
             "PLAN_ID|FILE",
             "a robust plan has one fleet per scenario: its verification section simulates them",
         )
     with progress(f"simulating {args.requests:,} requests"):
-        sim = simulate_plan(plan_json, request, catalog, args.requests, args.seed, args.burst_cv)
+        sim = plans.simulate(fleet, requests=args.requests, seed=args.seed, burst_cv=args.burst_cv)
     if args.json:
         print_json(sim.to_json_dict())
     else:

@@ -14,6 +14,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.db.models import PlanStatus
+from planner.request import PlanRequest
+from planner.simulate.results import SimulationResult
+
+__all__ = [
+    "ErrorBody",
+    "Issue",
+    "PlanPage",
+    "PlanPublic",
+    "PlanRequest",
+    "PlanStatus",
+    "PlanSummary",
+    "SimulationCreate",
+    "SimulationResult",
+    "error_responses",
+]
 
 
 class Issue(BaseModel):

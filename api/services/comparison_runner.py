@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.comparison_records import mark_failed, store_results
-from api.db.models import ComparisonRecord, ComparisonStatus
+from api.db import comparisons as repo
+from api.db.models import ComparisonStatus
+from api.services.comparisons import store_results
 from planner import compare as planner_compare
 from planner.service import SolverLimits
 
@@ -52,16 +52,9 @@ def _set_done(sessions: sessionmaker[Session], comparison_id: str, done: int) ->
     A failed update (a busy database) only costs the progress figure."""
     try:
         with sessions() as session:
-            result = session.execute(
-                update(ComparisonRecord)
-                .where(
-                    ComparisonRecord.id == comparison_id,
-                    ComparisonRecord.status == ComparisonStatus.RUNNING,
-                )
-                .values(done=done)
-            )
+            running = repo.set_done(session, comparison_id, done)
             session.commit()
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return running
     except SQLAlchemyError:
         log.warning("comparison %s: could not record progress", comparison_id, exc_info=True)
         return True
@@ -70,9 +63,9 @@ def _set_done(sessions: sessionmaker[Session], comparison_id: str, done: int) ->
 def _fail(sessions: sessionmaker[Session], comparison_id: str, reason: str) -> None:
     try:
         with sessions() as session:
-            record = session.get(ComparisonRecord, comparison_id)
+            record = repo.get_comparison(session, comparison_id)
             if record is not None and record.status == ComparisonStatus.RUNNING:
-                mark_failed(session, record, reason)
+                repo.mark_failed(session, record, reason)
                 session.commit()
     except Exception:  # the database itself is failing: nothing more to do
         log.exception("could not mark comparison %s failed", comparison_id)
@@ -124,7 +117,7 @@ def run_comparison(
     if reason is None:
         try:
             with sessions() as session:
-                record = session.get(ComparisonRecord, comparison_id)
+                record = repo.get_comparison(session, comparison_id)
                 if record is None or record.status != ComparisonStatus.RUNNING:
                     return None if record is None else record.status
                 store_results(session, record, results, caps)

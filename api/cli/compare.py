@@ -15,8 +15,8 @@ and caches it in the database, as the API does.
 Exit status: 0 done; 2 bad input (``fleetplan: error: <field>: <message>``);
 1 the database could not be used, the comparison failed or is still running.
 
-:mod:`api.cli` imports this module for its registrars, so this module imports
-:mod:`api.cli` only inside functions.
+Storing and running go through :mod:`api.services.comparisons`, reports through
+:mod:`api.services.reports`, as the routes do.
 """
 
 from __future__ import annotations
@@ -24,15 +24,38 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from api.cli import Subparsers
+from api.cli.common import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    CliError,
+    Subparsers,
+    database_session,
+    load_settings,
+    page_limit,
+    print_json,
+    progress,
+    quiet_stdout,
+    read_request,
+    without_value_error_prefix,
+)
+from api.services import comparisons, reports
+from api.services.calibrations import resolver
+from api.services.catalog import shipped_catalog
+from api.services.comparison_runner import run_comparison
+from api.services.database import sessions_like
+from api.services.errors import NotFound
+from api.services.plans import solver_caps
+from api.services.reports import render_comparison_text, render_table
+from api.settings import Settings
+from planner.errors import PlanningError
 
-FORMATS = ("html", "md", "csv", "json")
-COMPARISON_STATUSES = ("running", "done", "failed")
+FORMATS = reports.FORMATS
+COMPARISON_STATUSES = tuple(s.value for s in comparisons.ComparisonStatus)
 
 
 # --------------------------------------------------------------------------- registrars
@@ -86,7 +109,7 @@ def register_comparisons(sub: Subparsers) -> None:
 
     ls = csub.add_parser("list", help="stored comparisons, newest first")
     ls.add_argument("--status", choices=COMPARISON_STATUSES, help="only this status")
-    ls.add_argument("--limit", type=_limit, default=20, help="at most this many (1-200, 20)")
+    ls.add_argument("--limit", type=page_limit, default=20, help="at most this many (1-200, 20)")
     ls.add_argument("--json", action="store_true", help="print JSON (items and total)")
     ls.set_defaults(func=cmd_comparisons_list)
 
@@ -118,15 +141,6 @@ def register_report(sub: Subparsers) -> None:
         "if it is not cached yet",
     )
     p.set_defaults(func=cmd_report)
-
-
-def _limit(text: str) -> int:
-    from api.cli_plans import _limit as limit
-
-    return limit(text)
-
-
-# --------------------------------------------------------------------------- progress
 
 
 class ProgressBar:
@@ -164,33 +178,14 @@ class ProgressBar:
 # --------------------------------------------------------------------------- compare
 
 
-def _spec(data: dict[str, Any]) -> Any:
-    from api.cli_plans import _clean
-    from planner.compare import parse_comparison
-    from planner.errors import PlanningError
-
+def _spec(data: dict[str, Any]) -> comparisons.ComparisonSpec:
     try:
-        return parse_comparison(data)
+        return comparisons.parse_comparison(data)
     except PlanningError as err:
-        issues = [(f, _clean(m)) for f, m in err.issues]
-        raise type(err)(_clean(err.message), issues) from None
-
-
-def _yaml_calibration(name: str) -> Any:
-    from planner.calibration import load_calibration
-
-    return load_calibration(name)
+        raise without_value_error_prefix(err) from None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from api.cli import EXIT_OK, EXIT_RUNTIME, CliError, load_settings, print_json
-    from api.cli_plans import quiet_stdout, read_request
-    from api.comparison_records import prepare_comparison
-    from api.plan_records import solver_caps
-    from catalog.loader import load_catalog
-    from planner.compare import compare
-    from planner.report.comparison_text import render_comparison_text
-
     settings = load_settings()
     data = read_request(args.file)
     spec = _spec(data)
@@ -199,12 +194,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.save:
         return _compare_save(args, data, spec, settings, workers)
 
-    catalog = load_catalog()
-    prepared = prepare_comparison(data, spec, catalog, _yaml_calibration)
+    catalog = shipped_catalog()
+    prepared = comparisons.prepare_comparison(
+        data, spec, catalog, resolver(None, settings.calibration_dir)
+    )
     bar = ProgressBar(f"comparing {len(prepared.variants)} variants")
     try:
         with quiet_stdout():
-            result = compare(
+            result = comparisons.compare(
                 prepared.spec,
                 catalog,
                 caps,
@@ -226,44 +223,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _compare_save(
-    args: argparse.Namespace, data: dict[str, Any], spec: Any, settings: Any, workers: int | None
+    args: argparse.Namespace,
+    data: dict[str, Any],
+    spec: comparisons.ComparisonSpec,
+    settings: Settings,
+    workers: int | None,
 ) -> int:
-    from sqlalchemy.orm import sessionmaker
-
-    from api.cli import EXIT_OK, EXIT_RUNTIME, CliError, print_json
-    from api.cli_plans import database_session, quiet_stdout
-    from api.comparison_records import (
-        comparison_public,
-        get_comparison,
-        new_comparison_record,
-        prepare_comparison,
-    )
-    from api.comparison_runner import run_comparison
-    from api.custom_catalog import merged_catalog
-    from api.db.models import ComparisonStatus
-    from api.plan_records import solver_caps
-    from api.routes.calibrations import find_calibration
-    from catalog.loader import load_catalog
-    from planner.report.comparison_text import render_comparison_text
-
     with database_session(settings) as session:
-        catalog = merged_catalog(session, load_catalog())
-        prepared = prepare_comparison(
-            data, spec, catalog, lambda name: find_calibration(session, name)
-        )
-        record = new_comparison_record(prepared)
-        session.add(record)
-        session.commit()
-        comparison_id = record.id
-        sessions = sessionmaker(bind=session.get_bind(), expire_on_commit=False)
+        started = comparisons.start_comparison(session, data, spec, shipped_catalog(), settings)
+        prepared = started.prepared
         bar = ProgressBar(f"comparing {len(prepared.variants)} variants")
         try:
             with quiet_stdout():
                 status = run_comparison(
-                    sessions,
-                    comparison_id,
+                    sessions_like(session),
+                    started.id,
                     prepared.variants,
-                    catalog,
+                    started.catalog,
                     solver_caps(settings),
                     workers=workers,
                     calibrations=prepared.calibrations,
@@ -271,49 +247,34 @@ def _compare_save(
                 )
         finally:
             bar.close()
-        session.expire_all()
-        stored = get_comparison(session, comparison_id)
-        if stored is None:
-            raise CliError("id", f"comparison {comparison_id} was deleted meanwhile", EXIT_RUNTIME)
-        public = comparison_public(stored)
+        try:
+            stored = comparisons.reread_comparison(session, started.id)
+        except NotFound:
+            raise CliError(
+                "id", f"comparison {started.id} was deleted meanwhile", EXIT_RUNTIME
+            ) from None
+        public = comparisons.comparison_public(stored)
+    done = status == comparisons.ComparisonStatus.DONE
     if args.json:
         print_json(public.model_dump(mode="json"))
-    elif status == ComparisonStatus.DONE:
-        title = f"Comparison {comparison_id} {prepared.name or ''}".rstrip()
+    elif done:
+        title = f"Comparison {started.id} {prepared.name or ''}".rstrip()
         print(render_comparison_text(public.table or [], title=title, plan_ids=True), end="")
-        print(f"\nsaved: comparison {comparison_id}")
-    if status != ComparisonStatus.DONE:
-        raise CliError(
-            "compare", f"comparison {comparison_id} failed: {public.error}", EXIT_RUNTIME
-        )
+        print(f"\nsaved: comparison {started.id}")
+    if not done:
+        raise CliError("compare", f"comparison {started.id} failed: {public.error}", EXIT_RUNTIME)
     return EXIT_OK
 
 
 # --------------------------------------------------------------------------- comparisons
 
 
-def _comparison_or_error(session: Any, comparison_id: str) -> Any:
-    from api.cli import CliError
-    from api.comparison_records import get_comparison
-
-    record = get_comparison(session, comparison_id) if len(comparison_id) <= 36 else None
-    if record is None:
-        raise CliError("id", f"no comparison with id {comparison_id[:80]!r}")
-    return record
-
-
 def cmd_comparisons_list(args: argparse.Namespace) -> int:
-    from api.cli import EXIT_OK, load_settings, print_json
-    from api.cli_plans import database_session
-    from api.comparison_records import comparison_summary, list_comparisons
-    from api.db.models import ComparisonStatus
-    from planner.report.text import render_table
-
     settings = load_settings()
-    status = ComparisonStatus(args.status) if args.status else None
+    status = comparisons.ComparisonStatus(args.status) if args.status else None
     with database_session(settings) as session:
-        records, total = list_comparisons(session, status=status, limit=args.limit)
-        items = [comparison_summary(r) for r in records]
+        page = comparisons.list_comparisons(session, status=status, limit=args.limit)
+    items, total = page.items, page.total
     if args.json:
         print_json({"items": [i.model_dump(mode="json") for i in items], "total": total})
         return EXIT_OK
@@ -334,14 +295,9 @@ def cmd_comparisons_list(args: argparse.Namespace) -> int:
 
 
 def cmd_comparisons_show(args: argparse.Namespace) -> int:
-    from api.cli import EXIT_OK, load_settings, print_json
-    from api.cli_plans import database_session
-    from api.comparison_records import comparison_public
-    from planner.report.comparison_text import render_comparison_text
-
     settings = load_settings()
     with database_session(settings) as session:
-        public = comparison_public(_comparison_or_error(session, args.id))
+        public = comparisons.get_comparison(session, args.id)
     if args.json:
         print_json(public.model_dump(mode="json"))
         return EXIT_OK
@@ -361,62 +317,33 @@ def cmd_comparisons_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from api.cli import EXIT_OK, EXIT_RUNTIME, CliError, load_settings
-    from api.cli_plans import database_session, progress, quiet_stdout
-    from api.comparison_records import comparison_report_input, get_comparison
-    from api.custom_catalog import merged_catalog
-    from api.db import repository as repo
-    from api.db.models import ComparisonStatus
-    from api.plan_records import solver_caps
-    from api.report_records import (
-        cached_sensitivity,
-        compute_sensitivity,
-        has_fleet,
-        plan_report_input,
-    )
-    from catalog.loader import load_catalog
-    from planner.report.render import render_comparison_report, render_plan_report
-
     settings = load_settings()
     ident = args.id
+
+    @contextmanager
+    def computing() -> Iterator[None]:
+        with progress("computing the sensitivity (4 re-plans)"), quiet_stdout():
+            yield
+
     with database_session(settings) as session:
-        plan = repo.get_plan(session, ident) if len(ident) <= 36 else None
-        comparison = None if plan is not None or len(ident) > 36 else get_comparison(session, ident)
-        if plan is None and comparison is None:
-            raise CliError("id", f"no plan or comparison with id {ident[:80]!r}")
-        catalog = merged_catalog(session, load_catalog())
-        render: Callable[[], tuple[str, str]]
-        if plan is not None:
-            stem = f"plan-{plan.id}"
-            sens = cached_sensitivity(plan)
-            wanted = not args.no_sensitivity and args.format != "csv"
-            if wanted and sens is None and has_fleet(plan):
-                label = "computing the sensitivity (4 re-plans)"
-                with progress(label), quiet_stdout():
-                    sens = compute_sensitivity(
-                        session, plan, catalog, solver_caps(settings), settings.compare_workers
-                    )
-                session.commit()
-            doc = plan_report_input(plan, sens)
-
-            def render() -> tuple[str, str]:
-                return render_plan_report(doc, args.format, catalog)
-        else:
-            assert comparison is not None
-            if comparison.status != ComparisonStatus.DONE:
-                why = (
-                    f"still running ({comparison.done} of {comparison.total} variants done)"
-                    if comparison.status == ComparisonStatus.RUNNING
-                    else f"it failed: {comparison.error}"
-                )
-                raise CliError("id", f"comparison {ident} has no report: {why}", EXIT_RUNTIME)
-            stem = f"comparison-{comparison.id}"
-            cdoc = comparison_report_input(session, comparison)
-
-            def render() -> tuple[str, str]:
-                return render_comparison_report(cdoc, args.format, catalog)
-
-        text, _media = render()
+        try:
+            report = reports.stored_report(
+                session,
+                ident,
+                args.format,
+                shipped_catalog(),
+                settings,
+                with_sensitivity=not args.no_sensitivity,
+                while_computing=computing,
+            )
+        except reports.ComparisonNotDone as err:
+            why = (
+                f"still running ({err.done} of {err.total} variants done)"
+                if err.status == comparisons.ComparisonStatus.RUNNING
+                else f"it failed: {err.error}"
+            )
+            raise CliError("id", f"comparison {ident} has no report: {why}", EXIT_RUNTIME) from None
+    text, stem = report.text, report.stem
     out = args.output or f"{stem}.{args.format}"
     if out == "-":
         sys.stdout.write(text)

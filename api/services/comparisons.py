@@ -13,7 +13,7 @@ The flow, for ``POST /comparisons`` and ``fleetplan compare --save`` alike:
    nothing has been written yet.
 2. :func:`new_comparison_record` makes the row (status ``running``), which the
    caller commits.
-3. :func:`run_comparison` (``api.comparison_runner``) solves the variants and
+3. :func:`run_comparison` (``api.services.comparison_runner``) solves the variants and
    calls :func:`store_results`, or marks the comparison ``failed``.
 """
 
@@ -24,19 +24,39 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from api.comparison_schemas import ComparisonPublic, ComparisonSummary, ComparisonVariant
+from api.db import comparisons as repo
 from api.db.base import utcnow
+from api.db.comparisons import comparison_plans
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord, PlanStatus
-from planner.compare import ComparisonSpec, check_variants, comparison_table, expand
+from api.schemas.comparisons import (
+    ComparisonPage,
+    ComparisonPublic,
+    ComparisonSummary,
+    ComparisonVariant,
+)
+from api.services.calibrations import resolver
+from api.services.catalog import merged_catalog
+from api.services.errors import NotFound, find_by_uuid
+from api.settings import Settings
+from planner.compare import (
+    ComparisonSpec,
+    check_variants,
+    compare,
+    comparison_table,
+    expand,
+    parse_comparison,
+)
 from planner.errors import PlanningError
-from planner.service import SolverLimits, parse_request
+from planner.problem_build import parse_request
+from planner.service import SolverLimits
 
 if TYPE_CHECKING:
     from catalog.schema import Catalog
     from planner.calibration import Calibration
+
+__all__ = ["ComparisonSpec", "ComparisonStatus", "compare", "parse_comparison"]
 
 
 @dataclass
@@ -178,50 +198,7 @@ def store_results(
     session.flush()
 
 
-def mark_failed(session: Session, record: ComparisonRecord, reason: str) -> None:
-    record.status = ComparisonStatus.FAILED
-    record.error = reason[:4000]
-    record.finished_at = utcnow()
-    session.flush()
-
-
 # --------------------------------------------------------------------------- reads
-
-
-def get_comparison(session: Session, comparison_id: str) -> ComparisonRecord | None:
-    return session.get(ComparisonRecord, comparison_id)
-
-
-def list_comparisons(
-    session: Session,
-    *,
-    status: ComparisonStatus | None = None,
-    limit: int = 50,
-    offset: int = 0,
-) -> tuple[Sequence[ComparisonRecord], int]:
-    """A page of comparisons, newest first (ties by id), and how many match."""
-    stmt = select(ComparisonRecord).order_by(
-        ComparisonRecord.created_at.desc(), ComparisonRecord.id
-    )
-    count = select(func.count()).select_from(ComparisonRecord)
-    if status is not None:
-        stmt = stmt.where(ComparisonRecord.status == status)
-        count = count.where(ComparisonRecord.status == status)
-    items = session.scalars(stmt.limit(limit).offset(offset)).all()
-    return items, int(session.scalar(count) or 0)
-
-
-def delete_comparison(session: Session, record: ComparisonRecord) -> None:
-    """Delete the comparison and its variants' plans (flushes; the caller commits)."""
-    session.execute(delete(PlanRecord).where(PlanRecord.comparison_id == record.id))
-    session.delete(record)
-    session.flush()
-
-
-def comparison_plans(session: Session, record: ComparisonRecord) -> dict[str, PlanRecord]:
-    """The comparison's stored plans, by id."""
-    stmt = select(PlanRecord).where(PlanRecord.comparison_id == record.id)
-    return {p.id: p for p in session.scalars(stmt)}
 
 
 def _variants(record: ComparisonRecord) -> list[ComparisonVariant]:
@@ -298,3 +275,71 @@ def comparison_report_input(session: Session, record: ComparisonRecord) -> dict[
         "table": list(rows),
         "plans": plan_docs,
     }
+
+
+# --------------------------------------------------------------------------- front-end steps
+
+
+@dataclass
+class StartedComparison:
+    """A stored comparison (status ``running``), ready for its variants to be solved."""
+
+    id: str
+    prepared: PreparedComparison
+    catalog: Catalog
+
+
+def start_comparison(
+    session: Session,
+    raw: Mapping[str, Any],
+    spec: ComparisonSpec,
+    shipped: Catalog,
+    settings: Settings,
+) -> StartedComparison:
+    """Validate every variant against the shipped + custom catalog (calibrations
+    resolved database first, then the YAML store), store the comparison as
+    ``running`` and commit. A bad variant raises before anything is written."""
+    catalog = merged_catalog(session, shipped)
+    prepared = prepare_comparison(raw, spec, catalog, resolver(session, settings.calibration_dir))
+    record = new_comparison_record(prepared)
+    repo.add_comparison(session, record)
+    session.commit()
+    return StartedComparison(record.id, prepared, catalog)
+
+
+def find_comparison(session: Session, comparison_id: str) -> ComparisonRecord:
+    """The comparison, or :class:`NotFound` (only well-formed UUIDs are looked up)."""
+    return find_by_uuid(lambda i: repo.get_comparison(session, i), comparison_id, "comparison")
+
+
+def reread_comparison(session: Session, comparison_id: str) -> ComparisonRecord:
+    """The comparison as stored now (after a run): :class:`NotFound` when it was
+    deleted meanwhile."""
+    session.expire_all()
+    record = repo.get_comparison(session, comparison_id)
+    if record is None:
+        raise NotFound("id", f"comparison {comparison_id} was deleted while it ran")
+    return record
+
+
+def get_comparison(session: Session, comparison_id: str) -> ComparisonPublic:
+    return comparison_public(find_comparison(session, comparison_id))
+
+
+def list_comparisons(
+    session: Session,
+    *,
+    status: ComparisonStatus | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> ComparisonPage:
+    items, total = repo.list_comparisons(session, status=status, limit=limit, offset=offset)
+    return ComparisonPage(
+        items=[comparison_summary(r) for r in items], total=total, limit=limit, offset=offset
+    )
+
+
+def delete_comparison(session: Session, comparison_id: str) -> None:
+    """Delete the comparison and its variants' plans, and commit."""
+    repo.delete_comparison(session, find_comparison(session, comparison_id))
+    session.commit()

@@ -1,0 +1,314 @@
+"""Plans: create one (plan and store it), read, list, delete, and re-simulate a
+stored one. ``POST /plans`` and ``fleetplan plan [--save]`` both come here.
+
+A stored plan keeps what is needed to reproduce it: the request as posted, the
+request with defaults filled in, the catalog hash (shipped + custom entries), the
+solver options in force (the request's, capped by the server's settings), the
+status, objective, gap and runtime of the main solve, and the plan document.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from api.db import repository as repo
+from api.db.models import PlanRecord, PlanStatus
+from api.schemas import PlanPublic, PlanSummary
+from api.services.calibrations import calibrated, preload_calibration
+from api.services.catalog import merged_catalog
+from api.services.errors import Conflict, find_by_uuid
+from api.settings import Settings
+from catalog.schema import Catalog
+from planner.plan import Plan
+from planner.problem_build import parse_request
+from planner.request import PlanRequest
+from planner.service import SolverLimits, make_plan
+from planner.simulate import simulate_plan
+from planner.simulate.results import SimulationResult
+from planner.simulate.runner import DEFAULT_REQUESTS, MAX_REQUESTS
+from solver.problem import has_solution
+
+__all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "PlanStatus", "parse_request"]
+
+
+def solver_caps(settings: Settings) -> SolverLimits:
+    """The server's limits: a request may ask for a shorter time, never a longer one."""
+    return SolverLimits(time_limit_s=settings.solver_time_limit_s, rel_gap=settings.solver_gap)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def build_plan_record(
+    raw: Mapping[str, Any], request: PlanRequest, plan: Plan, caps: SolverLimits
+) -> PlanRecord:
+    """A new (unsaved) record for ``plan``, made from ``request`` (posted as ``raw``)."""
+    return PlanRecord(
+        status=PlanStatus(plan.status.value),
+        model_id=request.model,
+        catalog_hash=plan.catalog_hash,
+        request=dict(raw),
+        normalized_request=request.model_dump(mode="json"),
+        solver_options={
+            "time_limit_s": plan.solver.time_limit_s,
+            "rel_gap": plan.solver.rel_gap,
+            "solver": plan.solver.solver,
+            "caps": {"time_limit_s": caps.time_limit_s, "rel_gap": caps.rel_gap},
+        },
+        objective=_finite(plan.objective_value),
+        cost_usd_per_hour=_finite(plan.cost_usd_per_hour),
+        gap=_finite(plan.solver.gap),
+        runtime_s=_finite(plan.solver.runtime_s),
+        plan=plan.to_json_dict(),
+    )
+
+
+def _summary_fields(record: PlanRecord) -> dict[str, Any]:
+    plan = record.plan or {}
+    name = (record.normalized_request or {}).get("name") or (record.request or {}).get("name")
+    gpus_total = plan.get("gpus_total")
+    return {
+        "id": record.id,
+        "created_at": record.created_at,
+        "status": record.status,
+        "model": record.model_id,
+        "name": name if isinstance(name, str) else None,
+        "catalog_hash": record.catalog_hash,
+        "objective": _finite(record.objective),
+        "cost_usd_per_hour": _finite(record.cost_usd_per_hour),
+        "gpus_total": gpus_total if isinstance(gpus_total, int) else None,
+        "gap": _finite(record.gap),
+        "runtime_s": _finite(record.runtime_s),
+    }
+
+
+def plan_summary(record: PlanRecord) -> PlanSummary:
+    return PlanSummary(**_summary_fields(record))
+
+
+def plan_public(record: PlanRecord) -> PlanPublic:
+    return PlanPublic(
+        **_summary_fields(record),
+        request=record.request,
+        normalized_request=record.normalized_request,
+        solver_options=record.solver_options,
+        plan=record.plan,
+    )
+
+
+# --------------------------------------------------------------------------- cursors
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def encode_cursor(record: PlanRecord) -> str:
+    """An opaque keyset cursor: the (created_at, id) of the last plan of a page."""
+    blob = json.dumps([record.created_at.isoformat(), record.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(blob.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, plan_id = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        when = datetime.fromisoformat(created)
+        if when.tzinfo is None or not isinstance(plan_id, str):
+            raise ValueError("bad cursor")
+        return when, plan_id
+    except (ValueError, TypeError, UnicodeError, binascii.Error):
+        raise BadCursor("not a cursor returned by GET /plans") from None
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def plan_request(
+    request: PlanRequest,
+    catalog: Catalog,
+    settings: Settings,
+    *,
+    session: Session | None = None,
+    alternatives: bool = True,
+    verify: bool | None = None,
+) -> Plan:
+    """Plan ``request`` against ``catalog`` within the settings' solver caps; its
+    calibration is resolved now (database first with a ``session``, then the YAML
+    store) and, with a session, its read is ended before solving."""
+    calibrations = preload_calibration(session, request.calibration, settings.calibration_dir)
+    if session is not None:
+        session.rollback()  # end the read: no connection is held while solving
+    return make_plan(
+        request,
+        catalog,
+        solver_caps(settings),
+        alternatives=alternatives,
+        verify=verify,
+        verify_default=settings.verify_default,
+        calibrations=calibrations,
+    )
+
+
+@dataclass
+class CreatedPlan:
+    plan: Plan
+    record: PlanRecord
+
+    @property
+    def public(self) -> PlanPublic:
+        return plan_public(self.record)
+
+
+def create_plan(
+    session: Session,
+    raw: Mapping[str, Any],
+    request: PlanRequest,
+    shipped: Catalog,
+    settings: Settings,
+) -> CreatedPlan:
+    """Plan ``request`` (posted as ``raw``) against the shipped catalog plus the
+    database's custom entries, store the plan (infeasible ones too) and commit.
+    Any failure before the commit writes nothing."""
+    catalog = merged_catalog(session, shipped)
+    plan = plan_request(request, catalog, settings, session=session)
+    record = build_plan_record(raw, request, plan, solver_caps(settings))
+    repo.add_plan(session, record)
+    session.commit()
+    return CreatedPlan(plan, record)
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def find_plan(session: Session, plan_id: str) -> PlanRecord:
+    """The stored plan, or :class:`NotFound` (only well-formed UUIDs are looked up)."""
+    return find_by_uuid(lambda i: repo.get_plan(session, i), plan_id, "plan")
+
+
+def get_plan(session: Session, plan_id: str) -> PlanPublic:
+    return plan_public(find_plan(session, plan_id))
+
+
+@dataclass
+class PlanPageResult:
+    items: list[PlanSummary]
+    total: int
+    next_cursor: str | None
+
+
+def list_plans(
+    session: Session,
+    *,
+    model: str | None = None,
+    status: PlanStatus | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    cursor: str | None = None,
+) -> PlanPageResult:
+    """Summaries of stored plans, newest first, with the total matching the filters;
+    paged by ``offset`` or by ``cursor`` (:class:`BadCursor` when it is not one)."""
+    after = decode_cursor(cursor) if cursor is not None else None
+    records = repo.list_plans(
+        session, model_id=model, status=status, limit=limit + 1, offset=offset, after=after
+    )
+    more = len(records) > limit
+    records = records[:limit]
+    total = repo.count_plans(session, model_id=model, status=status)
+    return PlanPageResult(
+        items=[plan_summary(r) for r in records],
+        total=total,
+        next_cursor=encode_cursor(records[-1]) if more and records else None,
+    )
+
+
+def delete_plan(session: Session, plan_id: str) -> None:
+    """Delete and commit; :class:`Conflict` for a comparison's variant."""
+    record = find_plan(session, plan_id)
+    if record.comparison_id is not None:
+        why = (
+            f"the plan of variant {record.variant_name!r} of comparison {record.comparison_id}; "
+            "delete the comparison instead"
+        )
+        raise Conflict("id", why)
+    session.delete(record)
+    session.commit()
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+@dataclass
+class StoredFleet:
+    """What simulating a stored plan needs: its plan document, its request and the
+    catalog it was made with (shipped + custom entries, calibrated as it asked)."""
+
+    status: str
+    plan: dict[str, Any]
+    request: Mapping[str, Any] | PlanRequest
+    catalog: Catalog
+
+
+def stored_fleet(
+    session: Session, plan_id: str, shipped: Catalog, settings: Settings
+) -> StoredFleet:
+    record = find_plan(session, plan_id)
+    request = record.normalized_request or record.request or {}
+    catalog = calibrated(
+        merged_catalog(session, shipped),
+        request.get("calibration"),
+        session,
+        settings.calibration_dir,
+    )
+    return StoredFleet(record.status.value, record.plan or {}, request, catalog)
+
+
+def simulate(
+    fleet: StoredFleet | Plan,
+    request: Mapping[str, Any] | PlanRequest | None = None,
+    catalog: Catalog | None = None,
+    requests: int = DEFAULT_REQUESTS,
+    seed: int = 0,
+    burst_cv: float = 1.0,
+) -> SimulationResult:
+    """Simulate a stored fleet, or a freshly made plan (with its request and catalog)."""
+    if isinstance(fleet, StoredFleet):
+        plan_doc, request, catalog = fleet.plan, fleet.request, fleet.catalog
+    else:
+        plan_doc = fleet.to_json_dict()
+    assert request is not None and catalog is not None
+    return simulate_plan(plan_doc, request, catalog, requests, seed, burst_cv)
+
+
+def simulate_stored_plan(
+    session: Session,
+    plan_id: str,
+    shipped: Catalog,
+    settings: Settings,
+    requests: int = DEFAULT_REQUESTS,
+    seed: int = 0,
+    burst_cv: float = 1.0,
+) -> SimulationResult:
+    """Simulate a stored plan's fleet at the rates it was planned for; :class:`Conflict`
+    when it has no fleet (infeasible) or is robust (its verification section
+    simulates each scenario). Holds no connection while simulating."""
+    fleet = stored_fleet(session, plan_id, shipped, settings)
+    if not has_solution(fleet.plan.get("status")) or fleet.plan.get("scenarios"):
+        why = (
+            "a robust plan: its verification section simulates every scenario"
+            if fleet.plan.get("scenarios")
+            else f"the plan is {fleet.status}: there is no fleet to simulate"
+        )
+        raise Conflict("id", why)
+    session.rollback()  # hold no connection while simulating
+    return simulate(fleet, requests=requests, seed=seed, burst_cv=burst_cv)

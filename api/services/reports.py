@@ -1,0 +1,201 @@
+"""Reports of stored plans and comparisons, and the text renderings the CLI prints:
+shared by the REST routes and the CLI.
+
+A plan report includes a sensitivity table (the cheapest fleet at traffic x1.5
+and x2 and at the largest class's share -20/+20 points, each re-planned:
+``planner.report.sensitivity``). Re-planning takes a few seconds for a small
+fleet and about 13 s for the 80/20 example, so it is computed once, by the first
+report that asks for it, and cached in the plan's ``report_extras``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
+from api.services.calibrations import resolve_calibration
+from api.services.catalog import merged_catalog
+from api.services.comparisons import comparison_report_input, find_comparison
+from api.services.errors import Conflict, NotFound
+from api.services.plans import find_plan, solver_caps
+from api.settings import Settings
+from catalog.schema import Catalog
+from planner.errors import PlanningError
+from planner.report.comparison_text import render_comparison_text
+from planner.report.render import render_comparison_report, render_plan_report, sensitivity
+from planner.report.text import render_plan_text, render_table, usd
+from planner.service import SolverLimits
+from planner.simulate.report import render_simulation_text
+from solver.problem import has_solution
+
+__all__ = [
+    "render_comparison_text",
+    "render_plan_text",
+    "render_simulation_text",
+    "render_table",
+    "usd",
+]
+
+FORMATS = ("html", "md", "csv", "json")
+
+
+def has_fleet(record: PlanRecord) -> bool:
+    return has_solution((record.plan or {}).get("status"))
+
+
+def cached_sensitivity(record: PlanRecord) -> dict[str, Any] | None:
+    return (record.report_extras or {}).get("sensitivity")
+
+
+def compute_sensitivity(
+    session: Session,
+    record: PlanRecord,
+    catalog: Catalog,
+    caps: SolverLimits,
+    workers: int | None = None,
+    calibration_dir: str | None = None,
+) -> dict[str, Any] | None:
+    """Compute the plan's sensitivity and cache it on ``record`` (the caller
+    commits); None when the plan has no fleet to vary. Ends the session's read
+    while re-planning, so no connection is held meanwhile."""
+    if not has_fleet(record):
+        return None
+    request_doc = dict(record.request or record.normalized_request or {})
+    base_cost = record.cost_usd_per_hour
+    calibrations = {}
+    name = request_doc.get("calibration")
+    if isinstance(name, str):
+        try:
+            calibrations[name] = resolve_calibration(name, session, calibration_dir)
+        except PlanningError as err:  # deleted since: say so, cache nothing
+            return {"rows": [], "note": f"Sensitivity not computed: {err.message}"}
+    session.rollback()  # no connection held while re-planning
+    sens = sensitivity(
+        request_doc,
+        catalog,
+        caps,
+        base_cost_usd_per_hour=base_cost,
+        workers=workers,
+        calibrations=calibrations or None,
+    )
+    record.report_extras = {**(record.report_extras or {}), "sensitivity": sens}
+    return sens
+
+
+def plan_report_input(record: PlanRecord, sens: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``planner.report.render_plan_report`` takes."""
+    out: dict[str, Any] = {
+        "id": record.id,
+        "created_at": record.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+        "request": record.request,
+        "plan": record.plan,
+    }
+    if sens is not None:
+        out["sensitivity"] = sens
+    return out
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@dataclass
+class Report:
+    text: str
+    media_type: str
+    stem: str  # the file name without its extension: plan-<id>, comparison-<id>
+
+
+def plan_report(
+    session: Session,
+    record: PlanRecord,
+    fmt: str,
+    shipped: Catalog,
+    settings: Settings,
+    *,
+    with_sensitivity: bool = True,
+    while_computing: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Report:
+    """A stored plan's report; its sensitivity is computed (and cached on the plan,
+    committed) the first time one asks for it (``while_computing`` wraps that: the
+    CLI shows progress)."""
+    catalog = merged_catalog(session, shipped)
+    sens = cached_sensitivity(record)
+    if with_sensitivity and fmt != "csv" and sens is None and has_fleet(record):
+        with while_computing():
+            sens = compute_sensitivity(
+                session,
+                record,
+                catalog,
+                solver_caps(settings),
+                settings.compare_workers,
+                settings.calibration_dir,
+            )
+        session.commit()
+    text, media_type = render_plan_report(plan_report_input(record, sens), fmt, catalog)
+    return Report(text, media_type, f"plan-{record.id}")
+
+
+class ComparisonNotDone(Conflict):
+    """The comparison has no report yet (running) or never will (failed)."""
+
+    def __init__(self, record: ComparisonRecord, detail: str):
+        super().__init__("id", detail)
+        self.status = record.status
+        self.done = record.done
+        self.total = record.total
+        self.error = record.error
+
+
+def comparison_report(
+    session: Session, record: ComparisonRecord, fmt: str, shipped: Catalog
+) -> Report:
+    """A finished comparison's report; :class:`ComparisonNotDone` otherwise."""
+    if record.status != ComparisonStatus.DONE:
+        why = (
+            f"the comparison is still running ({record.done} of {record.total} variants "
+            "done); ask again when its status is done"
+            if record.status == ComparisonStatus.RUNNING
+            else f"the comparison failed, so it has no report: {record.error}"
+        )
+        raise ComparisonNotDone(record, why)
+    catalog = merged_catalog(session, shipped)
+    doc = comparison_report_input(session, record)
+    text, media_type = render_comparison_report(doc, fmt, catalog)
+    return Report(text, media_type, f"comparison-{record.id}")
+
+
+def stored_report(
+    session: Session,
+    ident: str,
+    fmt: str,
+    shipped: Catalog,
+    settings: Settings,
+    *,
+    with_sensitivity: bool = True,
+    while_computing: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Report:
+    """The report of the plan or comparison with id ``ident`` (:class:`NotFound`)."""
+    try:
+        plan = find_plan(session, ident)
+    except NotFound:
+        plan = None
+    if plan is not None:
+        return plan_report(
+            session,
+            plan,
+            fmt,
+            shipped,
+            settings,
+            with_sensitivity=with_sensitivity,
+            while_computing=while_computing,
+        )
+    try:
+        comparison = find_comparison(session, ident)
+    except NotFound:
+        raise NotFound("id", f"no plan or comparison with id {ident[:80]!r}") from None
+    return comparison_report(session, comparison, fmt, shipped)

@@ -1,0 +1,55 @@
+"""From a request document to the solver's input: ``parse_request`` validates a raw
+document into a :class:`PlanRequest`, ``build_problem`` turns a resolved request
+and its screened candidates into a :class:`solver.problem.Problem`.
+
+They live apart from the orchestrator (:mod:`planner.service`) because every
+pipeline step that re-solves (robust scenarios, verification's corrections)
+needs them, and the orchestrator in turn calls those steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.candidates import Screening
+from planner.errors import PlanningError
+from planner.request import PlanRequest, ResolvedRequest
+from solver.problem import ClassDemand, Limits, Problem
+
+
+class RequestInvalid(PlanningError):
+    code = "invalid_request"
+
+
+def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
+    """Validate a raw request document; errors name each offending field."""
+    if isinstance(data, PlanRequest):
+        return data
+    try:
+        return PlanRequest.model_validate(data)
+    except ValidationError as err:
+        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
+        text = "; ".join(f"{f}: {m}" for f, m in issues)
+        raise RequestInvalid(text, issues) from None
+
+
+def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
+    """Solver input: class demands, the screened candidates, the fleet limits."""
+    lim = req.request.constraints
+    return Problem(
+        classes=tuple(
+            ClassDemand(c.name, c.rate_rps, tuple(c.modes)) for c in req.classes if c.rate_rps > 0
+        ),
+        candidates=tuple(c.to_pool_candidate() for c in screening.candidates),
+        limits=Limits(
+            budget_usd_per_hour=lim.budget_usd_per_hour,
+            max_gpus=dict(lim.max_gpus),
+            power_kw=lim.power_kw,
+            min_replicas_per_pool=lim.min_replicas_per_pool,
+            max_configurations=lim.max_configurations,
+        ),
+        objective=req.request.objective,
+    )
