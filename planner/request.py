@@ -27,6 +27,22 @@ DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
 MIN_CLASS_RATE_RPS = 1e-4
 #: Largest total rate accepted (requests/s): far beyond any single fleet today.
 MAX_RATE_RPS = 1_000_000.0
+#: Default ``constraints.max_utilization``: no pool runs above 85% of the rate it can
+#: carry within its SLO. 15% headroom absorbs forecast error and the queueing model's
+#: approximation error (the simulator found pools at 94-100% of capacity missing their
+#: percentile under bursty arrivals, issue 11).
+DEFAULT_MAX_UTILIZATION = 0.85
+#: Default ``operations.usd_per_hour_per_gpu_type`` ($/hour): each GPU type in a fleet
+#: needs its own container images and driver/firmware stack (CUDA vs ROCm), its own
+#: validation and benchmark runs, its own pool of spare parts and hot spares, and
+#: on-call knowledge of its failure modes. About a quarter of an engineer's time
+#: (~$200k/year fully loaded x 0.25 / 8,760 h = ~$6/h) plus a held spare server slice
+#: and support contract (~$10-15/h) gives ~$20/h per type.
+DEFAULT_USD_PER_HOUR_PER_GPU_TYPE = 20.0
+#: Default ``operations.usd_per_hour_per_configuration`` ($/hour): every distinct engine
+#: configuration (role, GPU, TP, dtype, budgets) is one more set of launch settings to
+#: tune, canary, upgrade and alert on: a few engineer-hours a month each, ~$5/h.
+DEFAULT_USD_PER_HOUR_PER_CONFIGURATION = 5.0
 
 
 class Strict(BaseModel):
@@ -65,6 +81,13 @@ class Traffic(Strict):
         description="Total requests per second over all classes (at most 1,000,000)."
     )
     classes: list[ClassSpec] = Field(min_length=1, max_length=50)
+    burst_cv: Annotated[float, Field(ge=0.05, le=20, allow_inf_nan=False)] = Field(
+        default=1.0,
+        description="Coefficient of variation of inter-arrival times (1: Poisson, > 1: "
+        "bursty). The queueing model scales prefill waits by (ca^2 + cs^2) / 2 "
+        "(Allen-Cunneen) and decode-slot headroom by (1 + ca^2) / 2; verification "
+        "simulates with it unless verify.burst_cv is given.",
+    )
 
     @model_validator(mode="after")
     def _shares(self) -> Traffic:
@@ -105,6 +128,32 @@ class ConstraintSpec(Strict):
     power_kw: PosFloat | None = None
     min_replicas_per_pool: Annotated[int, Field(ge=1, le=64)] = 1
     max_configurations: Annotated[int, Field(ge=1, le=100)] | None = None
+    max_utilization: Annotated[float, Field(gt=0.05, le=1, allow_inf_nan=False)] = Field(
+        default=DEFAULT_MAX_UTILIZATION,
+        description="Largest load of any pool: its rate over its capacity within the SLO "
+        "(1: run pools up to the SLO-sized limit, no headroom).",
+    )
+    spare_replicas_per_pool: Annotated[int, Field(ge=0, le=16)] = Field(
+        default=0,
+        description="N+k: every pool still carries its rate within max_utilization with "
+        "this many replicas down.",
+    )
+    max_replicas_per_pool: Annotated[int, Field(ge=1, le=4096)] | None = None
+    max_gpu_types: Annotated[int, Field(ge=1, le=100)] | None = None
+
+
+class OperationsSpec(Strict):
+    """What variety costs to operate, $/hour, added to the MILP objective and reported
+    apart from the GPU cost: per GPU type in the fleet and per distinct engine
+    configuration (defaults and their reasons: DEFAULT_USD_PER_HOUR_PER_GPU_TYPE and
+    DEFAULT_USD_PER_HOUR_PER_CONFIGURATION). 0 switches a term off."""
+
+    usd_per_hour_per_gpu_type: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
+        DEFAULT_USD_PER_HOUR_PER_GPU_TYPE
+    )
+    usd_per_hour_per_configuration: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
+        DEFAULT_USD_PER_HOUR_PER_CONFIGURATION
+    )
 
 
 class SolverSpec(Strict):
@@ -177,6 +226,21 @@ class PlanRequest(Strict):
         description="Buy one fleet that serves every scenario (see planner.scenarios).",
     )
     verify: VerifySpec = Field(default_factory=VerifySpec)
+    operations: OperationsSpec = Field(default_factory=OperationsSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _burst_to_verify(cls, data: Any) -> Any:
+        """traffic.burst_cv is what verification simulates, unless verify.burst_cv is set."""
+        if isinstance(data, dict):
+            traffic, verify = data.get("traffic"), data.get("verify")
+            if (
+                isinstance(traffic, dict)
+                and "burst_cv" in traffic
+                and (verify is None or (isinstance(verify, dict) and "burst_cv" not in verify))
+            ):
+                data = {**data, "verify": {**(verify or {}), "burst_cv": traffic["burst_cv"]}}
+        return data
 
     @model_validator(mode="after")
     def _goodput_needs_budget(self) -> PlanRequest:

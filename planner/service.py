@@ -20,6 +20,7 @@ from solver.problem import (
     ClassDemand,
     Limits,
     Mode,
+    Operations,
     PoolCandidate,
     PoolRole,
     Problem,
@@ -68,8 +69,14 @@ def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
             power_kw=lim.power_kw,
             min_replicas_per_pool=lim.min_replicas_per_pool,
             max_configurations=lim.max_configurations,
+            max_gpu_types=lim.max_gpu_types,
+            max_replicas_per_pool=lim.max_replicas_per_pool,
         ),
         objective=req.request.objective,
+        operations=Operations(
+            usd_per_hour_per_gpu_type=req.request.operations.usd_per_hour_per_gpu_type,
+            usd_per_hour_per_configuration=req.request.operations.usd_per_hour_per_configuration,
+        ),
     )
 
 
@@ -159,7 +166,7 @@ def _alternatives(
             continue
         r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
         ok = r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-        cost = _cost(prob.candidates, r) if ok else None
+        cost = _cost(prob, r) if ok else None
         out.append(
             Alternative(
                 name=name,
@@ -196,9 +203,11 @@ def explain_modes(plan: Plan) -> None:
             )
 
 
-def _cost(cands: tuple[PoolCandidate, ...], r: SolveResult) -> float:
-    by_id = {c.id: c for c in cands}
-    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+def _cost(prob: Problem, r: SolveResult) -> float:
+    """GPU cost plus operations cost of a solved fleet ($/hour)."""
+    by_id = {c.id: c for c in prob.candidates}
+    gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+    return gpu + prob.operations_cost_usd_per_hour(r.replicas)
 
 
 def make_plan(

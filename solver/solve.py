@@ -17,6 +17,7 @@ import pulp
 
 from solver.model import build_model
 from solver.problem import (
+    Limits,
     Mode,
     Objective,
     PoolRole,
@@ -25,6 +26,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
+from solver.prune import prune_by_cost
 from solver.variables import Variables, modes_available, safe_name
 
 _TOL = 1e-6
@@ -128,7 +130,7 @@ def _binding(prob: pulp.LpProblem) -> tuple[str, ...]:
     out = []
     for con in prob.constraints():
         name = con.name
-        if name.startswith(("budget", "power", "stock__", "max_configurations")):
+        if name.startswith(("budget", "power", "stock__", "max_configurations", "max_gpu_types")):
             slack = -(con.value() or 0.0)
             if slack <= _TOL * max(1.0, abs(con.constant)):
                 out.append(name)
@@ -145,6 +147,7 @@ def _extract(
     }
     served = {k: _value(s) for k, s in v.served.items()}
     cost = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
+    cost += problem.operations_cost_usd_per_hour(replicas)
     objective = cost if problem.objective == Objective.MIN_COST else sum(served.values())
     return SolveResult(
         status=status,
@@ -191,8 +194,17 @@ def solve(
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
-    if options.decompose and problem.objective == Objective.MIN_COST and len(problem.classes) > 1:
+    if (
+        options.decompose
+        and problem.objective == Objective.MIN_COST
+        and len(problem.classes) > 1
+        and not problem.couples_classes
+    ):
         split = _solve_by_class(problem, options, t0, cache)
+        if split is not None:
+            return split
+    if options.decompose and problem.objective == Objective.MIN_COST and problem.couples_classes:
+        split = _solve_by_gpu_types(problem, options, t0, cache)
         if split is not None:
             return split
 
@@ -217,7 +229,10 @@ def solve(
                 f"{k} short by {val:.4g}" for k, val in relaxation.items()
             )
         else:
-            message = "no fleet meets the SLOs even without budget, stock or power limits"
+            message = (
+                "no fleet meets the SLOs even with every fleet limit relaxed (budget, stock, "
+                "power, configurations, GPU types, replicas per pool)"
+            )
         return SolveResult(
             status=SolveStatus.INFEASIBLE,
             objective=None,
@@ -241,10 +256,26 @@ def solve(
     )
 
 
-def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: float):
-    """Elastic re-solve: how much must budget / stock / power grow (in their units)."""
+def has_limits(problem: Problem) -> bool:
+    """True when the problem has any fleet limit the elastic re-solve can relax."""
     lim = problem.limits
-    if lim.budget_usd_per_hour is None and lim.power_kw is None and not lim.max_gpus:
+    return (
+        lim.budget_usd_per_hour is not None
+        or lim.power_kw is not None
+        or bool(lim.max_gpus)
+        or lim.max_configurations is not None
+        or lim.max_gpu_types is not None
+        or lim.max_replicas_per_pool is not None
+        or lim.min_replicas_per_pool > 1
+    )
+
+
+def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: float):
+    """Elastic re-solve: how far each fleet limit must move for a fleet to exist, in
+    its units (budget $/h, stock GPUs, power kW, configurations, GPU types, replicas
+    per pool, the replica minimum); {} when no limit is set or even relaxing all of
+    them leaves no fleet (then no fleet meets the SLOs)."""
+    if not has_limits(problem):
         return {}
     prob, v = build_model(problem, elastic=True)
     status, _, _, _ = _run(prob, options, time_limit_s)
@@ -271,6 +302,8 @@ def _limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float
     if lim.max_configurations is not None:
         keys = {c.config_key or c.id for c, _ in used}
         slack["max_configurations"] = lim.max_configurations - len(keys)
+    if lim.max_gpu_types is not None:
+        slack["max_gpu_types"] = lim.max_gpu_types - len({c.gpu for c, _ in used})
     if any(v < -_TOL * max(1.0, abs(v)) for v in slack.values()):
         return None
     return slack
@@ -314,12 +347,19 @@ def _solve_by_class(
                 max_gpus={},
                 power_kw=None,
                 max_configurations=None,
+                max_gpu_types=None,
             ),
         )
         left = options.time_limit_s - (time.perf_counter() - t0)
         if left <= 0:
             return None
-        key = (cls, sub.candidates, problem.limits.min_replicas_per_pool, options.rel_gap)
+        key = (
+            cls,
+            sub.candidates,
+            problem.limits.min_replicas_per_pool,
+            problem.limits.max_replicas_per_pool,
+            options.rel_gap,
+        )
         r = cache.get(key) if cache is not None else None
         if r is None:
             r = solve(sub, replace(options, time_limit_s=left))
@@ -366,6 +406,196 @@ def _solve_by_class(
         served_rps=served,
         binding=binding,
         message=f"solved class by class ({len(results)} independent subproblems)",
+        num_variables=sum(r.num_variables for r in results),
+        num_constraints=sum(r.num_constraints for r in results),
+    )
+
+
+def _class_limits_only(limits: Limits) -> Limits:
+    """The limits that act on one pool at a time (kept in per-class subproblems)."""
+    return Limits(
+        min_replicas_per_pool=limits.min_replicas_per_pool,
+        max_replicas_per_pool=limits.max_replicas_per_pool,
+    )
+
+
+def _solve_by_gpu_types(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None = None
+) -> SolveResult | None:
+    """Operations costs and a GPU-type cap couple the classes only through the set S
+    of GPU types the fleet runs; for a fixed S the classes are independent again.
+    So: branch and bound over S by size m = 1, 2, ...:
+
+        total(S) = usd_per_gpu_type x |S| + sum_k C_k(S)
+
+    with C_k(S) the per-class optimum on GPU types in S (GPU cost plus the class's
+    configurations x usd_per_configuration; a configuration shared by two classes
+    is counted once in the reported cost, per class in the search). Every S of
+    size m costs at least usd_per_gpu_type x m + sum_k C_k(all types), so the
+    search stops at the first m where that bound reaches the best fleet found:
+    the result is then optimal (to the subproblems' gap). Within a size, a subset
+    is abandoned as soon as its partial sum plus the other classes' bounds
+    reaches the best. Out of time, the best fleet is returned as ``feasible``
+    with the gap to the bound. Returns None when budget, stock, power or the
+    configuration cap couple the classes (the monolithic model handles those)."""
+    from dataclasses import replace
+    from itertools import combinations
+
+    lim = problem.limits
+    if (
+        lim.budget_usd_per_hour is not None
+        or lim.power_kw is not None
+        or lim.max_gpus
+        or lim.max_configurations is not None
+    ):
+        return None
+    ops = problem.operations
+    per_type = ops.usd_per_hour_per_gpu_type
+    sub_ops = replace(ops, usd_per_hour_per_gpu_type=0.0)
+    types = sorted({c.gpu for c in problem.candidates})
+    g_max = min(lim.max_gpu_types or len(types), len(types))
+    per_class = {
+        cls.id: [
+            c
+            for c in problem.candidates
+            if c.class_id == cls.id and _role_allowed(c.role, cls.modes)
+        ]
+        for cls in problem.classes
+    }
+    local: dict = {}
+    tables: dict = {}
+
+    def class_result(cls, allowed: frozenset[str]) -> SolveResult | None:
+        cands = prune_by_cost(
+            tuple(c for c in per_class[cls.id] if c.gpu in allowed),
+            cls.rate_rps,
+            lim.min_replicas_per_pool,
+            lim.max_replicas_per_pool,
+            tables,
+        )
+        key = ("types", cls, cands, lim.min_replicas_per_pool, lim.max_replicas_per_pool, sub_ops)
+        key_rel = (*key, options.rel_gap)
+        if key in local:
+            return local[key]
+        r = cache.get(key_rel) if cache is not None else None
+        if r is None:
+            left = options.time_limit_s - (time.perf_counter() - t0)
+            if left <= 0:
+                raise TimeoutError
+            sub = Problem(
+                classes=(cls,),
+                candidates=cands,
+                limits=_class_limits_only(lim),
+                objective=Objective.MIN_COST,
+                operations=sub_ops,
+            )
+            if not cands or _unservable(sub):
+                local[key] = None
+                return None
+            r = solve(sub, replace(options, time_limit_s=left, decompose=False))
+            if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+                r = None
+            elif cache is not None:
+                cache[key_rel] = r
+        local[key] = r
+        return r
+
+    try:
+        full = [class_result(cls, frozenset(types)) for cls in problem.classes]
+    except TimeoutError:
+        return None
+    if any(r is None for r in full):
+        return None  # some class cannot be served at all: the monolithic model says so
+    bound_k = [r.objective or 0.0 for r in full]
+    lower = sum(bound_k)
+    best: tuple[float, list[SolveResult]] | None = None
+
+    def fleet_total(results: list[SolveResult]) -> float:
+        replicas: dict[str, int] = {}
+        for r in results:
+            replicas.update(r.replicas)
+        by_id = {c.id: c for c in problem.candidates}
+        gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
+        return gpu + problem.operations_cost_usd_per_hour(replicas)
+
+    gpu_of = {c.id: c.gpu for c in problem.candidates}
+    if len({gpu_of[k] for r in full for k in r.replicas}) <= g_max:
+        best = (fleet_total(full), full)
+    proved = False
+    timed_out = False
+    m_reached = 1
+    try:
+        for m in range(1, g_max + 1):
+            m_reached = m
+            if best is not None and per_type * m + lower >= best[0] * (1 - options.rel_gap):
+                proved = True
+                break
+            for subset in combinations(types, m):
+                allowed = frozenset(subset)
+                results: list[SolveResult] = []
+                partial = per_type * m
+                for i, cls in enumerate(problem.classes):
+                    if best is not None and partial + sum(bound_k[i:]) >= best[0]:
+                        results = []
+                        break
+                    r = class_result(cls, allowed)
+                    if r is None:
+                        results = []
+                        break
+                    results.append(r)
+                    partial += r.objective or 0.0
+                if not results:
+                    continue
+                total = fleet_total(results)
+                if best is None or total < best[0] - 1e-9:
+                    best = (total, results)
+        else:
+            proved = True
+    except TimeoutError:
+        timed_out = True
+    if best is None:
+        return None  # the monolithic model (and its elastic re-solve) reports it
+    total, results = best
+    replicas: dict[str, int] = {}
+    rates: dict[str, float] = {}
+    modes: dict[str, Mode] = {}
+    served: dict[str, float] = {}
+    for r in results:
+        replicas.update(r.replicas)
+        rates.update(r.rates_rps)
+        modes.update(r.modes)
+        served.update(r.served_rps)
+    sub_gap = (
+        max((r.gap or 0.0) for r in results) if all(r.gap is not None for r in results) else None
+    )
+    all_optimal = all(r.status == SolveStatus.OPTIMAL for r in results)
+    if proved and not timed_out:
+        status = SolveStatus.OPTIMAL if all_optimal else SolveStatus.FEASIBLE
+        gap = sub_gap
+    else:
+        status = SolveStatus.FEASIBLE
+        bound = per_type * m_reached + lower
+        gap = max(0.0, (total - bound) / total) if total > 0 else None
+    used_types = {gpu_of[k] for k in replicas}
+    binding = ()
+    if lim.max_gpu_types is not None and len(used_types) >= lim.max_gpu_types:
+        binding = ("max_gpu_types",)
+    return SolveResult(
+        status=status,
+        objective=total,
+        gap=gap,
+        runtime_s=time.perf_counter() - t0,
+        solver=results[0].solver if results else options.solver,
+        replicas=replicas,
+        rates_rps=rates,
+        modes=modes,
+        served_rps=served,
+        binding=binding,
+        message=(
+            f"solved by GPU-type set ({len(used_types)} type(s) chosen"
+            + ("" if proved and not timed_out else "; search stopped at the time limit")
+            + ")"
+        ),
         num_variables=sum(r.num_variables for r in results),
         num_constraints=sum(r.num_constraints for r in results),
     )
