@@ -326,6 +326,48 @@ def check_context(model: Model, prompt: LengthDist, output: LengthDist, field: s
     return None
 
 
+#: Largest p90/mean a log-normal reaches: exp(z90^2 / 2) (at sigma = z90).
+LOGNORMAL_MAX_P90_RATIO = math.exp(NormalDist().inv_cdf(0.9) ** 2 / 2)
+#: p90/mean of a non-negative length is below 10 (10% of requests above p90 alone
+#: bring at least p90 / 10 to the mean); a request at or above it is refused.
+MAX_P90_RATIO = 10.0
+
+
+def length_dist(spec: LengthSpec, field: str) -> tuple[LengthDist, str | None]:
+    """A request's length override as the planner's log-normal, and a warning.
+
+    A log-normal's p90/mean cannot exceed LOGNORMAL_MAX_P90_RATIO (about 2.27).
+    Heavier tails (up to MAX_P90_RATIO, e.g. 4 for a mix of short and very long
+    prompts) are accepted and planned conservatively: the p90 is kept and the mean
+    raised to p90 / 2.27 (the log-normal with the heaviest tail that has this p90),
+    which overstates the load; the warning says by how much. p90 <= mean and
+    p90/mean >= 10 are errors naming the field (tokens)."""
+    mean, p90 = spec.mean_tokens, spec.p90_tokens
+    ratio = p90 / mean
+    if ratio <= 1.0:
+        raise PlanningError.for_field(
+            f"{field}.p90_tokens",
+            f"must exceed mean_tokens ({mean:,.0f}) for a right-skewed length "
+            f"distribution, got {p90:,.0f}",
+        )
+    if ratio >= MAX_P90_RATIO:
+        raise PlanningError.for_field(
+            f"{field}.p90_tokens",
+            f"{p90:,.0f} is {ratio:.1f}x mean_tokens {mean:,.0f}; no distribution of "
+            f"non-negative lengths has p90 >= {MAX_P90_RATIO:g}x its mean",
+        )
+    if ratio <= LOGNORMAL_MAX_P90_RATIO * (1 - 1e-9):
+        return LengthDist(mean_tokens=mean, p90_tokens=p90), None
+    planned_mean = p90 / (LOGNORMAL_MAX_P90_RATIO * (1 - 1e-6))
+    dist = LengthDist(mean_tokens=planned_mean, p90_tokens=p90)
+    return dist, (
+        f"{field}: p90/mean = {ratio:.2f} is heavier-tailed than the log-normal the planner "
+        f"uses allows ({LOGNORMAL_MAX_P90_RATIO:.2f}); planned with the p90 kept "
+        f"({p90:,.0f} tokens) and the mean raised from {mean:,.0f} to {planned_mean:,.0f} "
+        f"tokens, which overstates this class's load by {planned_mean / mean - 1:.0%}"
+    )
+
+
 def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
     """Check ids against the catalog and fill defaults; raise PlanningError naming the field."""
     if req.model not in catalog.models:
@@ -339,24 +381,31 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         wl = catalog.workloads.get(spec.workload)
         if wl is None:
             raise UnknownEntryError.for_field(
-                f"traffic.classes.{i}.workload",
+                f"traffic.classes[{i}].workload",
                 f"unknown workload {_clip(spec.workload)!r}; "
                 f"known: {', '.join(sorted(catalog.workloads))}",
             )
-        try:
-            prompt = LengthDist(**spec.prompt_tokens.model_dump()) if spec.prompt_tokens else None
-            output = LengthDist(**spec.output_tokens.model_dump()) if spec.output_tokens else None
-        except ValueError as err:
-            raise PlanningError.for_field(f"traffic.classes.{i}", str(err)) from None
+        prompt = output = None
+        for which in ("prompt_tokens", "output_tokens"):
+            given = getattr(spec, which)
+            if given is None:
+                continue
+            dist, note = length_dist(given, f"traffic.classes[{i}].{which}")
+            if note:
+                warnings.append(note)
+            if which == "prompt_tokens":
+                prompt = dist
+            else:
+                output = dist
         modes = tuple(m for m in (spec.modes or req.candidates.modes) if m in req.candidates.modes)
         if not modes:
             raise PlanningError.for_field(
-                f"traffic.classes.{i}.modes", "none of these modes is allowed by candidates.modes"
+                f"traffic.classes[{i}].modes", "none of these modes is allowed by candidates.modes"
             )
         class_rate = req.traffic.rate_rps * spec.share
         if 0 < class_rate < MIN_CLASS_RATE_RPS:
             raise PlanningError.for_field(
-                f"traffic.classes.{i}.share",
+                f"traffic.classes[{i}].share",
                 f"gives {class_rate:.3g} req/s, below the {MIN_CLASS_RATE_RPS} req/s the planner "
                 "resolves; set the share to 0 to leave the class out",
             )
@@ -364,7 +413,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             catalog.models[req.model],
             prompt or wl.prompt_tokens,
             output or wl.output_tokens,
-            f"traffic.classes.{i}",
+            f"traffic.classes[{i}]",
         )
         if note:
             warnings.append(note)
@@ -387,7 +436,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
     for i, g in enumerate(gpus):
         if g not in catalog.gpus:
             raise UnknownEntryError.for_field(
-                f"candidates.gpus.{i}",
+                f"candidates.gpus[{i}]",
                 f"unknown GPU {_clip(g)!r}; known: {', '.join(sorted(catalog.gpus))}",
             )
     for g in req.constraints.max_gpus:

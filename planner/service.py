@@ -16,6 +16,7 @@ from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
+from planner.validation import friendly_issues
 from solver.problem import (
     ClassDemand,
     Limits,
@@ -50,7 +51,7 @@ def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
     try:
         return PlanRequest.model_validate(data)
     except ValidationError as err:
-        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
+        issues = friendly_issues(err.errors(), PlanRequest)
         text = "; ".join(f"{f}: {m}" for f, m in issues)
         raise RequestInvalid(text, issues) from None
 
