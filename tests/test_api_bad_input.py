@@ -92,7 +92,9 @@ CASES = [
         code="unknown_entry",
     ),
     Bad("unknown top-level field", 422, "colour", small(colour="blue")),
-    Bad("unknown nested field", 422, "traffic.classes[0].rps", small(**traffic({**CHAT, "rps": 3}))),
+    Bad(
+        "unknown nested field", 422, "traffic.classes[0].rps", small(**traffic({**CHAT, "rps": 3}))
+    ),
     Bad("tp 3", 422, "candidates.tp", small(candidates={"gpus": ["l40s"], "tp": [3]})),
     Bad("percentile 120", 422, "slo.percentile", small(slo={"percentile": 120})),
     Bad("empty classes", 422, "traffic.classes", small(**traffic())),
