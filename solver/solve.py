@@ -429,31 +429,33 @@ def _solve_by_gpu_types(
         total(S) = usd_per_gpu_type x |S| + sum_k C_k(S)
 
     with C_k(S) the per-class optimum on GPU types in S (GPU cost plus the class's
-    configurations x usd_per_configuration; a configuration shared by two classes
-    is counted once in the reported cost, per class in the search). Every S of
-    size m costs at least usd_per_gpu_type x m + sum_k C_k(all types), so the
-    search stops at the first m where that bound reaches the best fleet found:
-    the result is then optimal (to the subproblems' gap). Within a size, a subset
-    is abandoned as soon as its partial sum plus the other classes' bounds
-    reaches the best. Out of time, the best fleet is returned as ``feasible``
-    with the gap to the bound. Returns None when budget, stock, power or the
-    configuration cap couple the classes (the monolithic model handles those)."""
+    configurations x usd_per_configuration, cost-curve dominance within S:
+    :func:`solver.prune.prune_by_cost`; a configuration shared by two classes is
+    counted once in the reported cost, per class in the search). Order: every
+    single GPU type first (small, fast subproblems: a first fleet), then the
+    per-class optima over all types, whose sum bounds every S: a set of size m
+    costs at least usd_per_gpu_type x m + sum_k C_k(all). The search stops at the
+    first m where that bound reaches the best fleet: optimal (to the subproblems'
+    gap). Within a size, a set is abandoned once its partial sum plus the other
+    classes' bounds reaches the best. Out of time, the best fleet so far is
+    ``feasible`` with the gap to the bound (None before the bound is known).
+
+    A configuration cap (``max_configurations``) is checked on each combined fleet
+    (sets whose fleet breaks it are skipped), so with it the result is only
+    ``feasible``; budget, stock and power go to the monolithic model (None)."""
     from dataclasses import replace
     from itertools import combinations
 
     lim = problem.limits
-    if (
-        lim.budget_usd_per_hour is not None
-        or lim.power_kw is not None
-        or lim.max_gpus
-        or lim.max_configurations is not None
-    ):
+    if lim.budget_usd_per_hour is not None or lim.power_kw is not None or lim.max_gpus:
         return None
     ops = problem.operations
     per_type = ops.usd_per_hour_per_gpu_type
     sub_ops = replace(ops, usd_per_hour_per_gpu_type=0.0)
     types = sorted({c.gpu for c in problem.candidates})
     g_max = min(lim.max_gpu_types or len(types), len(types))
+    gpu_of = {c.id: c.gpu for c in problem.candidates}
+    by_id = {c.id: c for c in problem.candidates}
     per_class = {
         cls.id: [
             c
@@ -474,13 +476,13 @@ def _solve_by_gpu_types(
             tables,
         )
         key = ("types", cls, cands, lim.min_replicas_per_pool, lim.max_replicas_per_pool, sub_ops)
-        key_rel = (*key, options.rel_gap)
         if key in local:
             return local[key]
+        key_rel = (*key, options.rel_gap)
         r = cache.get(key_rel) if cache is not None else None
         if r is None:
             left = options.time_limit_s - (time.perf_counter() - t0)
-            if left <= 0:
+            if left <= 0.05:
                 raise TimeoutError
             sub = Problem(
                 classes=(cls,),
@@ -494,61 +496,65 @@ def _solve_by_gpu_types(
                 return None
             r = solve(sub, replace(options, time_limit_s=left, decompose=False))
             if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+                if r.status == SolveStatus.ERROR:
+                    raise TimeoutError
                 r = None
             elif cache is not None:
                 cache[key_rel] = r
         local[key] = r
         return r
 
-    try:
-        full = [class_result(cls, frozenset(types)) for cls in problem.classes]
-    except TimeoutError:
-        return None
-    if any(r is None for r in full):
-        return None  # some class cannot be served at all: the monolithic model says so
-    bound_k = [r.objective or 0.0 for r in full]
-    lower = sum(bound_k)
-    best: tuple[float, list[SolveResult]] | None = None
-
-    def fleet_total(results: list[SolveResult]) -> float:
+    def combine(results: list[SolveResult]) -> tuple[float, dict[str, int]] | None:
         replicas: dict[str, int] = {}
         for r in results:
             replicas.update(r.replicas)
-        by_id = {c.id: c for c in problem.candidates}
-        gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
-        return gpu + problem.operations_cost_usd_per_hour(replicas)
+        used = [by_id[k] for k, n in replicas.items() if n > 0]
+        configs = len({c.config_key or c.id for c in used})
+        if lim.max_configurations is not None and configs > lim.max_configurations:
+            return None
+        if len({c.gpu for c in used}) > g_max:
+            return None
+        gpu = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in used)
+        return gpu + problem.operations_cost_usd_per_hour(replicas), replicas
 
-    gpu_of = {c.id: c.gpu for c in problem.candidates}
-    if len({gpu_of[k] for r in full for k in r.replicas}) <= g_max:
-        best = (fleet_total(full), full)
-    proved = False
-    timed_out = False
+    best: tuple[float, list[SolveResult]] | None = None
+    bound_k: list[float] | None = None
+    proved = timed_out = False
     m_reached = 1
+
+    def consider(allowed: frozenset[str], m: int) -> None:
+        nonlocal best
+        results: list[SolveResult] = []
+        partial = per_type * m
+        for i, cls in enumerate(problem.classes):
+            if best is not None and bound_k is not None and partial + sum(bound_k[i:]) >= best[0]:
+                return
+            r = class_result(cls, allowed)
+            if r is None:
+                return
+            results.append(r)
+            partial += r.objective or 0.0
+        out = combine(results)
+        if out is not None and (best is None or out[0] < best[0] - 1e-9):
+            best = (out[0], results)
+
     try:
-        for m in range(1, g_max + 1):
+        for g in types:  # every single GPU type: a first fleet, cheaply
+            consider(frozenset([g]), 1)
+        full = [class_result(cls, frozenset(types)) for cls in problem.classes]
+        if any(r is None for r in full):
+            return None  # some class cannot be served at all: the monolithic model says so
+        bound_k = [r.objective or 0.0 for r in full]
+        out = combine(full)
+        if out is not None and (best is None or out[0] < best[0] - 1e-9):
+            best = (out[0], full)
+        for m in range(2, g_max + 1):
             m_reached = m
-            if best is not None and per_type * m + lower >= best[0] * (1 - options.rel_gap):
+            if best is not None and per_type * m + sum(bound_k) >= best[0] * (1 - options.rel_gap):
                 proved = True
                 break
             for subset in combinations(types, m):
-                allowed = frozenset(subset)
-                results: list[SolveResult] = []
-                partial = per_type * m
-                for i, cls in enumerate(problem.classes):
-                    if best is not None and partial + sum(bound_k[i:]) >= best[0]:
-                        results = []
-                        break
-                    r = class_result(cls, allowed)
-                    if r is None:
-                        results = []
-                        break
-                    results.append(r)
-                    partial += r.objective or 0.0
-                if not results:
-                    continue
-                total = fleet_total(results)
-                if best is None or total < best[0] - 1e-9:
-                    best = (total, results)
+                consider(frozenset(subset), m)
         else:
             proved = True
     except TimeoutError:
@@ -565,21 +571,27 @@ def _solve_by_gpu_types(
         rates.update(r.rates_rps)
         modes.update(r.modes)
         served.update(r.served_rps)
-    sub_gap = (
-        max((r.gap or 0.0) for r in results) if all(r.gap is not None for r in results) else None
-    )
-    all_optimal = all(r.status == SolveStatus.OPTIMAL for r in results)
-    if proved and not timed_out:
-        status = SolveStatus.OPTIMAL if all_optimal else SolveStatus.FEASIBLE
-        gap = sub_gap
+    gaps = [r.gap for r in results]
+    sub_gap = max(gaps) if all(g is not None for g in gaps) else None  # type: ignore[type-var]
+    exact = proved and not timed_out and lim.max_configurations is None
+    if exact and all(r.status == SolveStatus.OPTIMAL for r in results):
+        status, gap = SolveStatus.OPTIMAL, sub_gap
     else:
         status = SolveStatus.FEASIBLE
-        bound = per_type * m_reached + lower
-        gap = max(0.0, (total - bound) / total) if total > 0 else None
+        bound = (per_type * (m_reached if timed_out else 1) + sum(bound_k)) if bound_k else None
+        gap = max(0.0, (total - bound) / total) if bound is not None and total > 0 else None
     used_types = {gpu_of[k] for k in replicas}
-    binding = ()
+    binding = []
     if lim.max_gpu_types is not None and len(used_types) >= lim.max_gpu_types:
-        binding = ("max_gpu_types",)
+        binding.append("max_gpu_types")
+    configs = {by_id[k].config_key or k for k in replicas}
+    if lim.max_configurations is not None and len(configs) >= lim.max_configurations:
+        binding.append("max_configurations")
+    note = ""
+    if timed_out:
+        note = "; search stopped at the time limit"
+    elif lim.max_configurations is not None:
+        note = "; the configuration cap is checked per GPU-type set, not optimized across classes"
     return SolveResult(
         status=status,
         objective=total,
@@ -590,12 +602,8 @@ def _solve_by_gpu_types(
         rates_rps=rates,
         modes=modes,
         served_rps=served,
-        binding=binding,
-        message=(
-            f"solved by GPU-type set ({len(used_types)} type(s) chosen"
-            + ("" if proved and not timed_out else "; search stopped at the time limit")
-            + ")"
-        ),
+        binding=tuple(binding),
+        message=f"solved by GPU-type set ({len(used_types)} type(s) chosen{note})",
         num_variables=sum(r.num_variables for r in results),
         num_constraints=sum(r.num_constraints for r in results),
     )

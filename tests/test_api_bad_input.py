@@ -120,11 +120,11 @@ CASES = [
     ),
     Bad("max_goodput without a budget", 422, "(body)", small(objective="max_goodput")),
     Bad("unknown objective", 422, "objective", small(objective="max_vibes")),
-    Bad("unknown mode", 422, "candidates.modes.0", small(candidates={"modes": ["turbo"]})),
+    Bad("unknown mode", 422, "candidates.modes[0]", small(candidates={"modes": ["turbo"]})),
     Bad(
         "chunk budget too small",
         422,
-        "candidates.chunk_budgets.0",
+        "candidates.chunk_budgets[0]",
         small(candidates={"chunk_budgets": [8]}),
     ),
     Bad("negative solver time", 422, "solver.time_limit_s", small(solver={"time_limit_s": -1})),
