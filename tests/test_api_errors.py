@@ -98,7 +98,7 @@ def test_request_validation_issues_drop_the_body_prefix(probe):
     body = body_of(response, 422, "invalid_input")
     fields = {issue["field"] for issue in body["issues"]}
     assert fields == {"model", "classes[0].rps"}
-    assert "classes.0.rps" in body["detail"]
+    assert "classes[0].rps" in body["detail"]
 
 
 def test_malformed_json_is_422(probe):
