@@ -467,7 +467,9 @@ def _solve_by_gpu_types(
     local: dict = {}
     tables: dict = {}
 
-    def class_result(cls, allowed: frozenset[str]) -> SolveResult | None:
+    def class_result(
+        cls, allowed: frozenset[str], cap_s: float | None = None
+    ) -> SolveResult | None:
         cands = prune_by_cost(
             tuple(c for c in per_class[cls.id] if c.gpu in allowed),
             cls.rate_rps,
@@ -494,9 +496,12 @@ def _solve_by_gpu_types(
             if not cands or _unservable(sub):
                 local[key] = None
                 return None
-            r = solve(sub, replace(options, time_limit_s=left, decompose=False))
+            limit = min(left, cap_s) if cap_s is not None else left
+            r = solve(sub, replace(options, time_limit_s=limit, decompose=False))
             if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
                 if r.status == SolveStatus.ERROR:
+                    if cap_s is not None:
+                        return None  # capped: no fleet yet, not a proof of anything
                     raise TimeoutError
                 r = None
             elif cache is not None:
@@ -539,15 +544,22 @@ def _solve_by_gpu_types(
             best = (out[0], results)
 
     try:
-        for g in types:  # every single GPU type: a first fleet, cheaply
+        # Each class on every GPU type: its lower bound (objective x (1 - gap)), and a
+        # fleet; capped so that single GPU types still get their turn.
+        cap = max(0.2, 0.5 * options.time_limit_s / max(1, len(problem.classes)))
+        full = [class_result(cls, frozenset(types), cap) for cls in problem.classes]
+        if all(r is not None and r.gap is not None for r in full):
+            bound_k = [(r.objective or 0.0) * (1 - (r.gap or 0.0)) for r in full]  # type: ignore[union-attr]
+            out = combine(full)  # type: ignore[arg-type]
+            if out is not None:
+                best = (out[0], full)  # type: ignore[assignment]
+        used_first = {gpu_of[k] for r in full if r is not None for k in r.replicas}
+        for g in sorted(types, key=lambda t: (t not in used_first, t)):
             consider(frozenset([g]), 1)
-        full = [class_result(cls, frozenset(types)) for cls in problem.classes]
-        if any(r is None for r in full):
-            return None  # some class cannot be served at all: the monolithic model says so
-        bound_k = [r.objective or 0.0 for r in full]
-        out = combine(full)
-        if out is not None and (best is None or out[0] < best[0] - 1e-9):
-            best = (out[0], full)
+        if best is None and all(r is None for r in full):
+            return None  # nothing serves every class: the monolithic model says why
+        if bound_k is None:
+            raise TimeoutError  # no bound: the best fleet so far, gap unknown
         for m in range(2, g_max + 1):
             m_reached = m
             if best is not None and per_type * m + sum(bound_k) >= best[0] * (1 - options.rel_gap):
