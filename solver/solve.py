@@ -194,6 +194,30 @@ def solve(
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
+    if any(c.pairs_with is not None for c in problem.candidates):
+        # The KV pairing rows only forbid some (prefill, decode) combinations: solve
+        # without them first (a relaxation, smaller after pruning and much faster);
+        # when its fleet pairs only over priced links it is optimal with them too.
+        from dataclasses import replace as _replace
+
+        relaxed = _replace(
+            problem, candidates=tuple(_replace(c, pairs_with=None) for c in problem.candidates)
+        )
+        r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining())), cache)
+        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and pairs_respected(
+            problem, r.replicas
+        ):
+            return _replace(r, runtime_s=time.perf_counter() - t0)
+        if remaining() <= 0.05 and r.status != SolveStatus.INFEASIBLE:
+            return _replace(
+                r,
+                status=SolveStatus.ERROR,
+                objective=None,
+                replicas={},
+                rates_rps={},
+                message="time limit reached before a fleet with valid KV links was found",
+            )
+
     if (
         options.decompose
         and problem.objective == Objective.MIN_COST
@@ -254,6 +278,24 @@ def solve(
         num_variables=prob.numVariables(),
         num_constraints=prob.numConstraints(),
     )
+
+
+def pairs_respected(problem: Problem, replicas: dict[str, int]) -> bool:
+    """True when every used prefill pool's KV link reaches every decode GPU type its
+    class uses (the kv_pair rows hold for these replica counts)."""
+    by_id = {c.id: c for c in problem.candidates}
+    used = [by_id[k] for k, n in replicas.items() if n > 0 and k in by_id]
+    for pre in used:
+        if pre.role != PoolRole.PREFILL or pre.pairs_with is None:
+            continue
+        for dec in used:
+            if (
+                dec.role == PoolRole.DECODE
+                and dec.class_id == pre.class_id
+                and dec.gpu not in pre.pairs_with
+            ):
+                return False
+    return True
 
 
 def has_limits(problem: Problem) -> bool:

@@ -135,16 +135,16 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
             f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
         ),
-        *_operations_rows(plan),
         ("GPUs", gpus),
         ("power", f"{num(plan.get('power_kw'), 1)} kW"),
-        *_margin_rows(plan),
         (
             "prefill:decode",
             f"{ratio:.2f} : 1 (GPUs in disaggregated pools)"
             if _is_num(ratio)
             else "- (no disaggregated pools)",
         ),
+        *_operations_rows(plan),
+        *_margin_rows(plan),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
@@ -390,7 +390,12 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
     cmds = [(p, c) for p, c in cmds if c]
     if not cmds:
         return []
-    out = ["Launch (vLLM; one command per replica, one per node for multi-node replicas)"]
+    multi = any((_map(p.get("launch")).get("nodes_per_replica") or 1) > 1 for p, _ in cmds)
+    out = [
+        "Launch (vLLM; one command per replica, one per node for multi-node replicas)"
+        if multi
+        else "Launch (vLLM, one command per replica)"
+    ]
     for p, cmd in cmds:
         launch = _map(p.get("launch"))
         nodes = launch.get("nodes_per_replica") or 1
