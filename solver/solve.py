@@ -247,10 +247,16 @@ def solve(
     if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return _extract(problem, v, status, gap, time.perf_counter() - t0, name, prob, msg)
     if status == SolveStatus.INFEASIBLE:
-        relaxation = _explain_infeasible(problem, options, max(0.5, remaining()))
+        explained = _explain_infeasible(problem, options, max(0.5, remaining()))
+        relaxation = explained or {}
         if relaxation:
             message = "fleet limits bind: " + ", ".join(
                 f"{k} short by {val:.4g}" for k, val in relaxation.items()
+            )
+        elif explained is None:
+            message = (
+                "no fleet meets the request within its limits; the re-solve that finds "
+                "which limit to move ran out of time (raise solver.time_limit_s)"
             )
         else:
             message = (
@@ -312,17 +318,21 @@ def has_limits(problem: Problem) -> bool:
     )
 
 
-def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: float):
+def _explain_infeasible(
+    problem: Problem, options: SolverOptions, time_limit_s: float
+) -> dict[str, float] | None:
     """Elastic re-solve: how far each fleet limit must move for a fleet to exist, in
     its units (budget $/h, stock GPUs, power kW, configurations, GPU types, replicas
     per pool, the replica minimum); {} when no limit is set or even relaxing all of
-    them leaves no fleet (then no fleet meets the SLOs)."""
+    them leaves no fleet (then no fleet meets the SLOs); None when it ran out of time."""
     if not has_limits(problem):
         return {}
     prob, v = build_model(problem, elastic=True)
     status, _, _, _ = _run(prob, options, time_limit_s)
+    if status == SolveStatus.INFEASIBLE:
+        return {}  # nothing, even with every limit relaxed
     if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        return {}
+        return None  # out of time: unknown
     return {name: _value(var) for name, var in v.slack.items() if _value(var) > _TOL}
 
 
