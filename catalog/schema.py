@@ -117,6 +117,12 @@ class Server(Frozen):
     """The node a SKU is bought in: GPUs per server, rack units, and server power."""
 
     gpus_per_server: Annotated[int, Field(ge=1, le=72)]
+    gpus_per_node: Annotated[int, Field(ge=1, le=72)] | None = Field(
+        default=None,
+        description="GPUs per host (one OS instance, e.g. a GB200 NVL72 compute tray: 4) "
+        "when the unit bought holds several; a replica with more GPUs is multi-node. "
+        "Unset: gpus_per_server.",
+    )
     rack_units: Annotated[int, Field(ge=1, le=64)]
     server_overhead_w: NonNegFloat = Field(
         default=0.0, description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server."

@@ -30,9 +30,24 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class NodeLaunch(Out):
+    """Commands for one node of a multi-node replica."""
+
+    node_rank: int
+    #: vLLM: the Ray command that joins this node to the replica's cluster.
+    ray: list[str]
+    #: vLLM: the server, started on node 0 once every node has joined (empty elsewhere).
+    vllm: list[str]
+    sglang: list[str]
+
+
 class LaunchSettings(Out):
     vllm: list[str]
     sglang: list[str]
+    #: Nodes (servers) one replica spans: tp / GPUs per node, 1 for a single server.
+    nodes_per_replica: int = 1
+    #: Multi-node replicas: one command per node, with its rank (empty otherwise).
+    per_node: list[NodeLaunch] = []
 
 
 class PoolPlan(Out):
@@ -58,6 +73,43 @@ class PoolPlan(Out):
     kv_transfer_link: str | None = None
     kv_transfer_exposed_ms: float | None = None
     launch: LaunchSettings
+    #: The rate the optimizer let the pool carry: max_utilization x capacity with
+    #: spare_replicas down (requests/s).
+    planned_capacity_rps: float | None = None
+    spare_replicas: int = 0
+    #: SLO capacity with spare_replicas replicas down (requests/s).
+    capacity_with_spares_down_rps: float | None = None
+
+
+class KvPair(Out):
+    """A prefill pool handing KV caches to a decode pool of the same class."""
+
+    class_name: str = Field(serialization_alias="class")
+    prefill_pool: str
+    decode_pool: str
+    link: str  # the link this pair actually uses (kv_pair_link)
+    priced_link: str  # the link the prefill pool's TTFT was priced on
+    exposed_ms: float | None  # exposed transfer time in the prefill pool's TTFT
+
+
+class Margins(Out):
+    """The safety margins the plan carries."""
+
+    max_utilization: float
+    spare_replicas_per_pool: int
+    burst_cv: float
+    max_pool_load: float | None  # highest rate / SLO capacity over the pools
+    min_headroom: float | None  # 1 - max_pool_load
+
+
+class OperationsCost(Out):
+    """What running this variety of hardware and configurations costs ($/hour)."""
+
+    gpu_types: int
+    configurations: int
+    usd_per_hour_per_gpu_type: float
+    usd_per_hour_per_configuration: float
+    cost_usd_per_hour: float
 
 
 class SloOut(Out):
@@ -149,6 +201,11 @@ class Plan(Out):
         default=None,
         description="The planned fleet simulated under load (planner.simulate.verify)",
     )
+    margins: Margins | None = None
+    operations: OperationsCost | None = None
+    #: GPU cost + operations cost ($/hour); cost_usd_per_hour is the GPUs alone.
+    total_cost_usd_per_hour: float | None = None
+    kv_pairs: list[KvPair] = []
     scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -270,7 +327,40 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     else:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_consumer"}')
         s.append("--disaggregation-mode=decode")
-    return LaunchSettings(vllm=v, sglang=s)
+    nodes = nodes_per_replica(cfg.tp, gpus_per_node(cand.replica.gpu))
+    if nodes == 1:
+        return LaunchSettings(vllm=v, sglang=s)
+    per_node = []
+    v_ray = [*v, "--distributed-executor-backend=ray"]
+    for rank in range(nodes):
+        # vLLM: one Ray cluster per replica (head on node 0), the server on the head.
+        ray = (
+            ["ray", "start", "--head", "--port=6379"]
+            if rank == 0
+            else ["ray", "start", "--address=HEAD_ADDR:6379", "--block"]
+        )
+        sr = [*s, f"--nnodes={nodes}", f"--node-rank={rank}", "--dist-init-addr=HEAD_ADDR:5000"]
+        per_node.append(
+            NodeLaunch(node_rank=rank, ray=ray, vllm=v_ray if rank == 0 else [], sglang=sr)
+        )
+    return LaunchSettings(
+        vllm=v_ray,
+        sglang=per_node[0].sglang,
+        nodes_per_replica=nodes,
+        per_node=per_node,
+    )
+
+
+def gpus_per_node(gpu) -> int:
+    """GPUs one host (one OS instance) holds: the catalog's ``server.gpus_per_node``
+    when set (a GB200 NVL72 compute tray holds 4 of the rack's 72), else
+    ``server.gpus_per_server``."""
+    return gpu.server.gpus_per_node or gpu.server.gpus_per_server
+
+
+def nodes_per_replica(tp: int, per_node: int) -> int:
+    """Hosts one replica of ``tp`` GPUs spans: ceil(tp / GPUs per node) (>= 1)."""
+    return max(1, math.ceil(tp / max(1, per_node)))
 
 
 def binding_detail(name: str, req: ResolvedRequest) -> str:
@@ -285,6 +375,8 @@ def binding_detail(name: str, req: ResolvedRequest) -> str:
                 return f"all {cap} {gpu} GPUs in stock are used"
     if name == "max_configurations":
         return f"at most {lim.max_configurations} distinct configurations"
+    if name == "max_gpu_types":
+        return f"at most {lim.max_gpu_types} GPU types"
     return name
 
 
@@ -303,7 +395,7 @@ def plan_from_result(
     for cid, n in sorted(result.replicas.items()):
         cand = by_id[cid]
         rate = result.rates_rps.get(cid, 0.0)
-        cap = cand.to_pool_candidate().capacity_rps(n)
+        cap, planned, spares_down = pool_capacities(cand, n)
         fig = figs[cand.class_name]
         pools.append(
             PoolPlan(
@@ -331,6 +423,9 @@ def plan_from_result(
                     cand.transfer_exposed_ms if cand.config.role == PoolRole.PREFILL else None
                 ),
                 launch=launch_settings(cand, req.model_id),
+                planned_capacity_rps=planned,
+                spare_replicas=cand.spare_replicas,
+                capacity_with_spares_down_rps=spares_down,
             )
         )
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
@@ -373,6 +468,7 @@ def plan_from_result(
     pre = sum(p.gpus for p in pools if p.role == PoolRole.PREFILL)
     dec = sum(p.gpus for p in pools if p.role == PoolRole.DECODE)
     cost = sum(p.cost_usd_per_hour for p in pools) if solved else None
+    ops = operations_cost(req, screening, result) if solved else None
     infeasible: list[str] = []
     if result.status == SolveStatus.INFEASIBLE:
         infeasible = infeasibility_reasons(req, screening)
@@ -400,6 +496,12 @@ def plan_from_result(
         infeasible_reasons=infeasible,
         warnings=list(req.warnings),
         relaxation=result.relaxation,
+        margins=plan_margins(req, pools),
+        operations=ops,
+        total_cost_usd_per_hour=(cost + ops.cost_usd_per_hour)
+        if ops and cost is not None
+        else None,
+        kv_pairs=kv_pairs(pools, by_id),
         solver=SolverInfo(
             status=result.status,
             gap=result.gap,
@@ -417,9 +519,113 @@ def plan_from_result(
     )
 
 
-def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
-    """A fleet limit that must grow for any fleet to meet the SLOs, in its units."""
+def pool_capacities(cand: Candidate, replicas: int) -> tuple[float, float, float | None]:
+    """(SLO capacity, planned capacity, SLO capacity with the spares down), requests/s,
+    of a pool of ``replicas``: ``cand.capacity_rps(n)`` (the queueing curves: the
+    largest rate meeting the SLO percentile), the MILP's own capacity rows
+    (``max_utilization x`` capacity at ``n - spare_replicas``, chords of the curve),
+    and ``cand.capacity_rps(n - spare_replicas)`` (None without spares)."""
+    cap = cand.capacity_rps(replicas)
+    planned = cand.to_pool_candidate().capacity_rps(replicas)
+    k = cand.spare_replicas
+    down = cand.capacity_rps(replicas - k) if k and replicas > k else (0.0 if k else None)
+    return cap, planned, down
+
+
+def plan_margins(req: ResolvedRequest, pools: list[PoolPlan]) -> Margins:
+    """The request's margins and the highest pool load (rate / SLO capacity)."""
     lim = req.request.constraints
+    loads = [p.utilization for p in pools if p.rate_rps > 0]
+    top = max(loads) if loads else None
+    return Margins(
+        max_utilization=lim.max_utilization,
+        spare_replicas_per_pool=lim.spare_replicas_per_pool,
+        burst_cv=req.request.traffic.burst_cv,
+        max_pool_load=top,
+        min_headroom=(1.0 - top) if top is not None else None,
+    )
+
+
+def operations_cost(
+    req: ResolvedRequest, screening: Screening, result: SolveResult
+) -> OperationsCost:
+    """Operations cost of the solved fleet ($/hour): ``usd_per_hour_per_gpu_type x``
+    GPU types + ``usd_per_hour_per_configuration x`` distinct configurations
+    (``PoolConfig.key``; pools of several classes with one configuration count
+    once), with the request's ``operations`` prices."""
+    by_id = {c.id: c for c in screening.candidates}
+    used = [by_id[k] for k, n in result.replicas.items() if n > 0 and k in by_id]
+    ops = req.request.operations
+    types = len({c.config.gpu for c in used})
+    configs = len({c.config.key for c in used})
+    return OperationsCost(
+        gpu_types=types,
+        configurations=configs,
+        usd_per_hour_per_gpu_type=ops.usd_per_hour_per_gpu_type,
+        usd_per_hour_per_configuration=ops.usd_per_hour_per_configuration,
+        cost_usd_per_hour=ops.usd_per_hour_per_gpu_type * types
+        + ops.usd_per_hour_per_configuration * configs,
+    )
+
+
+def kv_pairs(pools: list[PoolPlan], by_id: dict[str, Candidate]) -> list[KvPair]:
+    """Every (prefill pool, decode pool) of a class carrying load: the link the pair
+    uses (``candidates.kv_pair_link``, recorded at screening) and the one the prefill
+    pool's TTFT was priced on (the same or slower, by the MILP's kv_pair rows)."""
+    out = []
+    for pre in pools:
+        if pre.role != PoolRole.PREFILL or pre.rate_rps <= 0:
+            continue
+        cand = by_id[pre.id]
+        for dec in pools:
+            if dec.role != PoolRole.DECODE or dec.class_name != pre.class_name:
+                continue
+            if dec.rate_rps <= 0:
+                continue
+            out.append(
+                KvPair(
+                    class_name=pre.class_name,
+                    prefill_pool=pre.id,
+                    decode_pool=dec.id,
+                    link=cand.pair_links.get(dec.gpu, pre.kv_transfer_link or ""),
+                    priced_link=pre.kv_transfer_link or "",
+                    exposed_ms=pre.kv_transfer_exposed_ms,
+                )
+            )
+    return out
+
+
+#: Limits that count things (configurations, GPU types, replicas): moved in whole units.
+_COUNT_LIMITS = {
+    "max_configurations": ("max_configurations", "configurations"),
+    "max_gpu_types": ("max_gpu_types", "GPU types"),
+}
+
+
+def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
+    """A fleet limit that must move for any fleet to meet the SLOs, and by how much,
+    in its units (counts rounded up to whole units)."""
+    lim = req.request.constraints
+    if name in _COUNT_LIMITS:
+        field, what = _COUNT_LIMITS[name]
+        cur = getattr(lim, field)
+        return (
+            f"raise {field} from {cur} to {cur + math.ceil(amount - 1e-6)} "
+            f"(no fleet meeting the SLOs has {cur} or fewer {what})"
+        )
+    if name == "max_replicas_per_pool":
+        cur = lim.max_replicas_per_pool
+        return (
+            f"allow {cur + math.ceil(amount - 1e-6)} replicas per pool instead of {cur} "
+            "(constraints.max_replicas_per_pool)"
+        )
+    if name == "min_replicas_per_pool":
+        cur = lim.min_replicas_per_pool
+        new = max(1, cur - math.ceil(amount - 1e-6))
+        return (
+            f"lower min_replicas_per_pool from {cur} to {new} "
+            "(the replica minimum leaves no fleet within the other limits)"
+        )
     if name == "budget":
         return (
             f"budget ${lim.budget_usd_per_hour:,.2f}/h is short by ${amount:,.2f}/h "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -22,7 +23,7 @@ from planner.candidates import screen_candidates
 from planner.plan import HOURS_PER_MONTH, Plan, SolverInfo, plan_from_result
 from planner.request import PlanRequest, resolve_request
 from planner.variants import apply_mix, deep_merge, scale_rate
-from solver.problem import Limits, SolveResult, SolverOptions
+from solver.problem import Limits, Operations, SolveResult, SolverOptions
 from solver.robust import Scenario, solve_robust
 from solver.solve import solve
 
@@ -80,7 +81,10 @@ def make_robust_plan(
             raise
         resolved = resolve_request(sub_req, catalog)
         screening = screen_candidates(resolved, catalog, cross_gpu_prune=False)
-        problem = build_problem(resolved, screening)
+        # The robust MILP buys GPUs per type for every scenario; it does not price
+        # operations (per GPU type / configuration) yet, so neither do the
+        # scenario-alone costs it is compared with.
+        problem = replace(build_problem(resolved, screening), operations=Operations())
         prepared.append((name, weight, resolved, screening, problem))
     lim = req.constraints
     limits = Limits(

@@ -120,7 +120,7 @@ def _alternatives(
             continue
         r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
         ok = r.status.has_solution
-        cost = _cost(prob.candidates, r) if ok else None
+        cost = _cost(prob, r) if ok else None
         out.append(
             Alternative(
                 name=name,
@@ -157,9 +157,11 @@ def explain_modes(plan: Plan) -> None:
             )
 
 
-def _cost(cands: tuple[PoolCandidate, ...], r: SolveResult) -> float:
-    by_id = {c.id: c for c in cands}
-    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+def _cost(prob: Problem, r: SolveResult) -> float:
+    """GPU cost plus operations cost of a solved fleet ($/hour)."""
+    by_id = {c.id: c for c in prob.candidates}
+    gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+    return gpu + prob.operations_cost_usd_per_hour(r.replicas)
 
 
 def make_plan(

@@ -145,11 +145,51 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             if _is_num(ratio)
             else "- (no disaggregated pools)",
         ),
+        *_operations_rows(plan),
+        *_margin_rows(plan),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
     return lines
+
+
+def _operations_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The operations cost line: per GPU type and per configuration, and the total."""
+    ops = _map(plan.get("operations"))
+    if not ops:
+        return []
+    return [
+        (
+            "operations",
+            f"{usd(ops.get('cost_usd_per_hour'))}/h = {num(ops.get('gpu_types'))} GPU type(s) x "
+            f"{usd(ops.get('usd_per_hour_per_gpu_type'))} + "
+            f"{num(ops.get('configurations'))} configuration(s) x "
+            f"{usd(ops.get('usd_per_hour_per_configuration'))} "
+            f"(total {usd(plan.get('total_cost_usd_per_hour'))}/h with the GPUs)",
+        )
+    ]
+
+
+def _margin_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The margins line: load cap, N+k spares, burst CV, and the highest pool load."""
+    m = _map(plan.get("margins"))
+    if not m:
+        return []
+    k = m.get("spare_replicas_per_pool") or 0
+    spares = (
+        f"N+{num(k)} (each pool carries its rate with {num(k)} replica(s) down)"
+        if k
+        else ("N+0 (no spare replica)")
+    )
+    top = m.get("max_pool_load")
+    return [
+        (
+            "margins",
+            f"pools loaded at most {pct(m.get('max_utilization'))} of their SLO capacity "
+            f"(highest {pct(top)}), {spares}, sized for burst CV {num(m.get('burst_cv'), 2)}",
+        )
+    ]
 
 
 def _pools(plan: Mapping[str, Any]) -> list[str]:
@@ -202,11 +242,19 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
         for p in pools
         if _map(p).get("kv_transfer_link") and _is_num(_map(p).get("kv_transfer_exposed_ms"))
     ]
+    pairs = [_map(x) for x in _list(plan.get("kv_pairs"))]
+    gpu_of = {_map(p).get("id"): _map(p).get("gpu") for p in pools}
     for p in transfers:
         out.append(
-            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache shipped over "
+            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache priced over "
             f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, in TTFT)"
         )
+        for x in pairs:
+            if x.get("prefill_pool") == p.get("id"):
+                out.append(
+                    f"    to decode on {gpu_of.get(x.get('decode_pool'), '?')}: "
+                    f"over {x.get('link')}"
+                )
     return out
 
 
@@ -344,8 +392,34 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
     cmds = [(p, c) for p, c in cmds if c]
     if not cmds:
         return []
-    out = ["Launch (vLLM, one command per replica)"]
+    multi = any((_map(p.get("launch")).get("nodes_per_replica") or 1) > 1 for p, _ in cmds)
+    out = [
+        "Launch (vLLM; one command per replica, one per node for multi-node replicas)"
+        if multi
+        else "Launch (vLLM, one command per replica)"
+    ]
     for p, cmd in cmds:
+        launch = _map(p.get("launch"))
+        nodes = launch.get("nodes_per_replica") or 1
+        per_node = [_map(x) for x in _list(launch.get("per_node"))]
+        if nodes > 1 and per_node:
+            out.append(
+                f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
+                f"tp{p.get('tp')}, multi-node: each replica spans {num(nodes)} nodes, one "
+                "command per node (HEAD_ADDR: the replica's node-0 address)"
+            )
+            for x in per_node:
+                out.append(
+                    f"    node {x.get('node_rank')}: "
+                    + shlex.join(str(a) for a in _list(x.get("ray")))
+                )
+            for x in per_node:
+                if _list(x.get("vllm")):
+                    out.append(
+                        f"    then on node {x.get('node_rank')}: "
+                        + shlex.join(str(a) for a in _list(x.get("vllm")))
+                    )
+            continue
         out.append(
             f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
             f"tp{p.get('tp')}"
