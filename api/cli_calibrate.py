@@ -111,6 +111,18 @@ def render_capacity(a: CapacityAnalysis) -> str:
     ]
     if x.slo_met is not None:
         lines.append(f"SLOs met            {'yes' if x.slo_met else 'no'}")
+    from planner.risk import Z_BAND
+
+    f = a.factors
+    if f is not None:
+        src = f"fitted to {f.points} points" if f.points else "set by analogy (no measurement)"
+        lines.append(f"factors             {src}, sigma_log {f.sigma_log:.3f}")
+        if f.requests_per_s_band is not None:
+            lo, hi = f.requests_per_s_band
+            lines.append(
+                f"{f.band_confidence:.0%} band".ljust(20)
+                + f"requests/s {_f(lo, 3)}-{_f(hi, 3)} (x exp(+/-{Z_BAND:.3f} x sigma_log))"
+            )
     lines += [f"note: {n}" for n in x.notes]
     return "\n".join(lines)
 

@@ -97,6 +97,25 @@ def per_mtok(value: Any, missing: str = MISSING) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
+    """A [low, high] dollar band as ``$low-$high`` (missing unless two numbers)."""
+    if not (isinstance(band, list | tuple) and len(band) == 2 and all(map(_is_num, band))):
+        return missing
+    return f"{usd(band[0], digits)}-{usd(band[1], digits)}"
+
+
+def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
+    """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
+    pts, sigma 0.23`` or ``analogy, sigma 0.30``."""
+    prov = pool_or_gpu.get("provenance")
+    sigma = pool_or_gpu.get("sigma_log")
+    if not prov:
+        return missing
+    points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
+    head = f"fitted {num(points)} pts" if prov == "fitted" else str(prov)
+    return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
+
+
 def _yes_no(value: Any, missing: str = MISSING) -> str:
     return "yes" if value is True else "NO" if value is False else missing
 
@@ -137,6 +156,32 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
         ),
         ("GPUs", gpus),
         ("power", f"{num(plan.get('power_kw'), 1)} kW"),
+    ]
+    band = plan.get("cost_band_usd_per_hour")
+    risk = _map(plan.get("risk"))
+    if band is not None or risk:
+        conf = risk.get("confidence")
+        band_conf = risk.get("band_confidence")
+        rows.insert(
+            3,
+            (
+                "cost band",
+                f"{usd_band(band)}/h ({pct(band_conf)} band of the capacity error); planned "
+                f"at {pct(conf)} confidence in each pool's capacity",
+            ),
+        )
+        unmeasured = _list(plan.get("unmeasured_gpus"))
+        rows.insert(
+            4,
+            (
+                "unmeasured GPUs",
+                ", ".join(str(g) for g in unmeasured)
+                + " (efficiency set by analogy, no measurement)"
+                if unmeasured
+                else "none (every GPU's efficiency is fitted to measurements)",
+            ),
+        )
+    rows += [
         (
             "prefill:decode",
             f"{ratio:.2f} : 1 (GPUs in disaggregated pools)"
@@ -168,6 +213,8 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
         "load",
         "TTFT ms",
         "TPOT ms",
+        "cost band $/h",
+        "factors",
     ]
     rows = []
     for p in pools:
@@ -191,10 +238,17 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
                 pct(p.get("utilization")),
                 ms(p.get("predicted_ttft_ms")),
                 ms(p.get("predicted_tpot_ms")),
+                usd_band(p.get("cost_band_usd_per_hour"), 0),
+                factors_text(p),
             ]
         )
     out = ["Pools", render_table(headers, rows, indent="  ")]
     out.append("  load = rate / the pool's capacity within its SLO (not GPU busy time)")
+    if any(_map(p).get("capacity_derate") is not None for p in pools):
+        out.append(
+            "  capacity is derated by exp(-z x sigma) at the plan's confidence; cost band = "
+            "replicas needed at the 90% band's ends (1/capacity, rounded up)"
+        )
     transfers = [
         _map(p)
         for p in pools
