@@ -158,3 +158,27 @@ def cost_band_usd_per_hour(pool_bands: Iterable[tuple[float, float]]) -> tuple[f
         lo += a
         hi += b
     return (lo, hi)
+
+
+def robust_cost_band_usd_per_hour(
+    scenarios: Iterable[Iterable[tuple[str, float, float]]],
+) -> tuple[float, float]:
+    """The cost band of one fleet bought for several scenarios ($/hour).
+
+    Each scenario is its pools as (GPU type, low, high) cost bands
+    (:func:`pool_cost_band_usd_per_hour`). A robust fleet buys, per GPU type, what
+    its most demanding scenario uses, so per type the band's ends are the largest of
+    the scenarios' sums of their pools' ends on that type (the price per GPU is one per
+    type, so dollars order like GPUs); the fleet's band sums the types."""
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for pools in scenarios:
+        s_lo: dict[str, float] = {}
+        s_hi: dict[str, float] = {}
+        for gpu, a, b in pools:
+            s_lo[gpu] = s_lo.get(gpu, 0.0) + a
+            s_hi[gpu] = s_hi.get(gpu, 0.0) + b
+        for gpu in s_lo:
+            lo[gpu] = max(lo.get(gpu, 0.0), s_lo[gpu])
+            hi[gpu] = max(hi.get(gpu, 0.0), s_hi[gpu])
+    return (sum(lo.values()), sum(hi.values()))
