@@ -145,43 +145,19 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     if by_type:
         gpus += " (" + ", ".join(f"{g} {num(n)}" for g, n in by_type.items()) + ")"
     ratio = plan.get("pool_ratio_prefill_to_decode")
+    band = plan.get("cost_band_usd_per_hour")
+    cost_band = f" (band {usd_band(band)})" if usd_band(band) != MISSING else ""
     rows = [
         ("status", status),
         ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
         (
             "cost",
-            f"{usd(plan.get('cost_usd_per_hour'))}/h   "
+            f"{usd(plan.get('cost_usd_per_hour'))}/h{cost_band}   "
             f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
             f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
         ),
         ("GPUs", gpus),
         ("power", f"{num(plan.get('power_kw'), 1)} kW"),
-    ]
-    band = plan.get("cost_band_usd_per_hour")
-    risk = _map(plan.get("risk"))
-    if band is not None or risk:
-        conf = risk.get("confidence")
-        band_conf = risk.get("band_confidence")
-        rows.insert(
-            3,
-            (
-                "cost band",
-                f"{usd_band(band)}/h ({pct(band_conf)} band of the capacity error); planned "
-                f"at {pct(conf)} confidence in each pool's capacity",
-            ),
-        )
-        unmeasured = _list(plan.get("unmeasured_gpus"))
-        rows.insert(
-            4,
-            (
-                "unmeasured GPUs",
-                ", ".join(str(g) for g in unmeasured)
-                + " (efficiency set by analogy, no measurement)"
-                if unmeasured
-                else "none (every GPU's efficiency is fitted to measurements)",
-            ),
-        )
-    rows += [
         (
             "prefill:decode",
             f"{ratio:.2f} : 1 (GPUs in disaggregated pools)"
@@ -189,9 +165,29 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             else "- (no disaggregated pools)",
         ),
     ]
+    risk = _map(plan.get("risk"))
+    if risk:
+        rows.append(
+            (
+                "risk",
+                f"each pool's capacity derated to hold at {pct(risk.get('confidence'))} "
+                f"confidence (x exp(-{num(risk.get('z'), 3)} x sigma_log)); cost band: "
+                f"{pct(risk.get('band_confidence'))} band of the capacity error",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if risk and plan.get("pools"):
+        unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+        lines.append(
+            "unmeasured GPUs: "
+            + (
+                ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
+                if unmeasured
+                else "none (every GPU bought has efficiency fitted to measurements)"
+            )
+        )
     return lines
 
 
