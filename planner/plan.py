@@ -599,6 +599,16 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
             detail=(
                 f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
                 "at full utilization"
+                + (
+                    f" (capacity derated x{c.risk_derate:.2f}: factors "
+                    + (
+                        f"fitted to {c.factor_points} points, sigma {c.sigma_log:.2f})"
+                        if c.provenance == "fitted"
+                        else f"by analogy, sigma {c.sigma_log:.2f})"
+                    )
+                    if c.risk_derate < 1.0
+                    else ""
+                )
             ),
         )
     for r in screening.rejections:
