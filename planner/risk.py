@@ -36,12 +36,14 @@ from statistics import NormalDist
 from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Provenance
 
 #: Default ``risk.confidence``. 0.5 would be the nominal plan, in which a GPU known only
-#: by analogy competes on its best guess (the 80/20 example then bought MI300X, a GPU
-#: with no measurement). At 0.8 (z = 0.84) an analogy GPU (sigma 0.30) is derated by
-#: 22%, a fitted one (sigma 0.12-0.28) by 10-21%: a GPU without measurements has to be
-#: ~10% cheaper than a measured one to win, the size of the gap between them that a
-#: single public benchmark typically closes or opens. Higher defaults (0.9: 32% for
-#: analogy) would buy capacity for errors most pools do not have; the band shows them.
+#: by analogy competes on its median guess (the 80/20 example bought MI300X, a GPU with
+#: no measurement, on it). 0.8 (z = 0.84), the usual P80 of capacity planning, prices
+#: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.30)
+#: is derated by 22%, the fitted ones by 10% (A100 80GB, sigma 0.119) to 19% (H200,
+#: 0.257), so an unmeasured GPU must be 4-14% cheaper per predicted capacity than a
+#: measured one to win. 0.9 would derate analogy GPUs by 32% and H100 by 26%: spare
+#: capacity for errors most pools do not have, which the 90% cost band already shows
+#: and a request can still ask for.
 DEFAULT_CONFIDENCE = 0.8
 MIN_CONFIDENCE = 0.5
 MAX_CONFIDENCE = 0.999
