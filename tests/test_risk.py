@@ -372,3 +372,45 @@ def test_cost_is_monotone_in_confidence(c1, c2, rate, share, gpus):
         return
     if b.cost_usd_per_hour is not None:
         assert b.cost_usd_per_hour >= a.cost_usd_per_hour - 1e-6
+
+
+# --------------------------------------------------------------------------- where shown
+
+
+def test_analyze_capacity_shows_provenance_and_band():
+    from api.cli_calibrate import render_capacity
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    cat = load_catalog()
+    base = {"model": "llama-3.1-8b", "tp": 1, "prompt_tokens": 1000, "output_tokens": 200}
+    a = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", **base))
+    f = a.factors
+    assert (f.provenance, f.points, f.sigma_log) == (Provenance.FITTED, 59, 0.233)
+    rps = a.result.requests_per_s
+    assert f.requests_per_s_band == pytest.approx(risk.capacity_band_rps(rps, 0.233))
+    text = render_capacity(a)
+    assert "factors             fitted to 59 points, sigma_log 0.233" in text
+    lo, hi = f.requests_per_s_band
+    assert f"90% band            requests/s {lo:,.3f}-{hi:,.3f}" in text
+    b = capacity_analysis(cat, CapacityRequest(gpu="mi300x", **base))
+    assert "set by analogy (no measurement), sigma_log 0.300" in render_capacity(b)
+    # explicit factors are the user's guess, not a measurement
+    c = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", mfu=0.6, **base))
+    assert c.factors.provenance == Provenance.ANALOGY and c.factors.sigma_log == 0.30
+
+
+def test_report_shows_band_and_per_gpu_provenance():
+    from planner.report.content import plan_document
+    from planner.report.markdown import render_markdown
+
+    cat = load_catalog()
+    req = _small(0.8, candidates={"gpus": ["l40s", "h100-sxm5-80gb"], "tp": [1]})
+    req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
+    plan = make_plan(req, alternatives=False).to_json_dict()
+    assert set(plan["gpus_by_type"]) == {"l40s", "h100-sxm5-80gb"}
+    md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
+    lo, hi = plan["cost_band_usd_per_hour"]
+    assert f"${lo:,.2f}–${hi:,.2f}/h (90% band)" in md
+    assert "No measurement backs l40s" in md
+    assert "| fitted 59 pts, sigma 0.23 |" in md
+    assert "| analogy, sigma 0.30 |" in md
