@@ -256,6 +256,8 @@ def _v(x: float | None) -> str:
 
 
 def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
+    from planner.calibration import group_sigma_log
+
     cli = _cli()
     out = [f"calibration {cal.name} ({cal.created_at})"]
     if cal.description:
@@ -271,6 +273,7 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
         "overhead ms",
         "error before",
         "error after",
+        "sigma_log",
     ]
     rows = []
     for f in cal.factors:
@@ -289,12 +292,14 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
                 mark("step_overhead_ms", f"{f.step_overhead_ms:.2f}"),
                 f"{_pct(f.median_ape_before)} / {_pct(f.worst_ape_before)}",
                 f"{_pct(f.median_ape_after)} / {_pct(f.worst_ape_after)}",
+                f"{group_sigma_log(cal, f):.3f}",
             ]
         )
     out.append(cli.render_table(headers, rows))
     out.append(
         "errors: median / worst |predicted / measured - 1| over the group's measured values; "
-        "*: not determined by the data (stays near the catalog's value)"
+        "*: not determined by the data (stays near the catalog's value); sigma_log: residual "
+        "spread of ln(measured / predicted) after the fit, which plans derate capacity by"
     )
     if residuals and cal.residuals:
         out += ["", "residuals per point:"]
