@@ -60,7 +60,14 @@ from pydantic import (
 from scipy.optimize import least_squares
 
 from catalog.loader import DATA_DIR, build_catalog
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype, DtypeEfficiency
+from catalog.schema import (
+    ANALOGY_SIGMA_LOG,
+    DTYPE_BYTES,
+    Catalog,
+    Dtype,
+    DtypeEfficiency,
+    Provenance,
+)
 from planner import architecture as arch
 from planner import engines
 from planner import roofline as rl
@@ -722,6 +729,11 @@ class GroupFit(BaseModel):
     worst_ape_before: float | None
     median_ape_after: float | None
     worst_ape_after: float | None
+    sigma_log: float | None = Field(
+        default=None,
+        description="Residual spread of the fit: residual_sigma_log of its values after "
+        "the fit (None in calibrations stored before it was recorded).",
+    )
 
     @property
     def factors(self) -> tuple[float, float, float]:
@@ -912,6 +924,35 @@ def _determined(factors: Sequence[float], errs: Sequence[float | None]) -> list[
     ]
 
 
+#: Smallest spread recorded for fitted factors: a fit that happens to match a handful of
+#: points exactly still predicts new models and loads only this well (ln units, ~5%).
+MIN_SIGMA_LOG = 0.05
+
+
+def residual_sigma_log(
+    residuals: Sequence[Residual], *, after: bool = True, fitted_factors: int = 0
+) -> float | None:
+    """The spread of a fit in log space: the residual standard deviation
+    ``sqrt(sum ln(measured / predicted)^2 / (n - k))`` over the ``n`` measured values
+    that were predicted (after the fit, or with ``after=False`` before it), with
+    ``k = fitted_factors`` degrees of freedom used by the fit (``n - k`` at least 1);
+    floored at :data:`MIN_SIGMA_LOG`. Dimensionless (natural log); None without values.
+
+    It is the root mean square about zero, not about the mean: a bias of the model is
+    part of its error. This is ``Efficiency.sigma_log`` of fitted factors."""
+    logs = [
+        math.log(r.measured / p)
+        for r in residuals
+        if (p := (r.predicted_after if after else r.predicted_before)) is not None
+        and p > 0
+        and r.measured > 0
+    ]
+    if not logs:
+        return None
+    dof = max(len(logs) - fitted_factors, 1)
+    return max(math.sqrt(sum(x * x for x in logs) / dof), MIN_SIGMA_LOG)
+
+
 def _errors(
     points: Sequence[Measurement], preds: Sequence[Prediction]
 ) -> tuple[float | None, float | None]:
@@ -1009,6 +1050,7 @@ def fit_group(
         worst_ape_before=wb,
         median_ape_after=ma,
         worst_ape_after=wa,
+        sigma_log=residual_sigma_log(residuals, fitted_factors=sum(det)),
     )
     return _GroupResult(fit, residuals)
 
@@ -1080,12 +1122,33 @@ def leave_one_out(
 # --------------------------------------------------------------------------- applying
 
 
+def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
+    """The residual spread of one group of a calibration (ln units): the fit's
+    ``sigma_log``; for calibrations stored before it was recorded,
+    :func:`residual_sigma_log` of the group's stored residuals after the fit; with
+    neither, the analogy prior :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing
+    says the fit is any tighter)."""
+    if fit.sigma_log is not None:
+        return fit.sigma_log
+    mine = [
+        r
+        for r in calibration.residuals
+        if r.gpu == fit.gpu
+        and (fit.dtype is None or r.dtype == fit.dtype)
+        and (fit.engine is None or r.engine == fit.engine)
+    ]
+    got = residual_sigma_log(mine, fitted_factors=sum(fit.determined.values()))
+    return got if got is not None else ANALOGY_SIGMA_LOG
+
+
 def apply_calibration(
     catalog: Catalog, calibration: Calibration, engine: str | None = None
 ) -> Catalog:
     """``catalog`` with the calibration's factors as each GPU's per-dtype efficiency
     (``Efficiency.by_dtype``; a group fitted over all dtypes sets the GPU's defaults),
-    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one."""
+    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one.
+    Calibrated factors are ``provenance: fitted`` with the group's points and its
+    residual spread (:func:`group_sigma_log`)."""
     chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
     for f in calibration.factors:
         if engine is not None and f.engine not in (None, engine):
@@ -1107,6 +1170,11 @@ def apply_calibration(
                 "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
             )
         eff = gpu.efficiency
+        spread = {
+            "provenance": Provenance.FITTED,
+            "points": max(f.points, 1),
+            "sigma_log": group_sigma_log(calibration, f),
+        }
         if dtype is None:
             eff = eff.model_copy(
                 update={
@@ -1114,6 +1182,7 @@ def apply_calibration(
                     "decode_mbu": f.decode_mbu,
                     "step_overhead_ms": f.step_overhead_ms,
                     "reason": reason,
+                    **spread,
                 }
             )
         else:
@@ -1123,6 +1192,7 @@ def apply_calibration(
                 decode_mbu=f.decode_mbu,
                 step_overhead_ms=f.step_overhead_ms,
                 reason=f"{reason}, fitted on {f.points} {dtype} measurements",
+                **spread,
             )
             eff = eff.model_copy(update={"by_dtype": by})
         gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})

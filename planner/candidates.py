@@ -29,13 +29,14 @@ from statistics import NormalDist
 
 import numpy as np
 
-from catalog.schema import Catalog, Dtype
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype
 from planner import architecture as arch
 from planner import queueing
 from planner import roofline as rl
 from planner.capacity import decode_slots, largest_batch  # noqa: F401 (largest_batch re-exported)
 from planner.errors import PlanningError
 from planner.request import ResolvedClass, ResolvedRequest
+from planner.risk import capacity_derate, factor_uncertainty
 from solver.problem import CapacityCut, Mode, PoolCandidate, PoolRole, Segment
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
@@ -165,6 +166,13 @@ class Candidate:
     kv_q_tokens: float = 0.0
     #: Prefill pools: the link id to each decode GPU type offered (kv_pair_link).
     pair_links: dict[str, str] = field(default_factory=dict)
+    # Uncertainty of the GPU's efficiency factors (planner.risk.factor_uncertainty) and
+    # the capacity derate at the request's risk.confidence (planner.risk.capacity_derate):
+    # every capacity below is the predicted one times risk_derate.
+    provenance: str = "analogy"
+    factor_points: int = 0
+    sigma_log: float = ANALOGY_SIGMA_LOG
+    risk_derate: float = 1.0
 
     @property
     def id(self) -> str:
@@ -201,7 +209,7 @@ class Candidate:
         """Capacity per replica with no queueing headroom (requests/s): the min of
         the prefill and decode rates that apply to the role."""
         rates = [r for r in (self.decode_rps_per_replica, self.prefill_rps_per_replica) if r]
-        return min(rates) if rates else 0.0
+        return min(rates) * self.risk_derate if rates else 0.0
 
     @property
     def usd_per_rps(self) -> float:
@@ -214,7 +222,7 @@ class Candidate:
         """Largest arrival rate (requests/s) at which the percentile wait of an
         M/G/c queue with c = ``replicas`` prefill servers (mean service
         ``service_mean_ms``, squared CV ``service_cv2``) stays within
-        ``wait_budget_ms``: c x rho_max(c) / service_s."""
+        ``wait_budget_ms``: c x rho_max(c) / service_s, times ``risk_derate``."""
         if self.service_mean_ms is None:
             return math.inf
         if replicas <= 0:
@@ -227,21 +235,21 @@ class Candidate:
             self.service_cv2 or 0.0,
             self.arrival_cv2,
         )
-        return replicas * rho * 1000.0 / self.service_mean_ms
+        return replicas * rho * 1000.0 / self.service_mean_ms * self.risk_derate
 
     def decode_capacity_rps(self, replicas: int) -> float:
         """Largest rate (requests/s) whose resident sequences L = rate x G x step fit
         ``replicas`` x B slots at the SLO percentile: L <= S - z_q sqrt(v S), with
         S = B x replicas (normal approximation of the number resident, whose
         variance-to-mean ratio v = queueing.resident_peakedness(ca^2) is 1 for
-        Poisson arrivals)."""
+        Poisson arrivals), times ``risk_derate``."""
         if self.config.max_batch is None or self.step_ms is None:
             return math.inf
         slots = self.config.max_batch * replicas
         z = NormalDist().inv_cdf(self.quantile)
         v = queueing.resident_peakedness(self.arrival_cv2)
         residents = max(0.0, slots - z * math.sqrt(v * slots))
-        return residents / (self.output_mean_tokens * self.step_ms / 1000.0)
+        return residents / (self.output_mean_tokens * self.step_ms / 1000.0) * self.risk_derate
 
     def capacity_rps(self, replicas: int) -> float:
         """min(prefill queue capacity, decode slot capacity) at ``replicas`` (requests/s)."""
@@ -606,6 +614,8 @@ def screen_candidates(
     (needed when GPUs are bought once for several scenarios: then the GPU type
     itself matters, not just the cost of the pool)."""
     eff = req.request.efficiency
+    overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
+    confidence = req.request.risk.confidence
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
     considered = 0
@@ -687,6 +697,11 @@ def screen_candidates(
                                 if isinstance(out, Rejection):
                                     rejections.append(out)
                                 else:
+                                    unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+                                    out.provenance = unc.provenance.value
+                                    out.factor_points = unc.points
+                                    out.sigma_log = unc.sigma_log
+                                    out.risk_derate = capacity_derate(unc.sigma_log, confidence)
                                     kept.append(out)
     kept, unpaired = restrict_prefill_links(kept, catalog)
     survivors, pruned = prune(kept)

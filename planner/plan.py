@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner import engines, queueing, sizing
+from planner import engines, queueing, risk, sizing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
@@ -72,6 +72,14 @@ class PoolPlan(Out):
     step_ms: float | None
     kv_transfer_link: str | None = None
     kv_transfer_exposed_ms: float | None = None
+    # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
+    # applied to capacity_rps at the request's confidence, and the 90% bands.
+    provenance: str | None = None
+    factor_points: int | None = None
+    sigma_log: float | None = None
+    capacity_derate: float | None = None
+    capacity_band_rps: tuple[float, float] | None = None
+    cost_band_usd_per_hour: tuple[float, float] | None = None
     launch: LaunchSettings
     #: The rate the optimizer let the pool carry: max_utilization x capacity with
     #: spare_replicas down (requests/s).
@@ -159,6 +167,16 @@ class WhyNot(Out):
     detail: str
 
 
+class RiskOut(Out):
+    """How the plan treats the cost model's uncertainty (planner.risk)."""
+
+    confidence: float
+    z: float
+    band_confidence: float
+    z_band: float
+    note: str = ""
+
+
 class SolverInfo(Out):
     status: SolveStatus
     gap: float | None
@@ -183,6 +201,17 @@ class Plan(Out):
     cost_usd_per_hour: float | None
     cost_usd_per_month: float | None
     cost_usd_per_million_tokens: float | None
+    cost_band_usd_per_hour: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: the cost of right-sizing every pool at the ends of its "
+        "90% capacity band (planner.risk.cost_band_usd_per_hour)",
+    )
+    unmeasured_gpus: list[str] = Field(
+        default_factory=list,
+        description="GPU types in the plan whose efficiency factors rest on no measurement "
+        "(provenance analogy)",
+    )
+    risk: RiskOut | None = None
     gpus_total: int
     gpus_by_type: dict[str, int]
     power_kw: float
@@ -397,6 +426,14 @@ def plan_from_result(
         rate = result.rates_rps.get(cid, 0.0)
         cap, planned, spares_down = pool_capacities(cand, n)
         fig = figs[cand.class_name]
+        cap_band = risk.capacity_band_rps(cap / cand.risk_derate, cand.sigma_log)
+        cost_band = risk.pool_cost_band_usd_per_hour(
+            n,
+            cand.cost_usd_per_hour,
+            cand.risk_derate,
+            cand.sigma_log,
+            min_replicas=cand.min_replicas,
+        )
         pools.append(
             PoolPlan(
                 id=cid,
@@ -422,6 +459,12 @@ def plan_from_result(
                 kv_transfer_exposed_ms=(
                     cand.transfer_exposed_ms if cand.config.role == PoolRole.PREFILL else None
                 ),
+                provenance=cand.provenance,
+                factor_points=cand.factor_points,
+                sigma_log=cand.sigma_log,
+                capacity_derate=cand.risk_derate,
+                capacity_band_rps=cap_band,
+                cost_band_usd_per_hour=cost_band,
                 launch=launch_settings(cand, req.model_id),
                 planned_capacity_rps=planned,
                 spare_replicas=cand.spare_replicas,
@@ -469,6 +512,13 @@ def plan_from_result(
     dec = sum(p.gpus for p in pools if p.role == PoolRole.DECODE)
     cost = sum(p.cost_usd_per_hour for p in pools) if solved else None
     ops = operations_cost(req, screening, result) if solved else None
+    band = (
+        risk.cost_band_usd_per_hour(
+            p.cost_band_usd_per_hour for p in pools if p.cost_band_usd_per_hour
+        )
+        if solved
+        else None
+    )
     infeasible: list[str] = []
     if result.status == SolveStatus.INFEASIBLE:
         infeasible = infeasibility_reasons(req, screening)
@@ -485,6 +535,9 @@ def plan_from_result(
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
         cost_usd_per_million_tokens=cost_per_million_tokens(cost, req) if cost else None,
+        cost_band_usd_per_hour=band,
+        unmeasured_gpus=unmeasured_gpus(pools),
+        risk=risk_out(req.request.risk.confidence),
         gpus_total=sum(gpus_by_type.values()),
         gpus_by_type=dict(sorted(gpus_by_type.items())),
         power_kw=sum(p.power_kw for p in pools),
@@ -515,6 +568,28 @@ def plan_from_result(
             variables=result.num_variables,
             constraints=result.num_constraints,
             message=result.message,
+        ),
+    )
+
+
+def unmeasured_gpus(pools: list[PoolPlan]) -> list[str]:
+    """GPU types of the plan's pools whose efficiency factors (for the pool's dtype)
+    were set by analogy, not fitted to measurements (sorted ids)."""
+    return sorted({p.gpu for p in pools if p.provenance == "analogy"})
+
+
+def risk_out(confidence: float) -> RiskOut:
+    """The plan's risk settings: the request's confidence and its z (planner.risk
+    .z_for_confidence), and the band's confidence and z (planner.risk.Z_BAND)."""
+    return RiskOut(
+        confidence=confidence,
+        z=risk.z_for_confidence(confidence),
+        band_confidence=risk.BAND_CONFIDENCE,
+        z_band=risk.Z_BAND,
+        note=(
+            f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x sigma_log) "
+            f"per GPU; bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
+            "sigma_log)), replicas scaled as 1/capacity and rounded up"
         ),
     )
 
@@ -743,6 +818,16 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
             detail=(
                 f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
                 "at full utilization"
+                + (
+                    f" (capacity derated x{c.risk_derate:.2f}: factors "
+                    + (
+                        f"fitted to {c.factor_points} points, sigma {c.sigma_log:.2f})"
+                        if c.provenance == "fitted"
+                        else f"by analogy, sigma {c.sigma_log:.2f})"
+                    )
+                    if c.risk_derate < 1.0
+                    else ""
+                )
             ),
         )
     for r in screening.rejections:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
+from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from solver.problem import Mode, Objective
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -169,6 +170,19 @@ class EfficiencySpec(Strict):
     overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
 
 
+class RiskSpec(Strict):
+    """How sure the fleet must be of its capacity (see planner.risk)."""
+
+    confidence: Annotated[
+        float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE, allow_inf_nan=False)
+    ] = Field(
+        default=DEFAULT_CONFIDENCE,
+        description="Probability that each pool's capacity is at least what the plan "
+        "relies on: capacities are derated by exp(-z x sigma_log), z = Phi^-1(confidence), "
+        "with each GPU's own factor spread. 0.5 is the nominal plan; default 0.8.",
+    )
+
+
 class ScenarioSpec(Strict):
     """A future (or present) state of the traffic, as changes to the base request.
 
@@ -227,6 +241,7 @@ class PlanRequest(Strict):
     )
     verify: VerifySpec = Field(default_factory=VerifySpec)
     operations: OperationsSpec = Field(default_factory=OperationsSpec)
+    risk: RiskSpec = Field(default_factory=RiskSpec)
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog
+from planner import risk
 from planner.candidates import screen_candidates
 from planner.plan import HOURS_PER_MONTH, Plan, SolverInfo, plan_from_result
 from planner.request import PlanRequest, resolve_request
@@ -170,6 +171,22 @@ def make_robust_plan(
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
         cost_usd_per_million_tokens=first.cost_usd_per_million_tokens if ok else None,
+        cost_band_usd_per_hour=(
+            risk.robust_cost_band_usd_per_hour(
+                [
+                    (p.gpu, *p.cost_band_usd_per_hour)
+                    for p in sp.plan.pools
+                    if p.cost_band_usd_per_hour is not None
+                ]
+                for sp in scenario_plans
+            )
+            if ok
+            else None
+        ),
+        unmeasured_gpus=sorted(
+            {g for sp in scenario_plans for g in sp.plan.unmeasured_gpus} & set(robust.gpus_bought)
+        ),
+        risk=first.risk,
         gpus_total=sum(robust.gpus_bought.values()),
         gpus_by_type=dict(sorted(robust.gpus_bought.items())),
         power_kw=sum(gpu_power[g] * n for g, n in robust.gpus_bought.items()),

@@ -259,19 +259,23 @@ def calibrated_catalog(
 
 
 def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) -> dict[str, Any]:
-    """Prices and efficiency factors of the GPUs in the model, per-class figures."""
+    """Prices and efficiency factors of the GPUs in the model (with the factors'
+    provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
+    candidates carry them), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
+    first = {}
+    for c in screening.candidates:
+        first.setdefault(c.config.gpu, c)
     return {
         "gpus": {
             g: {
                 "price_usd_per_hour": catalog.gpus[g].price.usd_per_hour,
                 "price_is_estimate": catalog.gpus[g].price.estimate,
-                "prefill_mfu": next(
-                    c.replica.prefill_mfu for c in screening.candidates if c.config.gpu == g
-                ),
-                "decode_mbu": next(
-                    c.replica.decode_mbu for c in screening.candidates if c.config.gpu == g
-                ),
+                "prefill_mfu": first[g].replica.prefill_mfu,
+                "decode_mbu": first[g].replica.decode_mbu,
+                "provenance": first[g].provenance,
+                "points": first[g].factor_points,
+                "sigma_log": first[g].sigma_log,
             }
             for g in gpus
         },

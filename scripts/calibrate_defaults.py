@@ -126,6 +126,32 @@ def write_yaml(r: dict) -> None:
     path.write_text(text.replace(block, new), encoding="utf-8")
 
 
+def spread(r: dict) -> float:
+    """``sigma_log`` of the factors the catalog keeps for this GPU: the residual spread
+    (``planner.calibration.residual_sigma_log``) of the fit when adopted, else of the
+    factors kept (the prediction before the fit) on the same points."""
+    fit: cb.GroupFit = r["fit"]
+    if r["adopt"]:
+        return cb.residual_sigma_log(r["residuals"], fitted_factors=sum(fit.determined.values()))
+    return cb.residual_sigma_log(r["residuals"], after=False)
+
+
+def write_uncertainty(r: dict) -> None:
+    """Set ``provenance: fitted``, ``points`` and ``sigma_log`` in the GPU's efficiency
+    block (after ``overlap_factor``), replacing earlier values."""
+    path = DATA_DIR / "gpus" / f"{r['gpu']}.yaml"
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r"^efficiency:\n((?:[ ].*\n|\n)*?)(?=^\S)", text, flags=re.M)
+    if m is None:
+        raise SystemExit(f"{path}: no efficiency block")
+    block = re.sub(r"^  (provenance|points|sigma_log):.*\n", "", m.group(0), flags=re.M)
+    lines = f"  provenance: fitted\n  points: {r['fit'].points}\n  sigma_log: {spread(r):.3f}\n"
+    new, n = re.subn(r"^(  overlap_factor:.*\n)", lambda x: x.group(1) + lines, block, flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{path}: no overlap_factor in the efficiency block")
+    path.write_text(text.replace(m.group(0), new), encoding="utf-8")
+
+
 def render_doc(results: list[dict], reference: dict) -> str:
     out = [
         "# Calibration of the default efficiency factors",
@@ -189,6 +215,10 @@ def render_doc(results: list[dict], reference: dict) -> str:
         out += [""]
         errs = ", ".join(f"{p} {'-' if e is None else f'{e:.3g}'}" for p, e in f.std_errors.items())
         out.append(f"Standard errors of the fit: {errs}.")
+        out.append(
+            f"Spread recorded in the catalog (`sigma_log`, residual standard deviation of "
+            f"ln(measured / predicted) with the factors kept): {spread(r):.3f}."
+        )
         if r["adopt"]:
             out.append(
                 f"The catalog's defaults were replaced: {f.points} points, a leave-one-out "
@@ -286,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         if r["adopt"]:
             write_yaml(r)
+        write_uncertainty(r)
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(render_doc(results, reference), encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")

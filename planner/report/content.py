@@ -627,6 +627,31 @@ def sensitivity_blocks(
     return out
 
 
+def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
+    """The plan's cost band, its confidence and the GPUs with no measurement, in a
+    sentence (None for plans stored before bands were recorded)."""
+    band = plan.get("cost_band_usd_per_hour")
+    if _text.usd_band(band) == _text.MISSING:
+        return None
+    risk = _map(plan.get("risk"))
+    runs: list[Run] = [
+        Strong("Uncertainty: "),
+        f"the cost model's efficiency factors are uncertain, so the right-sized fleet "
+        f"would cost {usd(band[0])}–{usd(band[1])}/h ({pct(risk.get('band_confidence'))} "
+        f"band); each pool's capacity was derated to hold at {pct(risk.get('confidence'))} "
+        "confidence.",
+    ]
+    unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+    if unmeasured:
+        runs.append(
+            f" No measurement backs {', '.join(unmeasured)}: its factors are set by analogy "
+            "(wider band); benchmark it before buying at scale."
+        )
+    else:
+        runs.append(" Every GPU bought has factors fitted to measurements.")
+    return runs
+
+
 def sensitivity_sentence(sens: Mapping[str, Any] | None) -> list[Run] | None:
     if not sens:
         return None
@@ -672,6 +697,9 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
             ]
         )
         e = spec.efficiency
+        prov = dict(_map(used.get(g))) if _map(used.get(g)).get("provenance") else {}
+        if not prov:  # plans stored before provenance was recorded: the catalog's
+            prov = {"provenance": e.provenance.value, "points": e.points, "sigma_log": e.sigma_log}
         eff_rows.append(
             [
                 f"{spec.name} ({g})",
@@ -679,6 +707,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 num(_map(used.get(g)).get("decode_mbu", e.decode_mbu), 2),
                 num(e.step_overhead_ms, 1),
                 num(e.overlap_factor, 2),
+                _text.factors_text(prov, missing=DASH),
                 e.reason.strip(),
             ]
         )
@@ -695,16 +724,27 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
         out += [
             Heading("Efficiency factors"),
             Table(
-                ["GPU", "Prefill MFU", "Decode MBU", "Step overhead (ms)", "Overlap", "Why"],
+                [
+                    "GPU",
+                    "Prefill MFU",
+                    "Decode MBU",
+                    "Step overhead (ms)",
+                    "Overlap",
+                    "Provenance",
+                    "Why",
+                ],
                 eff_rows,
-                [False, True, True, True, True, False],
+                [False, True, True, True, True, False, False],
                 small=True,
             ),
             Para(
                 [
                     "MFU: achieved share of peak FLOP/s in compute-bound prefill; MBU: achieved "
                     "share of peak HBM bandwidth in memory-bound decode; overlap: how much of a "
-                    "prefill chunk hides under a decode step (1 = fully)."
+                    "prefill chunk hides under a decode step (1 = fully). Provenance: fitted to "
+                    "N measured points, or set by analogy with no measurement; sigma is the "
+                    "spread of ln(measured / predicted) (the fit's residuals; 0.30 assumed for "
+                    "analogy), which the plan's capacity derating and cost band use."
                 ],
                 kind="note",
             ),
@@ -841,6 +881,17 @@ def plan_document(
                 "prompt + output",
             ),
         ]
+        band = plan.get("cost_band_usd_per_hour")
+        if _text.usd_band(band) != _text.MISSING:
+            risk = _map(plan.get("risk"))
+            figures.insert(
+                1,
+                Figure(
+                    "cost band per hour",
+                    f"{usd_short(band[0])}–{usd_short(band[1])}",
+                    f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                ),
+            )
         if t.capital_usd is not None:
             figures.insert(3, Figure("capital", usd_short(t.capital_usd), "purchase price"))
         classes = [c for c in _list(plan.get("classes"))]
@@ -908,6 +959,9 @@ def plan_document(
                     f"({usd_delta(d)}/h, {pct_delta(100 * d / cost)}).",
                 ]
             )
+        unc = uncertainty_sentence(plan)
+        if unc:
+            bullets.append(unc)
         sens_run = sensitivity_sentence(sens)
         if sens_run:
             bullets.append(sens_run)

@@ -99,6 +99,25 @@ def per_mtok(value: Any, missing: str = MISSING) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
+    """A [low, high] dollar band as ``$low-$high`` (missing unless two numbers)."""
+    if not (isinstance(band, list | tuple) and len(band) == 2 and all(map(_is_num, band))):
+        return missing
+    return f"{usd(band[0], digits)}-{usd(band[1], digits)}"
+
+
+def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
+    """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
+    pts, sigma 0.23`` or ``analogy, sigma 0.30``."""
+    prov = pool_or_gpu.get("provenance")
+    sigma = pool_or_gpu.get("sigma_log")
+    if not prov:
+        return missing
+    points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
+    head = f"fitted {num(points)} pts" if prov == "fitted" else str(prov)
+    return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
+
+
 def _yes_no(value: Any, missing: str = MISSING) -> str:
     return "yes" if value is True else "NO" if value is False else missing
 
@@ -128,12 +147,14 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     if by_type:
         gpus += " (" + ", ".join(f"{g} {num(n)}" for g, n in by_type.items()) + ")"
     ratio = plan.get("pool_ratio_prefill_to_decode")
+    band = plan.get("cost_band_usd_per_hour")
+    cost_band = f" (band {usd_band(band)})" if usd_band(band) != MISSING else ""
     rows = [
         ("status", status),
         ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
         (
             "cost",
-            f"{usd(plan.get('cost_usd_per_hour'))}/h   "
+            f"{usd(plan.get('cost_usd_per_hour'))}/h{cost_band}   "
             f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
             f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
         ),
@@ -148,9 +169,29 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
         *_operations_rows(plan),
         *_margin_rows(plan),
     ]
+    risk = _map(plan.get("risk"))
+    if risk:
+        rows.append(
+            (
+                "risk",
+                f"each pool's capacity derated to hold at {pct(risk.get('confidence'))} "
+                f"confidence (x exp(-{num(risk.get('z'), 3)} x sigma_log)); cost band: "
+                f"{pct(risk.get('band_confidence'))} band of the capacity error",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if risk and plan.get("pools"):
+        unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+        lines.append(
+            "unmeasured GPUs: "
+            + (
+                ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
+                if unmeasured
+                else "none (every GPU bought has efficiency fitted to measurements)"
+            )
+        )
     return lines
 
 
@@ -210,6 +251,8 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
         "load",
         "TTFT ms",
         "TPOT ms",
+        "cost band $/h",
+        "factors",
     ]
     rows = []
     for p in pools:
@@ -233,10 +276,17 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
                 pct(p.get("utilization")),
                 ms(p.get("predicted_ttft_ms")),
                 ms(p.get("predicted_tpot_ms")),
+                usd_band(p.get("cost_band_usd_per_hour"), 0),
+                factors_text(p),
             ]
         )
     out = ["Pools", render_table(headers, rows, indent="  ")]
     out.append("  load = rate / the pool's capacity within its SLO (not GPU busy time)")
+    if any(_map(p).get("capacity_derate") is not None for p in pools):
+        out.append(
+            "  capacity is derated by exp(-z x sigma) at the plan's confidence; cost band = "
+            "replicas needed at the 90% band's ends (1/capacity, rounded up)"
+        )
     transfers = [
         _map(p)
         for p in pools
