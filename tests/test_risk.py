@@ -378,7 +378,7 @@ def test_cost_is_monotone_in_confidence(c1, c2, rate, share, gpus):
 
 
 def test_analyze_capacity_shows_provenance_and_band():
-    from api.cli_calibrate import render_capacity
+    from api.cli.calibrate import render_capacity
 
     from planner.capacity_analysis import CapacityRequest, capacity_analysis
 
@@ -407,6 +407,7 @@ def test_report_shows_band_and_per_gpu_provenance():
     cat = load_catalog()
     req = _small(0.8, candidates={"gpus": ["l40s", "h100-sxm5-80gb"], "tp": [1]})
     req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
+    req["operations"] = {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0}
     plan = make_plan(req, alternatives=False).to_json_dict()
     assert set(plan["gpus_by_type"]) == {"l40s", "h100-sxm5-80gb"}
     md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
