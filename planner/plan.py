@@ -98,6 +98,11 @@ class Alternative(Out):
     delta_usd_per_hour: float | None
     note: str = ""
     class_name: str | None = Field(default=None, serialization_alias="class")
+    verified: bool = Field(
+        default=False,
+        description="simulated and meeting every SLO; alternatives are solved on the plan's "
+        "corrected model (verification.corrections) but not simulated",
+    )
 
 
 class WhyNot(Out):
@@ -508,6 +513,20 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
     return out
 
 
+def _derate_note(c: Candidate) -> str:
+    """Words for a candidate whose capacity a simulation-learned correction derated
+    (planner.simulate.verify.DeratedCandidate); empty otherwise."""
+    sides = [
+        f"{side} x{f:.3g}"
+        for side, f in (
+            ("prefill", getattr(c, "prefill_derate", 1.0)),
+            ("decode", getattr(c, "decode_derate", 1.0)),
+        )
+        if f < 1.0
+    ]
+    return f" (capacity corrected by simulation: {', '.join(sides)})" if sides else ""
+
+
 def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
     """Per class and GPU type not in the plan: why (rejected, or dominated on cost)."""
     used = {(p.class_name, p.gpu) for p in pools}
@@ -523,7 +542,7 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
             reason="more_expensive" if in_model else "dominated",
             detail=(
                 f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
-                "at full utilization"
+                "at full utilization" + _derate_note(c)
             ),
         )
     for r in screening.rejections:

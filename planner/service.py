@@ -102,7 +102,10 @@ def _alternatives(
     """The next-cheapest fleets: each mode alone, each class in its other mode, and
     the fleet without each GPU type the plan uses (the screened candidates plus
     ``extra(gpu)``: the candidates another GPU type beat on cost, so removing a GPU
-    type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
+    type brings its rivals back), re-solved with a short time limit. ``problem`` and
+    ``extra`` are the corrected model the plan was solved on, so every alternative
+    restricts that model and costs no less than the plan (up to the solver gap);
+    alternatives are not simulated (``verified: false``). All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
     if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
@@ -209,6 +212,7 @@ def make_plan(
     alternatives: bool = True,
     verify: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
+    corrections: Any = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
 
@@ -216,7 +220,10 @@ def make_plan(
     request returns a Plan with status ``infeasible`` and the reasons. The plan
     is then verified by simulation (``verify``: None follows the request's
     ``verify.enabled``, on by default) and corrected when a class misses
-    (:mod:`planner.simulate.verify`).
+    (:mod:`planner.simulate.verify`). ``corrections`` (the
+    ``verification.corrections`` of the plan this request is a variant of) are
+    applied from the start and kept: a variant is solved on the corrected model
+    its base learned, and may only add to it.
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
@@ -237,7 +244,9 @@ def make_plan(
             robust.verification = sv.skipped(request.verify)
         return robust
     resolved = resolve_request(request, catalog)
-    screening = screen_candidates(resolved, catalog)
+    uncorrected = screen_candidates(resolved, catalog)
+    inherited = sv.as_corrections(corrections)
+    screening = sv.corrected_screening(uncorrected, inherited, resolved)
     problem = build_problem(resolved, screening)
     opts = solver_options_for(request, caps)
     t_solve = time.perf_counter()
@@ -247,18 +256,21 @@ def make_plan(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
     if sv.enabled(request.verify, verify):
-        plan, problem, result = sv.verify_and_correct(
+        plan, problem, result, screening = sv.verify_and_correct(
             plan,
             problem,
             result,
             resolved,
-            screening,
+            uncorrected,
             catalog,
             opts,
             deadline=t_solve + opts.time_limit_s,
+            inherited=inherited,
+            cache=cache,
         )
     else:
         plan.verification = sv.skipped(request.verify)
+        plan.verification.corrections = sv.correction_list(inherited)
     if alternatives:
         plan.alternatives = _alternatives(
             problem,
