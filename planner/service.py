@@ -95,16 +95,17 @@ def _alternatives(
     problem: Problem,
     result: SolveResult,
     opts: SolverOptions,
-    extra: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
+    without: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
     deadline: float | None = None,
     cache: dict | None = None,
 ) -> list[Alternative]:
     """The next-cheapest fleets: each mode alone, each class in its other mode, and
-    the fleet without each GPU type the plan uses (the screened candidates plus
-    ``extra(gpu)``: the candidates another GPU type beat on cost, so removing a GPU
-    type brings its rivals back), re-solved with a short time limit. ``problem`` and
-    ``extra`` are the corrected model the plan was solved on, so every alternative
-    restricts that model and costs no less than the plan (up to the solver gap);
+    the fleet without each GPU type the plan uses (``without(gpu)``: the model's
+    candidates for the request without that GPU type, i.e. the ones another GPU type
+    beat on cost come back and are pruned again with the rest; by default the
+    screened candidates of the other GPU types), re-solved with a short time limit.
+    ``problem`` and ``without`` are the corrected model the plan was solved on, so every
+    alternative restricts that model and costs no less than the plan (up to the solver gap);
     alternatives are not simulated (``verified: false``). All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
@@ -139,11 +140,11 @@ def _alternatives(
             (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
         )
     used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
-    known = {c.id for c in problem.candidates}
     for gpu in used_gpus:
-        cands = tuple(c for c in problem.candidates if c.gpu != gpu)
-        if extra is not None:
-            cands += tuple(c for c in extra(gpu) if c.id not in known)
+        if without is not None:
+            cands = without(gpu)
+        else:
+            cands = tuple(c for c in problem.candidates if c.gpu != gpu)
         variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
     out = []
     for name, prob, note in variants:
@@ -276,10 +277,15 @@ def make_plan(
             problem,
             result,
             opts,
-            extra=lambda gpu: tuple(
+            without=lambda gpu: tuple(
                 c.to_pool_candidate()
                 for c in prune_by_cost_curves(
-                    [c for c in screening.cross_dominated if c.config.gpu != gpu], resolved
+                    [
+                        c
+                        for c in screening.candidates + screening.cross_dominated
+                        if c.config.gpu != gpu
+                    ],
+                    resolved,
                 )[0]
             ),
             deadline=t_solve + opts.time_limit_s,

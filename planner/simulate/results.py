@@ -150,6 +150,11 @@ class Correction(Out):
     themselves are ``Verification.corrections``)."""
 
     iterations: int
+    derate: dict[str, dict[str, float]] | None = Field(
+        default=None,
+        description="plans stored before family corrections only: per class, the factors "
+        "that applied to all its pools",
+    )
     original_cost_usd_per_hour: float | None
     cost_usd_per_hour: float | None
     original: list[ClassVerification]
