@@ -256,8 +256,9 @@ def make_plan(
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
+    simulated_s = 0.0
     if sv.enabled(request.verify, verify):
-        plan, problem, result, screening = sv.verify_and_correct(
+        plan, problem, result, screening, simulated_s = sv.verify_and_correct(
             plan,
             problem,
             result,
@@ -288,7 +289,7 @@ def make_plan(
                     resolved,
                 )[0]
             ),
-            deadline=t_solve + opts.time_limit_s,
+            deadline=t_solve + opts.time_limit_s + simulated_s,  # solver time only
             cache=cache,
         )
         explain_modes(plan)

@@ -378,6 +378,7 @@ def correct(
     spec: VerifySpec,
     replan: Replan,
     inherited: Mapping[Key, FamilyCorrection] | None = None,
+    simulate: Callable[[Any], Verification] | None = None,
 ) -> tuple[Any, Verification, Any, dict[Key, FamilyCorrection]]:
     """Learn corrections from the simulation and re-solve the whole model with them
     until the plan verifies (at most MAX_CORRECTIONS solves, each simulated).
@@ -386,7 +387,14 @@ def correct(
     was solved with. Every round re-solves from the uncorrected screening under
     all corrections so far, so the plan returned is the optimum of the corrected
     model. Returns (plan, its verification, replan's output or None when the
-    original plan stands, the corrections that plan was solved with)."""
+    original plan stands, the corrections that plan was solved with). ``simulate``
+    (a Plan -> its Verification) defaults to :func:`verify_plan`."""
+
+    def check(p: Any) -> Verification:
+        if simulate is not None:
+            return simulate(p)
+        return verify_plan(p.to_json_dict(), request, catalog, spec)
+
     corr: dict[Key, FamilyCorrection] = dict(inherited or {})
     ver, current = first, plan
     last = None
@@ -406,7 +414,7 @@ def correct(
             if out[0].solver.message:
                 why = out[0].solver.message
             break
-        ver = verify_plan(out[0].to_json_dict(), request, catalog, spec)
+        ver = check(out[0])
         current = out[0]
         last = (out, ver, dict(corr), rounds)
         if _clear(ver):
@@ -465,11 +473,12 @@ def verify_and_correct(
     """make_plan's verification step: simulate ``plan`` (solved from ``screening``
     under the ``inherited`` corrections); on a miss (and ``verify.correct``), learn
     corrections and re-solve (:func:`correct`). Returns (plan, problem, result,
-    screening): the corrected ones when a correction was solved, else the inputs
-    (``screening`` corrected by ``inherited``). The plan returned carries its
-    ``verification`` section with the corrections it was solved with. Correction
-    solves share the request's solver time (``deadline``, perf_counter seconds):
-    once it is used up the last plan solved stands."""
+    screening, simulated seconds): the corrected ones when a correction was solved,
+    else the inputs (``screening`` corrected by ``inherited``). The plan returned
+    carries its ``verification`` section with the corrections it was solved with.
+    Correction solves share the request's solver time (``deadline``, perf_counter
+    seconds, moved later by the time spent simulating): once it is used up the
+    last plan solved stands."""
     import time
     from dataclasses import replace
 
@@ -480,14 +489,27 @@ def verify_and_correct(
 
     spec = request.request.verify
     inherited = dict(inherited or {})
-    ver = verify_plan(plan.to_json_dict(), request, catalog, spec)
+    simulated_s = 0.0  # simulation wall time: it does not count against the solver deadline
+
+    def simulate(p: Any) -> Verification:
+        nonlocal simulated_s
+        t = time.perf_counter()
+        out = verify_plan(p.to_json_dict(), request, catalog, spec)
+        simulated_s += time.perf_counter() - t
+        return out
+
+    ver = simulate(plan)
     final_screening = corrected_screening(screening, inherited, request)
     corrections = inherited
     if ver.passed is False and spec.correct:
 
         def replan(scr: Screening):
             prob = build_problem(request, scr)
-            left = opts.time_limit_s if deadline is None else deadline - time.perf_counter()
+            left = (
+                opts.time_limit_s
+                if deadline is None
+                else deadline + simulated_s - time.perf_counter()
+            )
             if left < 0.05:
                 res = SolveResult(
                     status=SolveStatus.ERROR,
@@ -505,13 +527,13 @@ def verify_and_correct(
             return new, prob, res, scr
 
         plan, ver, out, corrections = correct(
-            plan, ver, request, screening, catalog, spec, replan, inherited
+            plan, ver, request, screening, catalog, spec, replan, inherited, simulate
         )
         if out is not None:
             _, problem, result, final_screening = out
     ver.corrections = correction_list(corrections)
     plan.verification = ver
-    return plan, problem, result, final_screening
+    return plan, problem, result, final_screening, simulated_s
 
 
 def verify_robust(plan, request, raw: Mapping[str, Any], catalog: Catalog) -> None:
