@@ -300,8 +300,10 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
         for a in alts
     ]
     return [
-        "Alternatives (next-cheapest fleets, on the plan's corrected model; not simulated)",
+        "Alternatives (next-cheapest fleets)",
         render_table(headers, rows, indent="  "),
+        "  solved on this plan's capacity model as corrected by simulation; not simulated "
+        "themselves",
     ]
 
 

@@ -419,6 +419,8 @@ def correct(
         last = (out, ver, dict(corr), rounds)
         if _clear(ver):
             break
+    else:
+        why = f"at most {MAX_CORRECTIONS} re-solves"
     if last is None:
         learned = [c for k, c in corr.items() if (inherited or {}).get(k) is not c]
         shown = ", ".join(
@@ -433,9 +435,13 @@ def correct(
             "and misses as stated" + (f" (the simulation asked for {shown})" if shown else ""),
         )
         return plan, first, None, dict(inherited or {})
-    out, ver, factors, _ = last
+    out, ver, factors, done = last
     new_plan = out[0]
-    state = "meets its targets" if ver.passed else f"still misses after {rounds} re-solves"
+    state = (
+        "meets its targets"
+        if ver.passed
+        else f"still misses after {done} re-solve{'s' if done > 1 else ''} (stopped: {why})"
+    )
     fams = len([c for c in factors.values() if c.learned == "this plan"])
     ver.correction = Correction(
         iterations=rounds,
