@@ -187,3 +187,150 @@ def test_corrected_screening_derates_the_family_everywhere():
         ).prefill_capacity_rps(n)
     others = [c for c in every if c not in same]
     assert not any(isinstance(c, sv.DeratedCandidate) for c in others)
+
+
+# --------------------------------------------------------------------------- an oracle
+# The simulator's verdict replaced by a known truth: family (class, role, GPU type) F
+# really carries truth[F] x the uncorrected queueing model's capacity. Noise-free and
+# fast, so many random requests run, and the corrections are known to be needed.
+
+
+def oracle(truth: dict[tuple[str, str, str], float]):
+    """A stand-in for :func:`planner.simulate.verify.verify_plan`: a class misses
+    (on the side concerned) when one of its pools carries more than truth x the
+    uncorrected model's capacity at its replica count."""
+    from planner.candidates import screen_candidates
+    from planner.simulate.results import ClassVerification, Verification
+
+    screened: dict[int, dict] = {}
+
+    def verify(plan, request, catalog, spec):
+        if plan.get("status") not in ("optimal", "feasible"):
+            return Verification(
+                requests=0, seed=spec.seed, burst_cv=1.0, wall_time_s=0.0, passed=None, summary="-"
+            )
+        if id(request) not in screened:
+            scr = screen_candidates(request, catalog)
+            screened[id(request)] = {c.id: c for c in scr.candidates + scr.cross_dominated}
+        by_id = screened[id(request)]
+        classes = []
+        for cls in request.classes:
+            pools = [p for p in plan["pools"] if p["class"] == cls.name and p["replicas"] > 0]
+            if not pools:
+                continue
+            bad = set()
+            for p in pools:
+                t = truth.get((cls.name, p["role"], p["gpu"]), 1.0)
+                c, n, rate = by_id[p["id"]], p["replicas"], p["rate_rps"] * (1 - 1e-9)
+                if p["role"] != "decode" and rate > t * c.prefill_capacity_rps(n):
+                    bad.add("ttft")
+                if p["role"] != "prefill" and rate > t * c.decode_capacity_rps(n):
+                    bad.add("tpot")
+            slo = cls.slo
+            ok = not bad
+            classes.append(
+                ClassVerification(
+                    name=cls.name,
+                    percentile=slo.percentile,
+                    slo_ttft_ms=slo.ttft_ms,
+                    slo_tpot_ms=slo.tpot_ms,
+                    ttft_ms=slo.ttft_ms * (1.3 if "ttft" in bad else 0.8),
+                    tpot_ms=slo.tpot_ms * (1.3 if "tpot" in bad else 0.8),
+                    planned_ttft_ms=None,
+                    planned_tpot_ms=None,
+                    attainment=0.95 if ok else 0.8,
+                    attainment_ci95=0.0,
+                    goodput_rps=cls.rate_rps,
+                    status="meets" if ok else "misses",
+                    meets_slo=ok,
+                    verdict="oracle",
+                )
+            )
+        passed = all(c.meets_slo for c in classes)
+        return Verification(
+            requests=0,
+            seed=spec.seed,
+            burst_cv=1.0,
+            wall_time_s=0.0,
+            passed=passed,
+            summary="oracle: " + ("meets" if passed else "misses"),
+            classes=classes,
+        )
+
+    return verify
+
+
+@st.composite
+def oracle_cases(draw):
+    """A small request and a truth: some families carry 55-90% of their model."""
+    req = draw(small_requests())
+    req["verify"] = {"enabled": True}
+    families = [
+        (cls, role, gpu)
+        for cls in ("chat", "rag")
+        for role in ("aggregated", "prefill", "decode")
+        for gpu in req["candidates"]["gpus"]
+    ]
+    truth = {
+        f: draw(st.sampled_from([0.55, 0.75, 0.9]))
+        for f in draw(st.lists(st.sampled_from(families), max_size=6, unique=True))
+    }
+    return req, truth
+
+
+ORACLE = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@ORACLE
+@given(oracle_cases())
+def test_oracle_alternatives_and_gpu_offers_are_consistent(case):
+    from unittest import mock
+
+    req, truth = case
+    with mock.patch.object(sv, "verify_plan", oracle(truth)):
+        plan = make_plan(req, CAT, alternatives=True)
+        if not _solved(plan):
+            return
+        cost = plan.cost_usd_per_hour
+        # (a) every alternative restricts the corrected model
+        for alt in plan.alternatives:
+            if alt.cost_usd_per_hour is not None:
+                assert alt.cost_usd_per_hour >= cost * (1 - SLACK), (alt.name, truth)
+        # (b) each smaller offer, planned with the plan's corrections, costs no less
+        gpus = req["candidates"]["gpus"]
+        for drop in gpus:
+            fewer_req = {
+                **req,
+                "candidates": {**req["candidates"], "gpus": [g for g in gpus if g != drop]},
+            }
+            fewer = make_plan(
+                fewer_req, CAT, alternatives=False, corrections=plan.verification.corrections
+            )
+            if fewer.cost_usd_per_hour is not None:
+                assert fewer.cost_usd_per_hour >= cost * (1 - SLACK), (drop, truth)
+
+
+@settings(
+    max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(oracle_cases())
+def test_oracle_sensitivity_is_monotone_in_traffic(case):
+    from unittest import mock
+
+    req, truth = case
+    with mock.patch.object(sv, "verify_plan", oracle(truth)):
+        plan = make_plan(req, CAT, alternatives=False)
+        if not _solved(plan):
+            return
+        sens = sensitivity(req, CAT, workers=1, base_plan=plan.to_json_dict())
+    costs = [plan.cost_usd_per_hour]
+    for row in sens["rows"]:
+        if row["name"].startswith("traffic") and row["cost_usd_per_hour"] is not None:
+            costs.append(row["cost_usd_per_hour"])
+    for lo, hi in itertools.pairwise(costs):
+        assert hi >= lo * (1 - SLACK), (costs, truth)
