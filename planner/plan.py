@@ -158,6 +158,11 @@ class Alternative(Out):
     delta_usd_per_hour: float | None
     note: str = ""
     class_name: str | None = Field(default=None, serialization_alias="class")
+    verified: bool = Field(
+        default=False,
+        description="simulated and meeting every SLO; alternatives are solved on the plan's "
+        "corrected model (verification.corrections) but not simulated",
+    )
 
 
 class WhyNot(Out):
@@ -802,6 +807,20 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
     return out
 
 
+def _derate_note(c: Candidate) -> str:
+    """Words for a candidate whose capacity a simulation-learned correction derated
+    (planner.simulate.verify.DeratedCandidate); empty otherwise."""
+    sides = [
+        f"{side} x{f:.3g}"
+        for side, f in (
+            ("prefill", getattr(c, "prefill_derate", 1.0)),
+            ("decode", getattr(c, "decode_derate", 1.0)),
+        )
+        if f < 1.0
+    ]
+    return f" (capacity corrected by simulation: {', '.join(sides)})" if sides else ""
+
+
 def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
     """Per class and GPU type not in the plan: why (rejected, or dominated on cost)."""
     used = {(p.class_name, p.gpu) for p in pools}
@@ -818,6 +837,7 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
             detail=(
                 f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
                 "at full utilization"
+                + _derate_note(c)
                 + (
                     f" (capacity derated x{c.risk_derate:.2f}: factors "
                     + (

@@ -56,14 +56,18 @@ def _alternatives(
     problem: Problem,
     result: SolveResult,
     opts: SolverOptions,
-    extra: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
+    without: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
     deadline: float | None = None,
     cache: dict | None = None,
 ) -> list[Alternative]:
     """The next-cheapest fleets: each mode alone, each class in its other mode, and
-    the fleet without each GPU type the plan uses (the screened candidates plus
-    ``extra(gpu)``: the candidates another GPU type beat on cost, so removing a GPU
-    type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
+    the fleet without each GPU type the plan uses (``without(gpu)``: the model's
+    candidates for the request without that GPU type, i.e. the ones another GPU type
+    beat on cost come back and are pruned again with the rest; by default the
+    screened candidates of the other GPU types), re-solved with a short time limit.
+    ``problem`` and ``without`` are the corrected model the plan was solved on, so every
+    alternative restricts that model and costs no less than the plan (up to the solver gap);
+    alternatives are not simulated (``verified: false``). All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
     if not result.status.has_solution:
@@ -97,11 +101,11 @@ def _alternatives(
             (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
         )
     used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
-    known = {c.id for c in problem.candidates}
     for gpu in used_gpus:
-        cands = tuple(c for c in problem.candidates if c.gpu != gpu)
-        if extra is not None:
-            cands += tuple(c for c in extra(gpu) if c.id not in known)
+        if without is not None:
+            cands = without(gpu)
+        else:
+            cands = tuple(c for c in problem.candidates if c.gpu != gpu)
         variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
     out = []
     for name, prob, note in variants:
@@ -173,6 +177,7 @@ def make_plan(
     verify: bool | None = None,
     verify_default: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
+    corrections: Any = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
 
@@ -181,6 +186,9 @@ def make_plan(
     is then verified by simulation (``verify``: None follows the request's
     ``verify.enabled``, else ``verify_default``, which the caller reads from its
     settings) and corrected when a class misses (:mod:`planner.simulate.verify`).
+    ``corrections`` (the ``verification.corrections`` of the plan this request is a
+    variant of) are applied from the start and kept: a variant is solved on the
+    corrected model its base learned, and may only add to it.
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
@@ -203,7 +211,9 @@ def make_plan(
             robust.verification = sv.skipped(request.verify)
         return robust
     resolved = resolve_request(request, catalog)
-    screening = screen_candidates(resolved, catalog)
+    uncorrected = screen_candidates(resolved, catalog)
+    inherited = sv.as_corrections(corrections)
+    screening = sv.corrected_screening(uncorrected, inherited, resolved)
     problem = build_problem(resolved, screening)
     opts = solver_options_for(request, caps)
     t_solve = time.perf_counter()
@@ -212,31 +222,40 @@ def make_plan(
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
+    simulated_s = 0.0
     if sv.enabled(request.verify, verify):
-        plan, problem, result = sv.verify_and_correct(
+        plan, problem, result, screening, simulated_s = sv.verify_and_correct(
             plan,
             problem,
             result,
             resolved,
-            screening,
+            uncorrected,
             catalog,
             opts,
             deadline=t_solve + opts.time_limit_s,
+            inherited=inherited,
+            cache=cache,
         )
     else:
         plan.verification = sv.skipped(request.verify)
+        plan.verification.corrections = sv.correction_list(inherited)
     if alternatives:
         plan.alternatives = _alternatives(
             problem,
             result,
             opts,
-            extra=lambda gpu: tuple(
+            without=lambda gpu: tuple(
                 c.to_pool_candidate()
                 for c in prune_by_cost_curves(
-                    [c for c in screening.cross_dominated if c.config.gpu != gpu], resolved
+                    [
+                        c
+                        for c in screening.candidates + screening.cross_dominated
+                        if c.config.gpu != gpu
+                    ],
+                    resolved,
                 )[0]
             ),
-            deadline=t_solve + opts.time_limit_s,
+            deadline=t_solve + opts.time_limit_s + simulated_s,  # solver time only
             cache=cache,
         )
         explain_modes(plan)

@@ -379,7 +379,6 @@ def test_cost_is_monotone_in_confidence(c1, c2, rate, share, gpus):
 
 def test_analyze_capacity_shows_provenance_and_band():
     from api.cli.calibrate import render_capacity
-
     from planner.capacity_analysis import CapacityRequest, capacity_analysis
 
     cat = load_catalog()

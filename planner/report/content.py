@@ -518,7 +518,38 @@ def verification_blocks(plan: Mapping[str, Any]) -> list[Block]:
                 kind="note",
             )
         )
+    fixes = _list(v.get("corrections"))
+    if fixes:
+        out.append(
+            Table(
+                ["Class", "Role", "GPU", "Curve", "Factor", "Learned", "Why"],
+                [
+                    [
+                        s(f.get("class")),
+                        s(f.get("role")),
+                        s(f.get("gpu")),
+                        s(f.get("side")),
+                        num(f.get("factor"), 3),
+                        s(f.get("learned")),
+                        s(f.get("reason")),
+                    ]
+                    for f in map(_map, fixes)
+                ],
+                [False, False, False, False, True, False, False],
+                caption="Capacity-model corrections learned by simulation (every candidate "
+                "of the family is derated, and the whole model re-solved)",
+                small=True,
+            )
+        )
     return out
+
+
+def verified_text(row: Mapping[str, Any]) -> str:
+    """'yes' when a row's plan was simulated and met every SLO (``verified`` true),
+    'no' when it was not or missed, '–' when the row predates the field."""
+    if "verified" not in row:
+        return "–"
+    return "yes" if row.get("verified") is True else "no"
 
 
 def next_cheapest(plan: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -541,13 +572,16 @@ def alternatives_table(plan: Mapping[str, Any]) -> Table | None:
                 usd(a.get("cost_usd_per_hour")),
                 usd_delta(d),
                 pct_delta(100 * d / base) if is_num(d) and is_num(base) and base else "–",
+                verified_text(a),
                 str(a.get("note") or ""),
             ]
         )
     return Table(
-        ["Alternative fleet", "Status", "$/hour", "vs this plan", "Change", "Note"],
+        ["Alternative fleet", "Status", "$/hour", "vs this plan", "Change", "Verified", "Note"],
         rows,
-        [False, False, True, True, True, False],
+        [False, False, True, True, True, False, False],
+        caption="Solved on this plan's capacity model as corrected by simulation; "
+        "not simulated themselves",
     )
 
 
@@ -607,13 +641,25 @@ def sensitivity_blocks(
                 usd_delta(r.get("delta_usd_per_hour")),
                 pct_delta(r.get("delta_pct")),
                 num(r.get("gpus_total")),
+                verified_text(r),
+                s(r.get("note")) if r.get("note") else "",
             ]
         )
     out: list[Block] = [
         Table(
-            ["Case", "What changes", "Status", "$/hour", "vs this plan", "Change", "GPUs"],
+            [
+                "Case",
+                "What changes",
+                "Status",
+                "$/hour",
+                "vs this plan",
+                "Change",
+                "GPUs",
+                "Verified",
+                "Note",
+            ],
             rows,
-            [False, False, False, True, True, True, True],
+            [False, False, False, True, True, True, True, False, False],
         )
     ]
     if sens.get("note"):

@@ -357,6 +357,17 @@ def _verification(plan: Mapping[str, Any]) -> list[str]:
     corr = _map(v.get("correction"))
     if corr:
         out.append(f"  Corrected: {_s(corr.get('note'))}")
+    fixes = [_map(f) for f in _list(v.get("corrections"))]
+    if fixes:
+        out.append(
+            "  Capacity-model corrections (every candidate of the family, whole model re-solved):"
+        )
+        for f in fixes:
+            out.append(
+                f"    {_s(f.get('class'))} {_s(f.get('role'))} on {_s(f.get('gpu'))}: "
+                f"{_s(f.get('side'))} curve x{f.get('factor', 1.0):.3f} "
+                f"({_s(f.get('learned'))}) - {_s(f.get('reason'))}"
+            )
     return out
 
 
@@ -376,18 +387,24 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
     alts = _list(plan.get("alternatives"))
     if not alts:
         return []
-    headers = ["alternative", "status", "$/h", "vs plan $/h", "note"]
+    headers = ["alternative", "status", "$/h", "vs plan $/h", "verified", "note"]
     rows = [
         [
             _s(_map(a).get("name")),
             _s(_map(a).get("status")),
             usd(_map(a).get("cost_usd_per_hour")),
             usd_delta(_map(a).get("delta_usd_per_hour")),
+            "yes" if _map(a).get("verified") is True else "no",
             _s(_map(a).get("note")) if _map(a).get("note") else "",
         ]
         for a in alts
     ]
-    return ["Alternatives (next-cheapest fleets)", render_table(headers, rows, indent="  ")]
+    return [
+        "Alternatives (next-cheapest fleets)",
+        render_table(headers, rows, indent="  "),
+        "  solved on this plan's capacity model as corrected by simulation; not simulated "
+        "themselves",
+    ]
 
 
 def _warnings(plan: Mapping[str, Any]) -> list[str]:
