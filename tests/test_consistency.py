@@ -131,6 +131,7 @@ def test_a_correction_covers_the_whole_family_and_every_variant_reuses_it():
         "candidates": {"gpus": ["h100-sxm5-80gb"], "dtypes": ["fp8"], "modes": ["disaggregated"]},
         "solver": EXACT,
         "verify": {"requests": 10000, "burst_cv": 4.0},
+        "constraints": {"max_utilization": 1.0},  # no headroom: the burst makes it miss
     }
     plan = make_plan(req, CAT, alternatives=False, verify=True)
     fixes = plan.verification.corrections
@@ -211,7 +212,8 @@ def oracle(truth: dict[tuple[str, str, str], float]):
             )
         if id(request) not in screened:
             scr = screen_candidates(request, catalog)
-            screened[id(request)] = {c.id: c for c in scr.candidates + scr.cross_dominated}
+            everything = scr.candidates + scr.cross_dominated + scr.pruned
+            screened[id(request)] = {c.id: c for c in everything}
         by_id = screened[id(request)]
         classes = []
         for cls in request.classes:
