@@ -452,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         for where, reason in bad:
             print(f"{where}: {reason}", file=sys.stderr)
-        print(f"{len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}: nothing written", file=sys.stderr)
+        print(
+            f"{len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}: nothing written",
+            file=sys.stderr,
+        )
         return 1
     ids = [r["id"] for r in rows]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
