@@ -165,8 +165,10 @@ def gpu_dtype_table(
         fit_s, hold_s = summ.get(((gpu, dtype), "fit")), summ.get(((gpu, dtype), "holdout"))
         r = results.get(gpu)
         loo = [x.ape for x in r["loo"] if x.dtype == dtype] if r else []
-        if r is None:
-            action = "by analogy (recorded only)" if nf + nh == 0 else "by analogy (no fit point)"
+        if nf + nh == 0:
+            action = "recorded only" if r else "by analogy (recorded only)"
+        elif r is None:
+            action = "by analogy (no fit point)"
         elif not any(r["fit"].determined.values()):
             action = "by analogy (fit undetermined)"
         else:
@@ -193,6 +195,7 @@ def render_doc(
     all_points: list[cb.Measurement],
     reference: dict,
     catalog,
+    wrote_catalog: bool = True,
 ) -> str:
     usable = [m for m in all_points if m.usable]
     n_fit = len(cb.fit_points(usable))
@@ -250,6 +253,14 @@ def render_doc(
         f"standard error exceeds {100 * cb.MAX_REL_STD_ERROR:.0f}% of its value (overhead: "
         f"{cb.MAX_OVERHEAD_STD_ERROR_MS:g} ms) is held",
         "at its previous value: *(kept)* below.",
+        "",
+        "This run "
+        + (
+            "wrote the replaced defaults into `catalog/data/gpus`."
+            if wrote_catalog
+            else "did not write `catalog/data/gpus` (`--no-catalog`): *replaced* below marks "
+            "what the rule would write; the YAML files keep their current values."
+        ),
         "",
         "## Summary",
         "",
@@ -386,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             if r["adopt"]:
                 write_yaml(r)
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(render_doc(results, rows, all_points, reference, catalog), encoding="utf-8")
+    doc = render_doc(results, rows, all_points, reference, catalog, not args.no_catalog)
+    DOC.write_text(doc, encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
