@@ -289,11 +289,13 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
         reasons.append("prefix-cache hits of unknown share")
     if entry.get("osl") == 0 or "DECODE-ONLY" in notes or "PREFILL-ONLY" in notes:
         reasons.append("phase-isolated (prefill-only or decode-only) throughput")
+    parts = ["not modelled by the planner: " + "; ".join(reasons)] if reasons else []
     if "AMBIGUITY" in notes:
-        reasons.append("the source does not say whether its throughput is output or total tokens")
-    if not reasons:
-        return None
-    return "not modelled by the planner: " + "; ".join(reasons)
+        parts.append(
+            "ambiguous measurement: the source does not say whether its throughput is output "
+            "or total tokens"
+        )
+    return "; ".join(parts) or None
 
 
 def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
