@@ -52,6 +52,21 @@ def fit_per_gpu(points: Sequence[cb.Measurement], catalog: Catalog) -> dict[str,
     }
 
 
+def load(m: cb.Measurement) -> str:
+    """A point's load: ``C=`` closed-loop concurrency, ``rate=`` open-loop requests/s
+    (``N=`` requests of the run), ``offline``, or ``kernel``."""
+    if m.kind == cb.MeasurementKind.KERNEL:
+        return "kernel"
+    return shape(m).split(" ", 1)[1]
+
+
+def round_sig(x: float, digits: int = 2) -> float:
+    """``x`` rounded to ``digits`` significant digits (0 stays 0)."""
+    if x == 0:
+        return 0.0
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
 def shape(m: cb.Measurement) -> str:
     """A point's workload: ``isl/osl`` and its load (``C=`` closed-loop concurrency,
     ``rate=`` open-loop requests/s, ``N=`` requests of the run, ``offline``), or the
@@ -87,6 +102,9 @@ class Row:
     measured: float
     before: float | None
     after: float | None
+    isl: int = 0
+    osl: int = 0
+    load: str = ""
 
     @property
     def signed_before(self) -> float | None:
@@ -132,6 +150,9 @@ def evaluate(
                     measured=value,
                     before=before.get(q),
                     after=after.get(q),
+                    isl=m.isl or 0,
+                    osl=m.osl or 0,
+                    load=load(m),
                 )
             )
     return rows
@@ -202,19 +223,27 @@ class Ratio:
     predicted_after: float | None
 
 
+def ratio_key(r: Row) -> tuple[str, str, float, float]:
+    """Rows with the same key are the same workload for a cross-vendor ratio: model,
+    load, and prompt / output lengths to 2 significant digits (MLPerf's generated
+    lengths differ by a few tokens between systems)."""
+    return (r.model, r.load, round_sig(r.isl), round_sig(r.osl))
+
+
 def cross_vendor_ratios(rows: Sequence[Row], reference: str = REFERENCE_GPU) -> list[Ratio]:
-    """For every (model, shape) measured on ``reference`` and on another GPU: the ratio
-    of output tokens/s per GPU, ``(tok_s / tp)_gpu / (tok_s / tp)_reference``,
-    measured and predicted. Several points of one GPU on one (model, shape) (e.g. two
-    engines or dtypes) each give a ratio against the reference's first (by id)."""
+    """For every workload (:func:`ratio_key`) measured on ``reference`` and on another
+    GPU: the ratio of output tokens/s per GPU, ``(tok_s / tp)_gpu / (tok_s /
+    tp)_reference``, measured and predicted. Several points of one GPU on one workload
+    (e.g. two engines or dtypes) each give a ratio against the reference's first (by
+    id)."""
     tput = [r for r in rows if r.quantity == "output_tok_s"]
-    refs: dict[tuple[str, str], Row] = {}
+    refs: dict[tuple[str, str, float, float], Row] = {}
     for r in sorted(tput, key=lambda r: r.id):
         if r.gpu == reference:
-            refs.setdefault((r.model, r.shape), r)
+            refs.setdefault(ratio_key(r), r)
     out = []
     for r in sorted(tput, key=lambda r: (r.model, r.shape, r.gpu, r.id)):
-        ref = refs.get((r.model, r.shape))
+        ref = refs.get(ratio_key(r))
         if r.gpu == reference or ref is None:
             continue
 

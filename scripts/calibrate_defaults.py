@@ -338,10 +338,12 @@ def render_doc(
         f"- TTFT of {reference.get('ttft_dropped_overloaded', 0)} overloaded open-loop points "
         "(rate unlimited, or TTFT over 5x the sweep's lowest): the queue grew through the run, "
         "so TTFT measured the run's length; their throughput and TPOT are kept.",
-        "- MLPerf Inference v4.1 results (Llama-2-70B and Mixtral-8x7B, Offline and Server, on",
-        "  L40S, H100 NVL, H100 SXM, H200, MI300X, B200) were read but not imported: the",
-        "  summaries give output tokens per sample but not the mean prompt length of the",
-        "  benchmark's OpenOrca / Mixtral sets, and no stored source states it.",
+        "- MLPerf Inference v4.1: the Llama-2-70B Offline and Server results of H100 SXM,",
+        "  H200, H100 NVL, L40S, MI300X and B200 systems are imported per replica",
+        "  (`scripts/extract_mlperf_v41.py`); L40S (tp 4 over PCIe, beyond the catalog's",
+        "  scale-up domain) and B200 (FP4, not a catalog dtype of llama-2-70b) are recorded",
+        "  only. Mixtral-8x7B results were not imported: no stored source states the mean",
+        "  prompt length of its set.",
         "- MLPerf Inference v5.0/v5.1 and TensorRT-LLM's offline throughput tables are the",
         "  project's validation set and are not imported.",
         "",

@@ -1,7 +1,9 @@
 """Copy the usable public measurements into ``catalog/measurements/reference.json``.
 
-Reads ``../shared/reference/measurements-calibration.json`` (or the path given) and
-``../shared/reference/measurements-more.json`` (``--more``), maps each entry's
+Reads ``../shared/reference/measurements-calibration.json`` (or the path given),
+``../shared/reference/measurements-more.json`` (``--more``) and the MLPerf Inference
+v4.1 records of ``catalog/measurements/sources/mlperf-inference-v4.1.json``
+(``--mlperf``, written by ``scripts/extract_mlperf_v41.py``), maps each entry's
 hardware and model names to catalog ids, converts it to a
 :class:`planner.calibration.Measurement` (keeping its id and source) and writes
 the usable subset with the counts of what was skipped and why. Entries whose
@@ -45,6 +47,8 @@ from planner.calibration import (  # noqa: E402
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "measurements-calibration.json"
 DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
+#: MLPerf Inference v4.1 Llama-2-70B results per replica (scripts/extract_mlperf_v41.py).
+DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "reference.json"
 
 #: Hardware names in the source -> catalog GPU id, with what the mapping assumes.
@@ -391,6 +395,29 @@ def drop_overloaded_ttft(rows: list[dict[str, Any]]) -> int:
     return dropped
 
 
+MLPERF_FIELDS = (
+    "id", "model", "gpu", "tp", "dtype", "kv_dtype", "engine", "num_gpus", "isl", "osl",
+    "output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps", "max_batch", "source", "note",
+)  # fmt: skip
+
+
+def convert_mlperf(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """A record of mlperf-inference-v4.1.json (already per replica, in catalog names);
+    raises :class:`BadEntry` for a malformed one."""
+    missing = [k for k in ("id", "model", "gpu", "tp", "dtype", "isl", "osl", "source") if
+               entry.get(k) in (None, "")]  # fmt: skip
+    if missing:
+        raise BadEntry(f"missing {', '.join(missing)}")
+    unknown = sorted(set(entry) - set(MLPERF_FIELDS))
+    if unknown:
+        raise BadEntry(f"unknown field(s) {', '.join(unknown)}")
+    for key in ("output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps"):
+        _positive(entry, key)
+    if "/inference_results_v5." in entry["source"]:
+        raise BadEntry("MLPerf v5.x results are the validation set: never imported")
+    return dict(entry), None
+
+
 def _rows(
     path: Path, convert_fn: Any, skipped: Counter[str], bad: list[tuple[str, str]]
 ) -> list[dict[str, Any]]:
@@ -444,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE))
     ap.add_argument("--more", default=str(DEFAULT_MORE), help="measurements-more.json")
+    ap.add_argument(
+        "--mlperf", default=str(DEFAULT_MLPERF), help="MLPerf v4.1 records ('' for none)"
+    )
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args(argv)
     skipped: Counter[str] = Counter()
@@ -451,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = _rows(Path(args.source), convert, skipped, bad)
     if args.more:
         rows += _rows(Path(args.more), convert_more, skipped, bad)
+    if args.mlperf:
+        rows += _rows(Path(args.mlperf), convert_mlperf, skipped, bad)
     if bad:
         for where, reason in bad:
             print(f"{where}: {reason}", file=sys.stderr)
@@ -466,15 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     dropped = drop_overloaded_ttft(rows)
     catalog = load_catalog()
-    kept = []
-    for row in rows:
+    for row in rows:  # kept for the record (and a later cost model), never fitted
         m = Measurement.model_validate(row)
         why = check_measurement(m, catalog)
         if why is not None:
-            skipped[f"cannot be priced on the catalog: {why}"] += 1
-        else:
-            kept.append(row)
-    rows = kept
+            row["skip_reason"] = f"cannot be priced on the catalog: {why}"
     splits = assign_splits([(r["id"], r["gpu"], _split_stratum(r)) for r in rows])
     for row in rows:
         row["split"] = splits[row["id"]].value
@@ -485,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
         "description": (
             "Public LLM serving measurements usable to calibrate fleetplan's cost model, "
             "imported by scripts/import_reference_measurements.py from "
-            "shared/reference/measurements-calibration.json and measurements-more.json; each "
+            "shared/reference/measurements-calibration.json, measurements-more.json and "
+            "catalog/measurements/sources/mlperf-inference-v4.1.json; each "
             "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "
             'concurrency (closed loop) or request_rate_rps (open loop, "inf" = all at once; '
             "num_requests in the run), output_tok_s (whole replica), mean ttft_ms and tpot_ms. "

@@ -84,7 +84,7 @@ def test_importer_refuses_bad_records_with_file_line_and_reason(tmp_path, capsys
     ]
     base, more, out = write_sources(tmp_path, entries)
     lines = cb._array_entry_lines(more.read_text(), "measurements")
-    assert IMPORTER.main([str(base), "--more", str(more), "--out", str(out)]) == 1
+    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"{more}:{lines[1]}: missing source" in err
     assert f"{more}:{lines[2]}: value.output_token_tput must be a positive number" in err
@@ -102,7 +102,7 @@ def test_importer_keeps_unmodelled_parallelism_as_recorded_only(tmp_path):
         more_entry("a3", hardware="AMD Instinct MI355X"),
     ]
     base, more, out = write_sources(tmp_path, entries)
-    assert IMPORTER.main([str(base), "--more", str(more), "--out", str(out)]) == 0
+    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
     assert set(by_id) == {"a1", "a2"}
@@ -188,7 +188,11 @@ def test_a_fit_reads_only_the_fit_split():
 
 
 def row(gpu, tp, measured, before, after, split="fit", model="m", shape="s", q="output_tok_s"):
+    isl, osl = {"s": (100, 200), "near": (101, 203)}.get(shape, (100, 900))
     return fd.Row(
+        isl=isl,
+        osl=osl,
+        load="offline",
         id=f"{gpu}-{shape}-{split}-{measured}",
         gpu=gpu,
         model=model,
@@ -225,13 +229,18 @@ def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
     rows = [
         row(H100, 2, 1000.0, 1100.0, 1050.0),
         row("mi300x", 1, 800.0, 400.0, 700.0),
+        row("l40s", 4, 900.0, 800.0, 1000.0, shape="near"),  # 101/203: the same workload
         row("mi300x", 1, 10.0, 10.0, 10.0, shape="other"),  # no H100 on that shape
     ]
-    (r,) = fd.cross_vendor_ratios(rows)
-    assert r.gpu == "mi300x" and r.shape == "s"
+    got = {x.gpu: x for x in fd.cross_vendor_ratios(rows)}
+    assert set(got) == {"mi300x", "l40s"}
+    r, n = got["mi300x"], got["l40s"]
+    assert r.shape == "s"
     assert r.measured == pytest.approx(800.0 / (1000.0 / 2))
     assert r.predicted_before == pytest.approx(400.0 / 550.0)
     assert r.predicted_after == pytest.approx(700.0 / 525.0)
+    assert n.measured == pytest.approx(225.0 / 500.0)
+    assert (fd.round_sig(203.0), fd.round_sig(0.01234, 3), fd.round_sig(0.0)) == (200, 0.0123, 0)
 
 
 def test_shapes_and_gpus_without_data():
@@ -245,8 +254,8 @@ def test_shapes_and_gpus_without_data():
     )
     everything = cb.load_reference_measurements(CAT, include_skipped=True)
     none = fd.gpus_without_data(CAT, everything)
-    assert {"l40s", "h100-pcie-80gb", "h100-nvl-94gb", "a100-40gb"} <= set(none)
-    assert H100 not in none and "mi300x" not in none
+    assert {"l40s", "h100-pcie-80gb", "gaudi3", "a100-40gb"} <= set(none)
+    assert H100 not in none and "mi300x" not in none and "h100-nvl-94gb" not in none
 
 
 # --------------------------------------------------------------------------- fit vs holdout
