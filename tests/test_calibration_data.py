@@ -290,7 +290,7 @@ def test_a_fit_on_the_fit_split_improves_held_out_a100_kernels(shipped_rows):
 @pytest.mark.xfail(
     strict=True,
     reason="on the shipped data the per-GPU fit does not generalize: held-out median "
-    "error 15% before, 18% after (docs/calibration.md); remove this marker when the cost "
+    "error 15.2% before, 17.8% after (docs/calibration.md); remove this marker when the "
     "model (or the fit) makes the fit help on held-out points",
 )
 def test_a_fit_on_the_fit_split_improves_the_held_out_split(shipped_rows):
