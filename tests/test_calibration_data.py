@@ -297,3 +297,41 @@ def test_a_fit_on_the_fit_split_improves_the_held_out_split(shipped_rows):
     n, before, after = _holdout_medians(shipped_rows)
     assert n > 80
     assert after < before
+
+
+def _extractor():
+    spec = importlib.util.spec_from_file_location(
+        "extract_mlperf_v41", ROOT / "scripts" / "extract_mlperf_v41.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_mlperf_summaries_are_read_in_their_units():
+    ex = _extractor()
+    offline = "Samples per second: 84.4792\nTokens per second: 24524.9\nResult is : VALID\n"
+    assert ex.parse_summary(offline, "Offline") == {
+        "samples_per_s": 84.4792,
+        "tokens_per_s": 24524.9,
+    }
+    server = (
+        "Completed samples per second    : 74.42\nCompleted tokens per second: 21605.79\n"
+        "Result is : VALID\nMean First Token latency (ns)               : 275926440\n"
+        "Mean Time to Output Token (ns)                : 154960329\n"
+    )
+    got = ex.parse_summary(server, "Server")
+    assert got["ttft_ms"] == pytest.approx(275.92644) and got["tpot_ms"] == pytest.approx(
+        154.960329
+    )
+    with pytest.raises(ValueError, match="not VALID"):
+        ex.parse_summary(offline.replace("VALID", "INVALID"), "Offline")
+    # the shipped records: per replica, isl = the OpenOrca mean, osl = tokens / samples
+    doc = json.loads((ROOT / "catalog/measurements/sources/mlperf-inference-v4.1.json").read_text())
+    h100 = next(
+        m for m in doc["measurements"] if m["id"].endswith("dgx-h100_h100-sxm-80gbx8_trt-offline")
+    )
+    assert (h100["tp"], h100["isl"], h100["osl"]) == (2, 222, 290)
+    assert h100["output_tok_s"] == pytest.approx(24524.9 / 4, rel=1e-4)
+    assert all("inference_results_v4.1" in m["source"] for m in doc["measurements"])
