@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import math
@@ -129,10 +130,23 @@ DEFAULT_CALIBRATION_DIR = "calibrations"
 #: The analogy factors the shipped catalog had before ``make calibrate-defaults`` fitted
 #: them (prefill MFU, decode MBU, step overhead ms), kept so "before calibration" stays
 #: reproducible once the YAML files hold the fitted values.
+#: Every GPU of the shipped catalog is listed (the values its YAML had when it was set
+#: by analogy), so a GPU whose defaults a later fit replaces keeps its "before".
 UNCALIBRATED_DEFAULTS: dict[str, tuple[float, float, float]] = {
+    "a100-40gb": (0.55, 0.7, 2.0),
     "a100-sxm-80gb": (0.55, 0.7, 2.0),
+    "a10g": (0.45, 0.6, 2.0),
+    "b200": (0.45, 0.65, 2.0),
+    "gaudi3": (0.4, 0.6, 3.0),
+    "gb200-per-gpu": (0.45, 0.65, 2.0),
+    "h100-nvl-94gb": (0.5, 0.7, 2.0),
+    "h100-pcie-80gb": (0.5, 0.7, 2.0),
     "h100-sxm5-80gb": (0.5, 0.7, 2.0),
     "h200-sxm-141gb": (0.5, 0.7, 2.0),
+    "l4": (0.4, 0.6, 2.0),
+    "l40s": (0.45, 0.6, 2.0),
+    "mi300x": (0.4, 0.6, 3.0),
+    "mi325x": (0.4, 0.6, 3.0),
 }
 
 
@@ -152,6 +166,14 @@ class MeasurementKind(StrEnum):
     KERNEL = "kernel"  # one layer's linear layers (QKV, O, MLP) on ``tokens`` tokens
 
 
+class Split(StrEnum):
+    """Which part of the data a measurement belongs to: fitted, or held out to check
+    the fit (:func:`assign_splits`)."""
+
+    FIT = "fit"
+    HOLDOUT = "holdout"
+
+
 class Measurement(BaseModel):
     """One measured point. Serving: ``isl``/``osl`` mean prompt/output tokens, and
     ``concurrency`` (closed loop) or ``request_rate_rps`` (open loop; ``inf`` = all
@@ -159,7 +181,13 @@ class Measurement(BaseModel):
     (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
     ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
     Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
-    ``where``: ``file:line`` it came from."""
+    ``where``: ``file:line`` it came from.
+
+    ``split``: fit or holdout (None: fit). ``ep``/``pp``/``dp_attention``: expert,
+    pipeline and data-parallel-attention settings of the run, and ``num_gpus`` the
+    accelerators of the whole deployment measured; the planner models none of the
+    first three, so a point with any of them needs a ``skip_reason``: it is kept
+    with its fields for the record, and neither priced nor fitted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -185,6 +213,12 @@ class Measurement(BaseModel):
     id: str | None = None
     source: str | None = None
     note: str | None = None
+    split: Split | None = None
+    ep: Annotated[int, Field(ge=1, le=1024)] | None = None
+    pp: Annotated[int, Field(ge=1, le=1024)] | None = None
+    dp_attention: bool | None = None
+    num_gpus: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    skip_reason: str | None = Field(default=None, min_length=10)
     where: str | None = None
 
     @field_validator("request_rate_rps", mode="before")
@@ -197,6 +231,20 @@ class Measurement(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Measurement:
+        unmodelled = [
+            name
+            for name, on in (
+                ("ep", (self.ep or 1) > 1),
+                ("pp", (self.pp or 1) > 1),
+                ("dp_attention", bool(self.dp_attention)),
+            )
+            if on
+        ]
+        if unmodelled and self.skip_reason is None:
+            raise ValueError(
+                f"{', '.join(unmodelled)} not modelled by the planner: give skip_reason "
+                "(the point is then recorded, not fitted)"
+            )
         if self.kind == MeasurementKind.KERNEL:
             if self.tokens is None or self.layer_ms is None:
                 raise ValueError("a kernel measurement needs tokens and layer_ms")
@@ -213,6 +261,16 @@ class Measurement(BaseModel):
     def label(self) -> str:
         return self.id or self.where or f"{self.model}/{self.gpu}"
 
+    @property
+    def usable(self) -> bool:
+        """Whether the cost model can price it (no ``skip_reason``)."""
+        return self.skip_reason is None
+
+    @property
+    def in_fit(self) -> bool:
+        """Whether a fit uses it: usable and not held out."""
+        return self.usable and self.split != Split.HOLDOUT
+
     def quantities(self) -> dict[str, float]:
         """The measured values, by name (``output_tok_s``, ``ttft_ms``, ``tpot_ms``,
         ``layer_ms``)."""
@@ -221,6 +279,56 @@ class Measurement(BaseModel):
 
 
 QUANTITIES = ("output_tok_s", "ttft_ms", "tpot_ms")
+
+
+# --------------------------------------------------------------------------- fit / holdout split
+
+#: Share of each stratum's points held out (:func:`assign_splits`).
+HOLDOUT_SHARE = 0.25
+#: A stratum (or GPU) with at least this many points has held-out points.
+MIN_POINTS_FOR_HOLDOUT = 4
+
+
+def split_rank(ident: str) -> int:
+    """A stable pseudo-random rank of a measurement id: the first 64 bits of
+    SHA-256(id) as an integer (the same on every machine and Python version)."""
+    return int(hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16], 16)
+
+
+def assign_splits(points: Sequence[tuple[str, str, str]]) -> dict[str, Split]:
+    """Deterministic, stratified fit / holdout split of ``(id, gpu, stratum)`` triples.
+
+    Within each (gpu, stratum) with ``n >= MIN_POINTS_FOR_HOLDOUT`` points, the
+    ``max(1, round(HOLDOUT_SHARE x n))`` ids of lowest :func:`split_rank` are held out;
+    a GPU with at least ``MIN_POINTS_FOR_HOLDOUT`` points in total whose strata are all
+    too small still holds out its lowest-ranked point. Everything else is fit. The
+    result depends only on the ids and their groups, not on their order."""
+    strata: dict[tuple[str, str], list[str]] = {}
+    per_gpu: dict[str, list[str]] = {}
+    for ident, gpu, stratum in points:
+        strata.setdefault((gpu, stratum), []).append(ident)
+        per_gpu.setdefault(gpu, []).append(ident)
+    out = {ident: Split.FIT for ident, _, _ in points}
+    for ids in strata.values():
+        if len(ids) < MIN_POINTS_FOR_HOLDOUT:
+            continue
+        k = max(1, round(HOLDOUT_SHARE * len(ids)))
+        for ident in sorted(ids, key=split_rank)[:k]:
+            out[ident] = Split.HOLDOUT
+    for ids in per_gpu.values():
+        if len(ids) >= MIN_POINTS_FOR_HOLDOUT and all(out[i] == Split.FIT for i in ids):
+            out[min(ids, key=split_rank)] = Split.HOLDOUT
+    return out
+
+
+def fit_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The points a fit uses: priceable (no ``skip_reason``) and not held out."""
+    return [m for m in measurements if m.in_fit]
+
+
+def holdout_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The priceable points held out of the fit, to check it."""
+    return [m for m in measurements if m.usable and m.split == Split.HOLDOUT]
 
 
 # --------------------------------------------------------------------------- name mapping
@@ -282,6 +390,8 @@ def check_measurement(m: Measurement, catalog: Catalog) -> str | None:
         return f"unknown model {m.model!r} (known: {', '.join(sorted(catalog.models))})"
     if m.gpu not in catalog.gpus:
         return f"unknown gpu {m.gpu!r} (known: {', '.join(sorted(catalog.gpus))})"
+    if not m.usable:
+        return None  # recorded, never priced
     try:
         replica = base_replica(m, catalog)
     except PlanningError as err:
@@ -505,11 +615,18 @@ def parse_json(
     fill = {k: v for k, v in (defaults or {}).items() if v is not None}
     if isinstance(data.get("measurements"), list):
         lines = _array_entry_lines(text, "measurements")
+        seen: dict[str, str] = {}
         for i, entry in enumerate(data["measurements"]):
             here = f"{where}:{lines[i] if i < len(lines) else 1}"
             if not isinstance(entry, Mapping):
                 issues.add(here, f"measurements[{i}]: expected an object")
                 continue
+            ident = entry.get("id")
+            if isinstance(ident, str) and ident in seen:
+                issues.add(here, f"duplicate id {ident!r} (first at {seen[ident]})")
+                continue
+            if isinstance(ident, str):
+                seen[ident] = here
             _build({**fill, **entry}, here, catalog, issues, out)
         return out, issues.items
     if "output_token_throughput" in data or "time_to_first_token" in data:
@@ -1073,11 +1190,14 @@ def fit_calibration(
     description: str = "",
 ) -> Calibration:
     """Fit factors per (GPU, dtype) — and engine with ``per_engine`` — and return the
-    named calibration with every measured value's residuals before and after."""
+    named calibration with every fitted value's residuals before and after. Only
+    :func:`fit_points` are fitted: points held out (``split: holdout``) or marked
+    with a ``skip_reason`` are left out."""
     if not re.match(NAME_PATTERN, name) or len(name) > 64:
         raise PlanningError.for_field(
             "name", f"{name!r} is not a valid name (lowercase letters, digits, '.', '-', '_')"
         )
+    measurements = fit_points(measurements)
     if not measurements:
         raise MeasurementError.for_field("files", "no measurements to fit")
     by = ("gpu", "dtype", "engine") if per_engine else ("gpu", "dtype")
@@ -1282,10 +1402,12 @@ REFERENCE_PATH = DATA_DIR.parent / "measurements" / "reference.json"
 
 
 def load_reference_measurements(
-    catalog: Catalog, path: str | Path | None = None
+    catalog: Catalog, path: str | Path | None = None, *, include_skipped: bool = False
 ) -> list[Measurement]:
-    """The public measurements shipped in ``catalog/measurements/reference.json``."""
-    return load_measurements([path or REFERENCE_PATH], catalog)
+    """The public measurements shipped in ``catalog/measurements/reference.json``: the
+    priceable ones (both splits), or every one with ``include_skipped``."""
+    points = load_measurements([path or REFERENCE_PATH], catalog)
+    return points if include_skipped else [m for m in points if m.usable]
 
 
 __all__ = [
@@ -1297,9 +1419,13 @@ __all__ = [
     "MeasurementKind",
     "Prediction",
     "Residual",
+    "Split",
     "apply_calibration",
+    "assign_splits",
     "fit_calibration",
     "fit_group",
+    "fit_points",
+    "holdout_points",
     "kernel_layer_ms",
     "leave_one_out",
     "load_calibration",
