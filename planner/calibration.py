@@ -693,9 +693,27 @@ def measurement_error(issues: Sequence[tuple[str, str]]) -> MeasurementError:
 
 
 def _kv_dtype(m: Measurement) -> Dtype:
+    """The KV-cache format a measurement ran with: its ``kv_dtype`` when stated; else
+    bf16 for bf16 weights, and for FP8/FP4 weights the engine's default: vLLM and
+    SGLang keep ``kv_cache_dtype="auto"`` (the activation dtype, bf16) unless told,
+    TensorRT-LLM's quantized checkpoints ship an FP8 cache."""
     if m.kv_dtype is not None:
         return m.kv_dtype
-    return Dtype.BF16 if m.dtype == Dtype.BF16 else Dtype.FP8
+    if m.dtype == Dtype.BF16:
+        return Dtype.BF16
+    return Dtype.FP8 if measurement_engine(m) == "trtllm" else Dtype.BF16
+
+
+def source_weights(points: Sequence[Measurement]) -> list[float]:
+    """Least-squares weight of each point (dimensionless): ``1 / sqrt(n)`` with ``n`` the
+    number of points sharing its source and model, so a sweep of many correlated points
+    from one benchmark counts like about sqrt(n) independent ones rather than n (one
+    long sweep with an engine-specific bottleneck does not set a GPU's factors alone)."""
+    groups: dict[tuple[str, str], int] = {}
+    for m in points:
+        k = (m.source or m.id or "", m.model)
+        groups[k] = groups.get(k, 0) + 1
+    return [1.0 / math.sqrt(groups[(m.source or m.id or "", m.model)]) for m in points]
 
 
 def measurement_engine(m: Measurement) -> str:
@@ -921,6 +939,7 @@ class _Problem:
         self.points = list(points)
         self.replicas = [base_replica(m, catalog) for m in self.points]
         self.measured = [m.quantities() for m in self.points]
+        self.weights = [math.sqrt(w) for w in source_weights(self.points)]
         self.prior = tuple(float(x) for x in prior)
 
     def predictions(self, factors: Sequence[float]) -> list[Prediction]:
@@ -931,10 +950,12 @@ class _Problem:
 
     def data_residuals(self, factors: Sequence[float]) -> np.ndarray:
         out = []
-        for pred, meas in zip(self.predictions(factors), self.measured, strict=True):
+        preds = self.predictions(factors)
+        for pred, meas, w in zip(preds, self.measured, self.weights, strict=True):
             for name, value in meas.items():
                 p = pred.get(name)
-                out.append(math.log(p / value) if p is not None and p > 0 else MISSING_PENALTY)
+                r = math.log(p / value) if p is not None and p > 0 else MISSING_PENALTY
+                out.append(w * r)  # w = sqrt(source weight): squared, it is the weight
         return np.array(out)
 
     def prior_residuals(self, factors: Sequence[float]) -> np.ndarray:
