@@ -20,10 +20,11 @@ from typing import Any
 from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.report.bom import build_bom
-from planner.report.content import comparison_document, plan_document
+from planner.report.comparison_document import comparison_document
 from planner.report.csv_bom import render_bom_csv, render_boms_csv
 from planner.report.html import render_html
 from planner.report.markdown import render_markdown
+from planner.report.plan_document import plan_document
 
 FORMATS = ("html", "md", "csv", "json")
 MEDIA_TYPES = {
