@@ -28,6 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.services.errors import Conflict, NotFound, ServiceError
 from catalog.loader import CatalogError
 from planner.errors import PlanningError, UnknownEntryError
+from planner.request import PlanRequest
+from planner.validation import friendly_issues, friendly_message
 
 log = logging.getLogger("api")
 
@@ -121,18 +123,28 @@ def _loc_to_field(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in parts) or "(body)"
 
 
-def _issue(e: Mapping[str, Any]) -> tuple[str, str]:
+def _issue(e: Mapping[str, Any], root: type | None = None) -> tuple[str, str]:
     if e.get("type") == "json_invalid":  # loc is ("body", character offset)
         loc = list(e.get("loc", ()))
         where = f" at character {loc[1]}" if len(loc) > 1 else ""
         reason = (e.get("ctx") or {}).get("error", "")
         return "(body)", f"invalid JSON{where}: {reason}" if reason else f"invalid JSON{where}"
-    message = str(e.get("msg", "")).removeprefix("Value error, ")
-    return _loc_to_field(e.get("loc", ())), message
+    loc = list(e.get("loc", ()))
+    strip = 1 if loc and loc[0] == "body" else 0
+    if not loc[strip:]:
+        return "(body)", friendly_message(e, root, ())
+    return friendly_issues([e], root, strip)[0]
 
 
-def validation_issues(err: RequestValidationError) -> list[tuple[str, str]]:
-    return [_issue(e) for e in err.errors()]
+#: Request bodies whose errors can name the shape expected, by route path.
+BODY_MODELS: dict[str, type] = {"/plans": PlanRequest}
+
+
+def validation_issues(err: RequestValidationError, path: str = "") -> list[tuple[str, str]]:
+    """(field, message) per error: bracketed list indices, the shape expected, fraction
+    hints and no pydantic internals (planner.validation)."""
+    root = BODY_MODELS.get(path.rstrip("/"))
+    return [_issue(e, root) for e in err.errors()]
 
 
 def _summary(issues: Sequence[tuple[str, str]], fallback: str) -> str:
@@ -160,9 +172,9 @@ async def _catalog_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(UNPROCESSABLE, exc.code, str(exc), exc.issues)
 
 
-async def _request_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    issues = validation_issues(exc)
+    issues = validation_issues(exc, request.url.path)
     return error_response(
         UNPROCESSABLE, "invalid_input", _summary(issues, "invalid request"), issues
     )

@@ -1,31 +1,38 @@
 """How far the cost model's predictions are from measured serving, before and after
-calibration.
+calibration, on the fit and held-out splits.
 
-For every point of ``catalog/measurements/reference.json`` (public measurements,
-each with its source) it prints the measured output tokens/s, mean TTFT and mean
-TPOT (or a kernel's time) next to the prediction
+For every priceable point of ``catalog/measurements/reference.json`` (public
+measurements, each with its source and ``split``) it prints, per GPU, model, dtype
+and shape, the measured output tokens/s, mean TTFT and mean TPOT (or a kernel's time)
+next to the prediction
 
 - *before*: with the analogy factors the catalog had before any calibration
   (``planner.calibration.UNCALIBRATED_DEFAULTS``);
-- *after*: with a calibration fitted to all the points, per GPU and dtype (what
-  ``fleetplan calibrate catalog/measurements/reference.json`` stores);
+- *after*: with factors fitted per GPU on the ``fit`` split only
+  (``planner.fidelity.fit_per_gpu``, as ``make calibrate-defaults`` fits them);
 
-and the absolute percentage errors, then a summary per GPU and quantity, and the
-error of the shipped defaults. Run: ``.venv/bin/python bench/fidelity.py``.
+with the signed error ``predicted / measured - 1``; then the median absolute and
+median signed error per GPU, model and dtype and overall, separately for the fit
+and held-out splits, and each GPU's throughput per GPU relative to H100 SXM on the
+same model and shape, predicted and measured (``planner.fidelity``, the functions
+``docs/calibration.md`` is written with).
+
+Run: ``.venv/bin/python bench/fidelity.py [--summary]`` (a few minutes on 2 cores).
 """
 
 from __future__ import annotations
 
-import math
+import argparse
 import sys
 import time
 from pathlib import Path
-from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.loader import load_catalog
 from planner import calibration as cb
+from planner import fidelity as fd
+from planner.report.text import render_table
 
 SHORT = {"output_tok_s": "tok/s", "ttft_ms": "TTFT", "tpot_ms": "TPOT", "layer_ms": "layer"}
 
@@ -36,89 +43,94 @@ def _fmt(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+def point_table(rows: list[fd.Row]) -> list[list[str]]:
+    """Header and one row per measured value: its point, measured, predicted before and
+    after, signed errors."""
+    head = [
+        "id",
+        "gpu",
+        "model",
+        "tp",
+        "dtype",
+        "engine",
+        "shape",
+        "split",
+        "qty",
+        "measured",
+        "before",
+        "after",
+        "err before",
+        "err after",
+    ]
+    body = [
+        [
+            r.id,
+            r.gpu,
+            r.model,
+            str(r.tp),
+            r.dtype,
+            r.engine,
+            r.shape,
+            r.split,
+            SHORT[r.quantity],
+            _fmt(r.measured),
+            _fmt(r.before),
+            _fmt(r.after),
+            fd.pct(r.signed_before, True),
+            fd.pct(r.signed_after, True),
+        ]
+        for r in sorted(rows, key=lambda r: (r.gpu, r.model, r.dtype, r.shape, r.id, r.quantity))
+    ]
+    return [head, *body]
 
 
-def _shape(m: cb.Measurement) -> str:
-    if m.kind == cb.MeasurementKind.KERNEL:
-        return f"kernel {m.tokens} tok"
-    load = (
-        f"C={m.concurrency:g}"
-        if m.concurrency is not None
-        else "rate=inf"
-        if m.request_rate_rps is not None and math.isinf(m.request_rate_rps)
-        else f"rate={m.request_rate_rps:g}"
-        if m.request_rate_rps is not None
-        else "offline"
-    )
-    return f"{m.isl}/{m.osl} {load}"
-
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--summary", action="store_true", help="print the summary tables only")
+    args = ap.parse_args(argv)
     t0 = time.perf_counter()
     catalog = load_catalog()
-    points = cb.load_reference_measurements(catalog)
-    cal = cb.fit_calibration("reference", points, catalog)
-    fitted = {(f.gpu, f.dtype): f.factors for f in cal.factors}
-    rows = []
-    header = (
-        f"{'id':<6} {'gpu':<15} {'model':<14} {'tp':>2} {'dtype':<5} {'engine':<7} "
-        f"{'shape':<20} {'qty':<6} {'measured':>9} {'before':>9} {'after':>9} "
-        f"{'err before':>10} {'err after':>9}"
-    )
-    print(header)
-    print("-" * len(header))
-    for m in points:
-        prior = cb.UNCALIBRATED_DEFAULTS.get(m.gpu)
-        before = cb.predict(m, catalog, prior)
-        after = cb.predict(m, catalog, fitted[(m.gpu, m.dtype)])
-        shipped = cb.predict(m, catalog)
-        for q, value in m.quantities().items():
-            b, a, s = before.get(q), after.get(q), shipped.get(q)
-            rows.append((m, q, cb.ape(b, value), cb.ape(a, value), cb.ape(s, value)))
-            print(
-                f"{m.id or '':<6} {m.gpu:<15} {m.model:<14} {m.tp:>2} {m.dtype.value:<5} "
-                f"{(m.engine or '-'):<7} {_shape(m):<20} {SHORT[q]:<6} {_fmt(value):>9} "
-                f"{_fmt(b):>9} {_fmt(a):>9} {_pct(cb.ape(b, value)):>10} "
-                f"{_pct(cb.ape(a, value)):>9}"
-            )
-    print()
-    print("fitted factors (per GPU and dtype; MFU / MBU / step overhead ms):")
-    for f in cal.factors:
+    all_points = cb.load_reference_measurements(catalog, include_skipped=True)
+    points = [m for m in all_points if m.usable]
+    fits = fd.fit_per_gpu(points, catalog)
+    rows = fd.evaluate(points, catalog, {g: r.fit.factors for g, r in fits.items()})
+
+    def show(table: list[list[str]]) -> None:
+        print(render_table(table[0], table[1:]))
+        print()
+
+    if not args.summary:
+        show(point_table(rows))
+    print("fitted factors per GPU on the fit split (MFU / MBU / step overhead ms):")
+    for gpu, r in fits.items():
+        f = r.fit
         held = [p for p in cb.PARAMS if not f.determined[p]]
-        note = f" ({', '.join(held)} held at the catalog's)" if held else ""
+        note = f" ({', '.join(held)} held at the analogy value)" if held else ""
         print(
-            f"  {f.gpu} {f.dtype}: {f.prefill_mfu:g} / {f.decode_mbu:g} / "
-            f"{f.step_overhead_ms:g}{note}, {f.points} points"
+            f"  {gpu}: {f.prefill_mfu:g} / {f.decode_mbu:g} / {f.step_overhead_ms:g}{note}, "
+            f"{f.points} fit points"
         )
     print()
-    print("summary: absolute percentage error, median / worst (values)")
-    print(f"  {'gpu':<15} {'quantity':<12} {'values':>6} {'before':>16} {'after':>16}")
-
-    def summarize(sel) -> tuple[str, str, int]:
-        b = [r[2] for r in sel if r[2] is not None]
-        a = [r[3] for r in sel if r[3] is not None]
-        fb = f"{_pct(median(b))} / {_pct(max(b))}" if b else "-"
-        fa = f"{_pct(median(a))} / {_pct(max(a))}" if a else "-"
-        return fb, fa, len(sel)
-
-    for gpu in sorted({r[0].gpu for r in rows}):
-        for q in ("output_tok_s", "ttft_ms", "tpot_ms", "layer_ms"):
-            sel = [r for r in rows if r[0].gpu == gpu and r[1] == q]
-            if sel:
-                fb, fa, n = summarize(sel)
-                print(f"  {gpu:<15} {SHORT[q]:<12} {n:>6} {fb:>16} {fa:>16}")
-        fb, fa, n = summarize([r for r in rows if r[0].gpu == gpu])
-        print(f"  {gpu:<15} {'all':<12} {n:>6} {fb:>16} {fa:>16}")
-    fb, fa, n = summarize(rows)
-    print(f"  {'all':<15} {'all':<12} {n:>6} {fb:>16} {fa:>16}")
-    s = [r[4] for r in rows if r[4] is not None]
+    print("error by GPU, model and dtype (median |predicted/measured - 1|, median signed):")
+    show(fd.summary_table(fd.summarize(rows, fd.by_gpu_model_dtype), ["gpu", "model", "dtype"]))
+    print("error by GPU and dtype:")
+    show(fd.summary_table(fd.summarize(rows, fd.by_gpu_dtype), ["gpu", "dtype"]))
+    print("overall:")
+    show(fd.summary_table(fd.summarize(rows, fd.overall), ["values of"]))
+    print(f"output tokens/s per GPU relative to {fd.REFERENCE_GPU} (same model and shape):")
+    ratios = fd.cross_vendor_ratios(rows)
+    if ratios:
+        show(fd.ratio_table(ratios))
+    else:
+        print("  (no shared model and shape)\n")
+    no_data = fd.gpus_without_data(catalog, all_points)
+    print(f"GPUs by analogy (no priceable measurement): {', '.join(no_data) or 'none'}")
+    n_rec = len(all_points) - len(points)
     print(
-        f"  shipped catalog defaults (after make calibrate-defaults): median "
-        f"{_pct(median(s))}, worst {_pct(max(s))}"
+        f"({len(points)} priceable points: {len(cb.fit_points(points))} fit, "
+        f"{len(cb.holdout_points(points))} held out; {n_rec} recorded only; "
+        f"{len(rows)} values; {time.perf_counter() - t0:.0f} s)"
     )
-    print(f"({len(points)} points, {n} values, {time.perf_counter() - t0:.0f} s)")
     return 0
 
 

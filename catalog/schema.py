@@ -67,9 +67,54 @@ class Link(Frozen):
 # --------------------------------------------------------------------------- GPUs
 
 
-class DtypeEfficiency(Frozen):
+class Provenance(StrEnum):
+    """Where a set of efficiency factors comes from: ``fitted`` to measurements (its
+    ``points`` and the fit's residual spread), or set by ``analogy`` with another SKU
+    (no measurement: the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
+
+    FITTED = "fitted"
+    ANALOGY = "analogy"
+
+
+#: Spread (standard deviation of ln(measured / predicted)) assumed for factors set by
+#: analogy. Where analogy factors could be checked against the public measurements
+#: (scripts/calibrate_defaults.py, the prediction "before" the fit), their log
+#: residuals had an RMS of 0.19 (A100 80GB, 15 points), 0.23 (H100 SXM, 59) and 0.26
+#: (H200, 39): and those are the best-known parts, on the software the analogies
+#: start from. A SKU of another vendor or generation is known no better, so 0.30,
+#: above all three: a 90% band of x0.61 to x1.64 on its capacity.
+ANALOGY_SIGMA_LOG = 0.30
+
+SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
+
+
+class Uncertainty(Frozen):
+    """Provenance and spread of a set of efficiency factors.
+
+    ``provenance``: ``fitted`` (to ``points`` measured points) or ``analogy`` (none).
+    ``points``: measured points the factors were fitted to (0 for analogy).
+    ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
+    measured values (dimensionless, natural log): the fit's residual spread; for
+    analogy the prior :data:`ANALOGY_SIGMA_LOG`.
+    """
+
+    provenance: Provenance = Provenance.ANALOGY
+    points: Annotated[int, Field(ge=0)] = 0
+    sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
+
+    @model_validator(mode="after")
+    def _points_match(self) -> Uncertainty:
+        if self.provenance == Provenance.FITTED and self.points < 1:
+            raise ValueError("provenance fitted needs points >= 1 (the measured points)")
+        if self.provenance == Provenance.ANALOGY and self.points:
+            raise ValueError("provenance analogy has no measured points (points: 0)")
+        return self
+
+
+class DtypeEfficiency(Uncertainty):
     """Efficiency factors for one weight dtype, overriding the SKU's defaults
-    (a calibration fitted from measurements in that dtype)."""
+    (a calibration fitted from measurements in that dtype), with their own
+    provenance and spread (see :class:`Uncertainty`)."""
 
     prefill_mfu: Fraction
     decode_mbu: Fraction
@@ -77,13 +122,15 @@ class DtypeEfficiency(Frozen):
     reason: str = Field(min_length=10)
 
 
-class Efficiency(Frozen):
+class Efficiency(Uncertainty):
     """Default efficiency factors of a SKU with a mainstream serving engine.
 
     ``prefill_mfu``: achieved / peak dense FLOP/s in compute-bound prefill.
     ``decode_mbu``: achieved / peak HBM bandwidth in memory-bound decode.
     ``step_overhead_ms``: fixed per-step cost (scheduling, kernel launches).
     ``reason``: why these defaults (calibration source or analogy).
+    ``provenance``, ``points``, ``sigma_log``: see :class:`Uncertainty` (default:
+    analogy with the wide prior).
     ``by_dtype``: per weight dtype overrides (see :meth:`Gpu.efficiency_for`).
     """
 
@@ -117,6 +164,12 @@ class Server(Frozen):
     """The node a SKU is bought in: GPUs per server, rack units, and server power."""
 
     gpus_per_server: Annotated[int, Field(ge=1, le=72)]
+    gpus_per_node: Annotated[int, Field(ge=1, le=72)] | None = Field(
+        default=None,
+        description="GPUs per host (one OS instance, e.g. a GB200 NVL72 compute tray: 4) "
+        "when the unit bought holds several; a replica with more GPUs is multi-node. "
+        "Unset: gpus_per_server.",
+    )
     rack_units: Annotated[int, Field(ge=1, le=64)]
     server_overhead_w: NonNegFloat = Field(
         default=0.0, description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server."
@@ -167,7 +220,8 @@ class Gpu(Frozen):
 
     def efficiency_for(self, dtype: Dtype | str) -> Efficiency:
         """The efficiency factors for weights in ``dtype``: the SKU's defaults with the
-        ``by_dtype`` override for that dtype, if any, applied."""
+        ``by_dtype`` override for that dtype, if any, applied (the override's
+        provenance and spread too: they describe its own factors)."""
         override = self.efficiency.by_dtype.get(Dtype(dtype))
         if override is None:
             return self.efficiency

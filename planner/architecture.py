@@ -225,6 +225,32 @@ def kv_bytes_for_sequence(model: Model, tokens: float, kv_dtype: Dtype | str) ->
     return per_layer * held
 
 
+def kv_replication(model: Model, tp: int) -> float:
+    """Copies of each token's KV that a ``tp``-way tensor-parallel replica holds (>= 1).
+
+    GQA/MHA: the ``kv_heads`` KV heads are sharded over the ranks, and a rank holds
+    whole heads, so each rank holds ``ceil(kv_heads / tp)`` heads and the replica
+    ``tp x ceil(kv_heads / tp) / kv_heads`` copies: 1 while ``tp <= kv_heads``,
+    ``tp / kv_heads`` beyond (heads are replicated). MLA: the latent has no head
+    axis, so every rank holds it whole: ``tp`` copies (DOMAIN.md section 8;
+    DeepSeek-V3 at tp 8 keeps 1/8 of the pooled capacity a sharded model assumes).
+    Data-parallel attention (one latent per attention rank) is not modelled here.
+    """
+    if tp < 1:
+        raise ValueError(f"tp must be >= 1, got {tp}")
+    if model.mla is not None:
+        return float(tp)
+    heads = model.num_kv_heads
+    return tp * -(-heads // tp) / heads
+
+
+def kv_bytes_per_token_held(model: Model, kv_dtype: Dtype | str, tp: int) -> float:
+    """KV bytes a ``tp``-way replica holds per token over all layers, replication included:
+    ``kv_bytes_per_token x kv_replication(tp)`` (bytes/token). DeepSeek-V3 in fp8 at tp 8:
+    35,136 x 8 = 281,088 bytes/token."""
+    return kv_bytes_per_token(model, kv_dtype) * kv_replication(model, tp)
+
+
 # --------------------------------------------------------------------------- FLOPs
 
 
@@ -266,6 +292,47 @@ def attention_flops_per_token(model: Model, context_tokens: float) -> float:
         assert model.sliding_window is not None
         ctx += windowed * min(context_tokens, model.sliding_window.window_tokens)
     return attention_flops_per_context_token(model) * ctx
+
+
+def decode_attention_flops_per_context_token(model: Model) -> float:
+    """Attention FLOPs one *decode* token spends per context token, per layer.
+
+    Dense attention: ``4 x heads x head_dim`` (as in prefill). MLA decodes in the
+    weight-absorbed form (queries projected into the latent space, attention over the
+    latent): ``2 x heads x (kv_lora_rank + qk_rope) + 2 x heads x kv_lora_rank``;
+    DeepSeek-V3: 2 x 128 x 576 + 2 x 128 x 512 = 278,528 (DOMAIN.md section 8).
+    """
+    if model.mla is not None:
+        m = model.mla
+        heads = model.num_attention_heads
+        return 2.0 * heads * (m.kv_lora_rank + m.qk_rope_head_dim) + 2.0 * heads * m.kv_lora_rank
+    return attention_flops_per_context_token(model)
+
+
+def context_layer_tokens(model: Model, context_tokens: float) -> float:
+    """Layer-weighted context of one token: ``L_full x s + L_window x min(s, window)``
+    (layer-tokens): what attention FLOPs and KV reads scale with."""
+    if context_tokens < 0:
+        raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
+    full, windowed = _windowed_layers(model)
+    ctx = full * context_tokens
+    if windowed:
+        assert model.sliding_window is not None
+        ctx += windowed * min(context_tokens, model.sliding_window.window_tokens)
+    return ctx
+
+
+def dense_weight_param_count(model: Model) -> int:
+    """Parameters every token's GEMMs read, i.e. all but the routed experts (a count)."""
+    return _shared_param_count(model)
+
+
+def routed_active_param_count(model: Model) -> int:
+    """Routed-expert parameters one token touches: ``moe_layers x k x expert_params``
+    (0 for a dense model)."""
+    if model.moe is None:
+        return 0
+    return moe_layer_count(model) * model.moe.experts_per_token * expert_param_count(model)
 
 
 def flops_per_token(model: Model, context_tokens: float) -> float:
@@ -326,16 +393,22 @@ __all__ = [
     "attention_flops_per_context_token",
     "attention_flops_per_token",
     "attention_param_count_per_layer",
+    "context_layer_tokens",
+    "decode_attention_flops_per_context_token",
     "dense_mlp_param_count",
+    "dense_weight_param_count",
     "embedding_param_count",
     "expert_param_count",
     "flops_per_token",
     "kv_bytes_for_sequence",
     "kv_bytes_per_token",
+    "kv_bytes_per_token_held",
     "kv_bytes_per_token_per_layer",
+    "kv_replication",
     "moe_layer_count",
     "params_billions",
     "prefill_flops",
+    "routed_active_param_count",
     "routed_expert_param_count",
     "router_param_count",
     "total_param_count",

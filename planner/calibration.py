@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import math
@@ -60,8 +61,16 @@ from pydantic import (
 from scipy.optimize import least_squares
 
 from catalog.loader import DATA_DIR, build_catalog
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype, DtypeEfficiency
+from catalog.schema import (
+    ANALOGY_SIGMA_LOG,
+    DTYPE_BYTES,
+    Catalog,
+    Dtype,
+    DtypeEfficiency,
+    Provenance,
+)
 from planner import architecture as arch
+from planner import engines
 from planner import roofline as rl
 from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
 from planner.errors import PlanningError, UnknownEntryError
@@ -121,10 +130,23 @@ DEFAULT_CALIBRATION_DIR = "calibrations"
 #: The analogy factors the shipped catalog had before ``make calibrate-defaults`` fitted
 #: them (prefill MFU, decode MBU, step overhead ms), kept so "before calibration" stays
 #: reproducible once the YAML files hold the fitted values.
+#: Every GPU of the shipped catalog is listed (the values its YAML had when it was set
+#: by analogy), so a GPU whose defaults a later fit replaces keeps its "before".
 UNCALIBRATED_DEFAULTS: dict[str, tuple[float, float, float]] = {
+    "a100-40gb": (0.55, 0.7, 2.0),
     "a100-sxm-80gb": (0.55, 0.7, 2.0),
+    "a10g": (0.45, 0.6, 2.0),
+    "b200": (0.45, 0.65, 2.0),
+    "gaudi3": (0.4, 0.6, 3.0),
+    "gb200-per-gpu": (0.45, 0.65, 2.0),
+    "h100-nvl-94gb": (0.5, 0.7, 2.0),
+    "h100-pcie-80gb": (0.5, 0.7, 2.0),
     "h100-sxm5-80gb": (0.5, 0.7, 2.0),
     "h200-sxm-141gb": (0.5, 0.7, 2.0),
+    "l4": (0.4, 0.6, 2.0),
+    "l40s": (0.45, 0.6, 2.0),
+    "mi300x": (0.4, 0.6, 3.0),
+    "mi325x": (0.4, 0.6, 3.0),
 }
 
 
@@ -144,6 +166,14 @@ class MeasurementKind(StrEnum):
     KERNEL = "kernel"  # one layer's linear layers (QKV, O, MLP) on ``tokens`` tokens
 
 
+class Split(StrEnum):
+    """Which part of the data a measurement belongs to: fitted, or held out to check
+    the fit (:func:`assign_splits`)."""
+
+    FIT = "fit"
+    HOLDOUT = "holdout"
+
+
 class Measurement(BaseModel):
     """One measured point. Serving: ``isl``/``osl`` mean prompt/output tokens, and
     ``concurrency`` (closed loop) or ``request_rate_rps`` (open loop; ``inf`` = all
@@ -151,7 +181,13 @@ class Measurement(BaseModel):
     (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
     ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
     Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
-    ``where``: ``file:line`` it came from."""
+    ``where``: ``file:line`` it came from.
+
+    ``split``: fit or holdout (None: fit). ``ep``/``pp``/``dp_attention``: expert,
+    pipeline and data-parallel-attention settings of the run, and ``num_gpus`` the
+    accelerators of the whole deployment measured; the planner models none of the
+    first three, so a point with any of them needs a ``skip_reason``: it is kept
+    with its fields for the record, and neither priced nor fitted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -177,6 +213,12 @@ class Measurement(BaseModel):
     id: str | None = None
     source: str | None = None
     note: str | None = None
+    split: Split | None = None
+    ep: Annotated[int, Field(ge=1, le=1024)] | None = None
+    pp: Annotated[int, Field(ge=1, le=1024)] | None = None
+    dp_attention: bool | None = None
+    num_gpus: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    skip_reason: str | None = Field(default=None, min_length=10)
     where: str | None = None
 
     @field_validator("request_rate_rps", mode="before")
@@ -189,6 +231,20 @@ class Measurement(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Measurement:
+        unmodelled = [
+            name
+            for name, on in (
+                ("ep", (self.ep or 1) > 1),
+                ("pp", (self.pp or 1) > 1),
+                ("dp_attention", bool(self.dp_attention)),
+            )
+            if on
+        ]
+        if unmodelled and self.skip_reason is None:
+            raise ValueError(
+                f"{', '.join(unmodelled)} not modelled by the planner: give skip_reason "
+                "(the point is then recorded, not fitted)"
+            )
         if self.kind == MeasurementKind.KERNEL:
             if self.tokens is None or self.layer_ms is None:
                 raise ValueError("a kernel measurement needs tokens and layer_ms")
@@ -205,6 +261,16 @@ class Measurement(BaseModel):
     def label(self) -> str:
         return self.id or self.where or f"{self.model}/{self.gpu}"
 
+    @property
+    def usable(self) -> bool:
+        """Whether the cost model can price it (no ``skip_reason``)."""
+        return self.skip_reason is None
+
+    @property
+    def in_fit(self) -> bool:
+        """Whether a fit uses it: usable and not held out."""
+        return self.usable and self.split != Split.HOLDOUT
+
     def quantities(self) -> dict[str, float]:
         """The measured values, by name (``output_tok_s``, ``ttft_ms``, ``tpot_ms``,
         ``layer_ms``)."""
@@ -213,6 +279,56 @@ class Measurement(BaseModel):
 
 
 QUANTITIES = ("output_tok_s", "ttft_ms", "tpot_ms")
+
+
+# --------------------------------------------------------------------------- fit / holdout split
+
+#: Share of each stratum's points held out (:func:`assign_splits`).
+HOLDOUT_SHARE = 0.25
+#: A stratum (or GPU) with at least this many points has held-out points.
+MIN_POINTS_FOR_HOLDOUT = 4
+
+
+def split_rank(ident: str) -> int:
+    """A stable pseudo-random rank of a measurement id: the first 64 bits of
+    SHA-256(id) as an integer (the same on every machine and Python version)."""
+    return int(hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16], 16)
+
+
+def assign_splits(points: Sequence[tuple[str, str, str]]) -> dict[str, Split]:
+    """Deterministic, stratified fit / holdout split of ``(id, gpu, stratum)`` triples.
+
+    Within each (gpu, stratum) with ``n >= MIN_POINTS_FOR_HOLDOUT`` points, the
+    ``max(1, round(HOLDOUT_SHARE x n))`` ids of lowest :func:`split_rank` are held out;
+    a GPU with at least ``MIN_POINTS_FOR_HOLDOUT`` points in total whose strata are all
+    too small still holds out its lowest-ranked point. Everything else is fit. The
+    result depends only on the ids and their groups, not on their order."""
+    strata: dict[tuple[str, str], list[str]] = {}
+    per_gpu: dict[str, list[str]] = {}
+    for ident, gpu, stratum in points:
+        strata.setdefault((gpu, stratum), []).append(ident)
+        per_gpu.setdefault(gpu, []).append(ident)
+    out = {ident: Split.FIT for ident, _, _ in points}
+    for ids in strata.values():
+        if len(ids) < MIN_POINTS_FOR_HOLDOUT:
+            continue
+        k = max(1, round(HOLDOUT_SHARE * len(ids)))
+        for ident in sorted(ids, key=split_rank)[:k]:
+            out[ident] = Split.HOLDOUT
+    for ids in per_gpu.values():
+        if len(ids) >= MIN_POINTS_FOR_HOLDOUT and all(out[i] == Split.FIT for i in ids):
+            out[min(ids, key=split_rank)] = Split.HOLDOUT
+    return out
+
+
+def fit_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The points a fit uses: priceable (no ``skip_reason``) and not held out."""
+    return [m for m in measurements if m.in_fit]
+
+
+def holdout_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The priceable points held out of the fit, to check it."""
+    return [m for m in measurements if m.usable and m.split == Split.HOLDOUT]
 
 
 # --------------------------------------------------------------------------- name mapping
@@ -274,6 +390,8 @@ def check_measurement(m: Measurement, catalog: Catalog) -> str | None:
         return f"unknown model {m.model!r} (known: {', '.join(sorted(catalog.models))})"
     if m.gpu not in catalog.gpus:
         return f"unknown gpu {m.gpu!r} (known: {', '.join(sorted(catalog.gpus))})"
+    if not m.usable:
+        return None  # recorded, never priced
     try:
         replica = base_replica(m, catalog)
     except PlanningError as err:
@@ -497,11 +615,18 @@ def parse_json(
     fill = {k: v for k, v in (defaults or {}).items() if v is not None}
     if isinstance(data.get("measurements"), list):
         lines = _array_entry_lines(text, "measurements")
+        seen: dict[str, str] = {}
         for i, entry in enumerate(data["measurements"]):
             here = f"{where}:{lines[i] if i < len(lines) else 1}"
             if not isinstance(entry, Mapping):
                 issues.add(here, f"measurements[{i}]: expected an object")
                 continue
+            ident = entry.get("id")
+            if isinstance(ident, str) and ident in seen:
+                issues.add(here, f"duplicate id {ident!r} (first at {seen[ident]})")
+                continue
+            if isinstance(ident, str):
+                seen[ident] = here
             _build({**fill, **entry}, here, catalog, issues, out)
         return out, issues.items
     if "output_token_throughput" in data or "time_to_first_token" in data:
@@ -573,9 +698,33 @@ def _kv_dtype(m: Measurement) -> Dtype:
     return Dtype.BF16 if m.dtype == Dtype.BF16 else Dtype.FP8
 
 
+def measurement_engine(m: Measurement) -> str:
+    """The engine profile a measurement ran on (:mod:`planner.engines`): its ``engine``
+    field's name (``vllm``, ``sglang``, ``trtllm`` and aliases; a version or a framework
+    string containing one of them counts), else the default engine."""
+    name = (m.engine or "").lower()
+    for key, aliases in (
+        ("trtllm", ("trtllm", "tensorrt", "trt-llm")),
+        ("sglang", ("sglang",)),
+        ("vllm", ("vllm",)),
+    ):
+        if any(a in name for a in aliases):
+            return key
+    return engines.DEFAULT_ENGINE
+
+
 def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
-    """The replica a measurement ran on, with the catalog's factors."""
-    return rl.build_replica(catalog, m.model, m.gpu, tp=m.tp, dtype=m.dtype, kv_dtype=_kv_dtype(m))
+    """The replica a measurement ran on, with the catalog's factors and the memory and
+    attention precision of the engine it ran on (:func:`measurement_engine`)."""
+    return rl.build_replica(
+        catalog,
+        m.model,
+        m.gpu,
+        tp=m.tp,
+        dtype=m.dtype,
+        kv_dtype=_kv_dtype(m),
+        engine=measurement_engine(m),
+    )
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
@@ -697,6 +846,11 @@ class GroupFit(BaseModel):
     worst_ape_before: float | None
     median_ape_after: float | None
     worst_ape_after: float | None
+    sigma_log: float | None = Field(
+        default=None,
+        description="Residual spread of the fit: residual_sigma_log of its values after "
+        "the fit (None in calibrations stored before it was recorded).",
+    )
 
     @property
     def factors(self) -> tuple[float, float, float]:
@@ -887,6 +1041,35 @@ def _determined(factors: Sequence[float], errs: Sequence[float | None]) -> list[
     ]
 
 
+#: Smallest spread recorded for fitted factors: a fit that happens to match a handful of
+#: points exactly still predicts new models and loads only this well (ln units, ~5%).
+MIN_SIGMA_LOG = 0.05
+
+
+def residual_sigma_log(
+    residuals: Sequence[Residual], *, after: bool = True, fitted_factors: int = 0
+) -> float | None:
+    """The spread of a fit in log space: the residual standard deviation
+    ``sqrt(sum ln(measured / predicted)^2 / (n - k))`` over the ``n`` measured values
+    that were predicted (after the fit, or with ``after=False`` before it), with
+    ``k = fitted_factors`` degrees of freedom used by the fit (``n - k`` at least 1);
+    floored at :data:`MIN_SIGMA_LOG`. Dimensionless (natural log); None without values.
+
+    It is the root mean square about zero, not about the mean: a bias of the model is
+    part of its error. This is ``Efficiency.sigma_log`` of fitted factors."""
+    logs = [
+        math.log(r.measured / p)
+        for r in residuals
+        if (p := (r.predicted_after if after else r.predicted_before)) is not None
+        and p > 0
+        and r.measured > 0
+    ]
+    if not logs:
+        return None
+    dof = max(len(logs) - fitted_factors, 1)
+    return max(math.sqrt(sum(x * x for x in logs) / dof), MIN_SIGMA_LOG)
+
+
 def _errors(
     points: Sequence[Measurement], preds: Sequence[Prediction]
 ) -> tuple[float | None, float | None]:
@@ -984,6 +1167,7 @@ def fit_group(
         worst_ape_before=wb,
         median_ape_after=ma,
         worst_ape_after=wa,
+        sigma_log=residual_sigma_log(residuals, fitted_factors=sum(det)),
     )
     return _GroupResult(fit, residuals)
 
@@ -1006,11 +1190,14 @@ def fit_calibration(
     description: str = "",
 ) -> Calibration:
     """Fit factors per (GPU, dtype) — and engine with ``per_engine`` — and return the
-    named calibration with every measured value's residuals before and after."""
+    named calibration with every fitted value's residuals before and after. Only
+    :func:`fit_points` are fitted: points held out (``split: holdout``) or marked
+    with a ``skip_reason`` are left out."""
     if not re.match(NAME_PATTERN, name) or len(name) > 64:
         raise PlanningError.for_field(
             "name", f"{name!r} is not a valid name (lowercase letters, digits, '.', '-', '_')"
         )
+    measurements = fit_points(measurements)
     if not measurements:
         raise MeasurementError.for_field("files", "no measurements to fit")
     by = ("gpu", "dtype", "engine") if per_engine else ("gpu", "dtype")
@@ -1055,12 +1242,33 @@ def leave_one_out(
 # --------------------------------------------------------------------------- applying
 
 
+def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
+    """The residual spread of one group of a calibration (ln units): the fit's
+    ``sigma_log``; for calibrations stored before it was recorded,
+    :func:`residual_sigma_log` of the group's stored residuals after the fit; with
+    neither, the analogy prior :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing
+    says the fit is any tighter)."""
+    if fit.sigma_log is not None:
+        return fit.sigma_log
+    mine = [
+        r
+        for r in calibration.residuals
+        if r.gpu == fit.gpu
+        and (fit.dtype is None or r.dtype == fit.dtype)
+        and (fit.engine is None or r.engine == fit.engine)
+    ]
+    got = residual_sigma_log(mine, fitted_factors=sum(fit.determined.values()))
+    return got if got is not None else ANALOGY_SIGMA_LOG
+
+
 def apply_calibration(
     catalog: Catalog, calibration: Calibration, engine: str | None = None
 ) -> Catalog:
     """``catalog`` with the calibration's factors as each GPU's per-dtype efficiency
     (``Efficiency.by_dtype``; a group fitted over all dtypes sets the GPU's defaults),
-    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one."""
+    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one.
+    Calibrated factors are ``provenance: fitted`` with the group's points and its
+    residual spread (:func:`group_sigma_log`)."""
     chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
     for f in calibration.factors:
         if engine is not None and f.engine not in (None, engine):
@@ -1082,6 +1290,11 @@ def apply_calibration(
                 "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
             )
         eff = gpu.efficiency
+        spread = {
+            "provenance": Provenance.FITTED,
+            "points": max(f.points, 1),
+            "sigma_log": group_sigma_log(calibration, f),
+        }
         if dtype is None:
             eff = eff.model_copy(
                 update={
@@ -1089,6 +1302,7 @@ def apply_calibration(
                     "decode_mbu": f.decode_mbu,
                     "step_overhead_ms": f.step_overhead_ms,
                     "reason": reason,
+                    **spread,
                 }
             )
         else:
@@ -1098,6 +1312,7 @@ def apply_calibration(
                 decode_mbu=f.decode_mbu,
                 step_overhead_ms=f.step_overhead_ms,
                 reason=f"{reason}, fitted on {f.points} {dtype} measurements",
+                **spread,
             )
             eff = eff.model_copy(update={"by_dtype": by})
         gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})
@@ -1187,10 +1402,12 @@ REFERENCE_PATH = DATA_DIR.parent / "measurements" / "reference.json"
 
 
 def load_reference_measurements(
-    catalog: Catalog, path: str | Path | None = None
+    catalog: Catalog, path: str | Path | None = None, *, include_skipped: bool = False
 ) -> list[Measurement]:
-    """The public measurements shipped in ``catalog/measurements/reference.json``."""
-    return load_measurements([path or REFERENCE_PATH], catalog)
+    """The public measurements shipped in ``catalog/measurements/reference.json``: the
+    priceable ones (both splits), or every one with ``include_skipped``."""
+    points = load_measurements([path or REFERENCE_PATH], catalog)
+    return points if include_skipped else [m for m in points if m.usable]
 
 
 __all__ = [
@@ -1202,9 +1419,13 @@ __all__ = [
     "MeasurementKind",
     "Prediction",
     "Residual",
+    "Split",
     "apply_calibration",
+    "assign_splits",
     "fit_calibration",
     "fit_group",
+    "fit_points",
+    "holdout_points",
     "kernel_layer_ms",
     "leave_one_out",
     "load_calibration",

@@ -29,13 +29,14 @@ from statistics import NormalDist
 
 import numpy as np
 
-from catalog.schema import Catalog, Dtype
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype
 from planner import architecture as arch
 from planner import queueing
 from planner import roofline as rl
 from planner.capacity import decode_slots, largest_batch  # noqa: F401 (largest_batch re-exported)
 from planner.errors import PlanningError
 from planner.request import ResolvedClass, ResolvedRequest
+from planner.risk import capacity_derate, factor_uncertainty
 from solver.problem import CapacityCut, Mode, PoolCandidate, PoolRole, Segment
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
@@ -152,10 +153,33 @@ class Candidate:
     max_replicas: int = 0
     min_replicas: int = 1  # redundancy: a used pool has at least this many replicas
     notes: list[str] = field(default_factory=list)
+    #: Squared CV of inter-arrival times (traffic.burst_cv^2; 1 = Poisson).
+    arrival_cv2: float = 1.0
+    #: Highest load the MILP lets the pool run at (constraints.max_utilization).
+    max_utilization: float = 1.0
+    #: Replicas that may be down while the pool still carries its rate (N+k).
+    spare_replicas: int = 0
+    #: Prefill pools: decode GPU types whose pair link is the priced KV link (or
+    #: faster); None for other roles.
+    pairs_with: frozenset[str] | None = None
+    #: Prefill pools: the prompt whose KV transfer is priced (the SLO percentile's).
+    kv_q_tokens: float = 0.0
+    #: Prefill pools: the link id to each decode GPU type offered (kv_pair_link).
+    pair_links: dict[str, str] = field(default_factory=dict)
+    # Uncertainty of the GPU's efficiency factors (planner.risk.factor_uncertainty) and
+    # the capacity derate at the request's risk.confidence (planner.risk.capacity_derate):
+    # every capacity below is the predicted one times risk_derate.
+    provenance: str = "analogy"
+    factor_points: int = 0
+    sigma_log: float = ANALOGY_SIGMA_LOG
+    risk_derate: float = 1.0
 
     @property
     def id(self) -> str:
-        return f"{self.class_name}:{self.config.key}"
+        base = f"{self.class_name}:{self.config.key}"
+        if self.config.role == PoolRole.PREFILL and self.kv_transfer_link:
+            return f"{base}@{self.kv_transfer_link}"
+        return base
 
     @property
     def gpus_per_replica(self) -> int:
@@ -185,7 +209,7 @@ class Candidate:
         """Capacity per replica with no queueing headroom (requests/s): the min of
         the prefill and decode rates that apply to the role."""
         rates = [r for r in (self.decode_rps_per_replica, self.prefill_rps_per_replica) if r]
-        return min(rates) if rates else 0.0
+        return min(rates) * self.risk_derate if rates else 0.0
 
     @property
     def usd_per_rps(self) -> float:
@@ -198,7 +222,7 @@ class Candidate:
         """Largest arrival rate (requests/s) at which the percentile wait of an
         M/G/c queue with c = ``replicas`` prefill servers (mean service
         ``service_mean_ms``, squared CV ``service_cv2``) stays within
-        ``wait_budget_ms``: c x rho_max(c) / service_s."""
+        ``wait_budget_ms``: c x rho_max(c) / service_s, times ``risk_derate``."""
         if self.service_mean_ms is None:
             return math.inf
         if replicas <= 0:
@@ -209,23 +233,45 @@ class Candidate:
             self.quantile,
             self.wait_budget_ms / 1000.0,
             self.service_cv2 or 0.0,
+            self.arrival_cv2,
         )
-        return replicas * rho * 1000.0 / self.service_mean_ms
+        return replicas * rho * 1000.0 / self.service_mean_ms * self.risk_derate
 
     def decode_capacity_rps(self, replicas: int) -> float:
         """Largest rate (requests/s) whose resident sequences L = rate x G x step fit
-        ``replicas`` x B slots at the SLO percentile: L <= S - z_q sqrt(S), with
-        S = B x replicas (normal approximation of the Poisson number resident)."""
+        ``replicas`` x B slots at the SLO percentile: L <= S - z_q sqrt(v S), with
+        S = B x replicas (normal approximation of the number resident, whose
+        variance-to-mean ratio v = queueing.resident_peakedness(ca^2) is 1 for
+        Poisson arrivals), times ``risk_derate``."""
         if self.config.max_batch is None or self.step_ms is None:
             return math.inf
         slots = self.config.max_batch * replicas
         z = NormalDist().inv_cdf(self.quantile)
-        residents = max(0.0, slots - z * math.sqrt(slots))
-        return residents / (self.output_mean_tokens * self.step_ms / 1000.0)
+        v = queueing.resident_peakedness(self.arrival_cv2)
+        residents = max(0.0, slots - z * math.sqrt(v * slots))
+        return residents / (self.output_mean_tokens * self.step_ms / 1000.0) * self.risk_derate
 
     def capacity_rps(self, replicas: int) -> float:
         """min(prefill queue capacity, decode slot capacity) at ``replicas`` (requests/s)."""
         return min(self.prefill_capacity_rps(replicas), self.decode_capacity_rps(replicas))
+
+    def with_margin(self, curve):
+        """``curve`` (requests/s at n replicas) as the MILP may load it:
+        ``max_utilization x curve(max(n - spare_replicas, 0))``: the pool stays within
+        ``max_utilization`` of its SLO capacity with ``spare_replicas`` replicas down.
+        Shifting a convex increasing curve with curve(0) = 0 keeps it convex."""
+        mu, k = self.max_utilization, self.spare_replicas
+
+        def planned(n: int) -> float:
+            up = max(n - k, 0)
+            return 0.0 if up <= 0 else mu * curve(up)
+
+        return planned
+
+    def planned_capacity_rps(self, replicas: int) -> float:
+        """The rate the MILP lets ``replicas`` carry (requests/s): :meth:`with_margin`
+        of :meth:`capacity_rps`."""
+        return self.with_margin(self.capacity_rps)(replicas)
 
     def to_pool_candidate(self) -> PoolCandidate:
         return PoolCandidate(
@@ -241,6 +287,7 @@ class Candidate:
             max_replicas=self.max_replicas,
             config_key=self.config.key,
             checkpoint=f"{self.config.dtype.value}/{self.config.kv_dtype.value}-kv",
+            pairs_with=self.pairs_with,
         )
 
 
@@ -288,8 +335,9 @@ def replica_power_kw(catalog: Catalog, gpu_id: str, tp: int) -> float:
 
 
 def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) -> list[int]:
-    """Powers of two up to the GPU's scale-up domain (and DEFAULT_MAX_TP unless asked)."""
-    domain = catalog.gpus[gpu_id].scale_up_domain_size
+    """Powers of two up to the GPU's largest replica (its scale-up domain, or one server
+    over PCIe: :func:`planner.roofline.max_tp`), and DEFAULT_MAX_TP unless asked."""
+    domain = rl.max_tp(catalog.gpus[gpu_id])
     if wanted:
         return [t for t in wanted if t <= domain]
     out, t = [], 1
@@ -299,13 +347,69 @@ def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) ->
     return out
 
 
+#: Scale-up domains at least this large (rack scale, e.g. NVL72) let a prefill and a
+#: decode replica of the same GPU type share one NVLink domain.
+RACK_SCALE_DOMAIN = 16
+
+
+def _slower(a, b):
+    """The slower of two links: less bandwidth, then more latency."""
+    return min((a, b), key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
+
+
+def kv_pair_link(catalog: Catalog, prefill_gpu: str, decode_gpu: str):
+    """Link a prefill replica on ``prefill_gpu`` ships its KV cache over to a decode
+    replica on ``decode_gpu`` (a catalog Link):
+
+    * the scale-up link (NVLink) only when both are the same GPU type on a
+      rack-scale domain (>= RACK_SCALE_DOMAIN GPUs, e.g. NVL72): one NVLink
+      domain, one vendor, one GPU type;
+    * otherwise (other GPU types, other vendors, or separate servers) the
+      network: the slower of the two GPUs' catalog ``network_link``.
+    """
+    a, b = catalog.gpus[prefill_gpu], catalog.gpus[decode_gpu]
+    if (
+        prefill_gpu == decode_gpu
+        and a.scale_up_link
+        and a.scale_up_domain_size >= RACK_SCALE_DOMAIN
+    ):
+        return catalog.links[a.scale_up_link]
+    return _slower(catalog.links[a.network_link], catalog.links[b.network_link])
+
+
 def kv_link_for(catalog: Catalog, gpu_id: str):
-    """Link the KV cache crosses from a prefill to a decode replica: the scale-up
-    link on rack-scale domains (>= 16 GPUs, e.g. NVL72), else the GPU's NIC."""
-    gpu = catalog.gpus[gpu_id]
-    if gpu.scale_up_link and gpu.scale_up_domain_size >= 16:
-        return catalog.links[gpu.scale_up_link]
-    return catalog.links[gpu.network_link]
+    """Link between a prefill and a decode replica of the same GPU type
+    (:func:`kv_pair_link` of the GPU with itself)."""
+    return kv_pair_link(catalog, gpu_id, gpu_id)
+
+
+def prefill_link_options(catalog: Catalog, prefill_gpu: str, decode_gpus) -> list[tuple]:
+    """The KV links a prefill replica on ``prefill_gpu`` may be priced on, each with
+    the decode GPU types it may pair with (None: any):
+
+    * NVLink, when the GPU is rack-scale (:func:`kv_pair_link`) and offered for
+      decode too: pairs only with decode pools of the same GPU type;
+    * the network: the slowest :func:`kv_pair_link` to any decode GPU type offered
+      (narrowed to those with screened decode candidates by
+      :func:`restrict_prefill_links`), so every pairing is at least that fast.
+    """
+    decode_gpus = list(decode_gpus)
+    out = []
+    same = kv_pair_link(catalog, prefill_gpu, prefill_gpu)
+    if prefill_gpu in decode_gpus and same.kind.value == "scale_up":
+        out.append((same, frozenset([prefill_gpu])))
+    net = [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
+    net.append(_slower(*[catalog.links[catalog.gpus[prefill_gpu].network_link]] * 2))
+    out.append((min(net, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us)), None))
+    return out
+
+
+def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus) -> object:
+    """The slowest network pair link from ``prefill_gpu`` to any of ``decode_gpus``
+    (:func:`kv_pair_link` across types; the GPU's own NIC for its own type)."""
+    links = [catalog.links[catalog.gpus[prefill_gpu].network_link]]
+    links += [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
+    return min(links, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
 
 
 def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
@@ -380,7 +484,10 @@ def _screen_config(
     replica: rl.Replica,
     role: PoolRole,
     budget: int | None,
+    link_option: tuple | None = None,
 ) -> Candidate | Rejection:
+    """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
+    the decode GPU types it pairs with, :func:`prefill_link_options`)."""
     gpu, tp, dtype = replica.gpu.id, replica.tp, replica.weight_dtype
     slo = cls.slo
 
@@ -401,6 +508,9 @@ def _screen_config(
         cost_usd_per_hour=replica_cost_usd_per_hour(catalog, gpu, tp),
         power_kw=replica_power_kw(catalog, gpu, tp),
         min_replicas=req.request.constraints.min_replicas_per_pool,
+        arrival_cv2=req.request.traffic.burst_cv**2,
+        max_utilization=req.request.constraints.max_utilization,
+        spare_replicas=req.request.constraints.spare_replicas_per_pool,
     )
     if role in (PoolRole.DECODE, PoolRole.AGGREGATED) and b_mem < 1:
         return reject(
@@ -429,13 +539,12 @@ def _screen_config(
         mean, cv2 = _expect(fig, service)
         p_q = fig.prompt_q_tokens
         s_q = service(p_q)
-        link = kv_link_for(catalog, gpu)
-        kv_bytes = arch.kv_bytes_for_sequence(replica.model, p_q, replica.kv_dtype)
-        # Each of the tp GPUs ships its shard over its own link.
-        transfer = rl.kv_transfer_ms(kv_bytes, link.bandwidth_gb_per_s * tp, link.latency_us)
-        exposed = rl.exposed_transfer_ms(
-            transfer, s_q, KV_STREAM_OVERLAP, num_layers=replica.model.num_layers
-        )
+        if link_option is None:
+            link_option = (kv_link_for(catalog, gpu), frozenset([gpu]))
+        link, cand.pairs_with = link_option
+        cand.kv_q_tokens = p_q
+        cand.pair_links = {d: kv_pair_link(catalog, gpu, d).id for d in req.gpus}
+        exposed = kv_exposed_ms(replica, s_q, p_q, link)
         cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
         cand.transfer_exposed_ms, cand.kv_transfer_link = exposed, link.id
         if cand.wait_budget_ms <= 0:
@@ -505,6 +614,8 @@ def screen_candidates(
     (needed when GPUs are bought once for several scenarios: then the GPU type
     itself matters, not just the cost of the pool)."""
     eff = req.request.efficiency
+    overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
+    confidence = req.request.risk.confidence
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
     considered = 0
@@ -572,14 +683,29 @@ def screen_candidates(
                         continue
                     for role in roles:
                         budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
+                        links = (
+                            prefill_link_options(catalog, gpu_id, req.gpus)
+                            if role == PoolRole.PREFILL
+                            else [None]
+                        )
                         for budget in budgets:
-                            considered += 1
-                            out = _screen_config(catalog, req, cls, fig, replica, role, budget)
-                            if isinstance(out, Rejection):
-                                rejections.append(out)
-                            else:
-                                kept.append(out)
+                            for link in links:
+                                considered += 1
+                                out = _screen_config(
+                                    catalog, req, cls, fig, replica, role, budget, link
+                                )
+                                if isinstance(out, Rejection):
+                                    rejections.append(out)
+                                else:
+                                    unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+                                    out.provenance = unc.provenance.value
+                                    out.factor_points = unc.points
+                                    out.sigma_log = unc.sigma_log
+                                    out.risk_derate = capacity_derate(unc.sigma_log, confidence)
+                                    kept.append(out)
+    kept, unpaired = restrict_prefill_links(kept, catalog)
     survivors, pruned = prune(kept)
+    pruned = unpaired + pruned
     final: list[Candidate] = []
     for cand in survivors:
         err = attach_capacity(cand)
@@ -589,6 +715,53 @@ def screen_candidates(
             rejections.append(err)
     final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
     return Screening(final, pruned + dominated, rejections, considered, dominated)
+
+
+def restrict_prefill_links(
+    cands: list[Candidate], catalog: Catalog
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Re-price each network-priced prefill candidate on the slowest pair link to the
+    decode GPU types that have a screened decode candidate of its class and format
+    (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
+    and drop NVLink-priced ones whose GPU type has no such decode candidate.
+    Returns (kept, dropped)."""
+    decode_gpus: dict[tuple, set[str]] = {}
+    for c in cands:
+        if c.config.role == PoolRole.DECODE:
+            decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    for c in cands:
+        if c.config.role != PoolRole.PREFILL:
+            keep.append(c)
+            continue
+        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        if c.pairs_with is not None:
+            (keep if c.pairs_with & reach else drop).append(c)
+            continue
+        if not reach:
+            drop.append(c)
+            continue
+        link = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        if link.id != c.kv_transfer_link:
+            c.transfer_exposed_ms = kv_exposed_ms(
+                c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
+            )
+            c.kv_transfer_link = link.id
+        (keep if c.wait_budget_ms > 0 else drop).append(c)
+    return keep, drop
+
+
+def kv_exposed_ms(replica: rl.Replica, prefill_ms: float, prompt_tokens: float, link) -> float:
+    """Exposed KV-transfer time (ms) of a ``prompt_tokens`` prompt prefilled in
+    ``prefill_ms`` on ``replica``, shipped over ``link``: each of the tp GPUs ships
+    its shard over its own link (bandwidth x tp), layer-wise streaming hides
+    KV_STREAM_OVERLAP of it (``roofline.kv_transfer_ms``, ``exposed_transfer_ms``)."""
+    kv_bytes = arch.kv_bytes_for_sequence(replica.model, prompt_tokens, replica.kv_dtype)
+    transfer = rl.kv_transfer_ms(kv_bytes, link.bandwidth_gb_per_s * replica.tp, link.latency_us)
+    return rl.exposed_transfer_ms(
+        transfer, prefill_ms, KV_STREAM_OVERLAP, num_layers=replica.model.num_layers
+    )
 
 
 def _pair_format(c: Candidate) -> tuple[str, str] | None:
@@ -608,6 +781,8 @@ def dominates(a: Candidate, b: Candidate) -> bool:
     if (a.class_name, a.config.role, a.config.gpu) != (b.class_name, b.config.role, b.config.gpu):
         return False
     if _pair_format(a) != _pair_format(b):
+        return False
+    if b.pairs_with is not None and (a.pairs_with is None or not a.pairs_with >= b.pairs_with):
         return False
     if a.config.tp > b.config.tp or a.cost_usd_per_hour > b.cost_usd_per_hour:
         return False
@@ -636,7 +811,7 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     """
     groups: dict[tuple, list[Candidate]] = {}
     for c in cands:
-        key = (c.class_name, c.config.role, c.config.gpu, _pair_format(c))
+        key = (c.class_name, c.config.role, c.config.gpu, _pair_format(c), c.pairs_with)
         groups.setdefault(key, []).append(c)
     keep, drop = [], []
     for group in groups.values():
@@ -670,11 +845,34 @@ def prune_by_cost_curves(
     Any fleet using B then has a fleet at most as expensive using A instead
     (capacities are superadditive, up to the segment approximation). Not applied
     to GPU types with a stock limit, nor when the number of configurations is
-    limited (swapping configurations could break those rules).
+    limited (swapping configurations could break those rules), nor when GPU types
+    are limited or operations costs price GPU types and configurations (then a
+    swap can add a GPU type or a configuration). A prefill candidate is only
+    replaced by one whose KV link reaches every decode GPU type it reaches; a
+    decode candidate only by one on a GPU type every prefill candidate of the
+    class that reaches it also reaches.
     """
     lim = req.request.constraints
-    if lim.max_configurations is not None:
+    ops = req.request.operations
+    if (
+        lim.max_configurations is not None
+        or lim.max_gpu_types is not None
+        or ops.usd_per_hour_per_gpu_type > 0
+        or ops.usd_per_hour_per_configuration > 0
+    ):
         return cands, []
+    reach: dict[str, list[frozenset[str]]] = {}
+    for c in cands:
+        if c.pairs_with is not None:
+            reach.setdefault(c.class_name, []).append(c.pairs_with)
+
+    def swappable(a: Candidate, b: Candidate) -> bool:
+        if b.pairs_with is not None:
+            return a.pairs_with is not None and a.pairs_with >= b.pairs_with
+        if b.config.role == PoolRole.DECODE and a.config.gpu != b.config.gpu:
+            return all(a.config.gpu in r for r in reach.get(b.class_name, []) if b.config.gpu in r)
+        return True
+
     limited = set(lim.max_gpus)
     power = lim.power_kw is not None
     m0 = lim.min_replicas_per_pool
@@ -695,6 +893,8 @@ def prune_by_cost_curves(
             r_b = np.minimum(cap_b, b.rate_rps)
             beaten = False
             for a in alive:
+                if not swappable(a, b):
+                    continue
                 cap_a = tables[id(a)]
                 m = np.searchsorted(cap_a, r_b * (1 - 1e-12), side="left") + 1
                 if (m > len(cap_a)).any():
@@ -723,14 +923,17 @@ def _breakpoints(limit: int) -> list[int]:
 
 def attach_capacity(cand: Candidate) -> Rejection | None:
     """Give ``cand`` its MILP capacity rows: chords of its convex capacity curve
-    at replica counts (a, a+1) for breakpoints a, and the replica cap that carries
-    the whole class. Decode slots on aggregated replicas become one linear cut
+    (with the margins of :meth:`Candidate.with_margin`: max_utilization, spare
+    replicas) at replica counts (a, a+1) for breakpoints a, and the replica cap that
+    carries the whole class. Decode slots on aggregated replicas become one linear cut
     (a chord at the replica count that carries the class: exact there,
     conservative elsewhere)."""
     rate = cand.rate_rps
+    planned = cand.planned_capacity_rps
     # Replicas needed for the whole class on this candidate alone.
-    n = max(1, math.ceil(min(rate / max(cand.asymptotic_rps_per_replica, 1e-12), 1e9)))
-    while n > MAX_REPLICAS_PER_POOL or cand.capacity_rps(n) < rate:
+    per_replica = max(cand.asymptotic_rps_per_replica * cand.max_utilization, 1e-12)
+    n = max(1, math.ceil(min(rate / per_replica, 1e9))) + cand.spare_replicas
+    while n > MAX_REPLICAS_PER_POOL or planned(n) < rate:
         n = math.ceil(n * 1.25) + 1
         if n > MAX_REPLICAS_PER_POOL:
             return Rejection(
@@ -747,21 +950,24 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     lo_n, hi_n = 0, n
     while hi_n - lo_n > 1:
         mid = (lo_n + hi_n) // 2
-        if cand.capacity_rps(mid) >= rate:
+        if planned(mid) >= rate:
             hi_n = mid
         else:
             lo_n = mid
-    n = max(hi_n, cand.min_replicas)  # a pool must be able to hold the redundancy minimum
+    # a pool must be able to hold the redundancy minimum and its spares
+    n = max(hi_n, cand.min_replicas, cand.spare_replicas + 1)
     cand.max_replicas = n
     role = cand.config.role
+    prefill_curve = cand.with_margin(cand.prefill_capacity_rps)
+    decode_curve = cand.with_margin(cand.decode_capacity_rps)
     if role == PoolRole.PREFILL:
-        curve = cand.prefill_capacity_rps
+        curve = prefill_curve
     elif role == PoolRole.DECODE:
-        curve = cand.decode_capacity_rps
+        curve = decode_curve
     else:
-        curve = cand.prefill_capacity_rps
+        curve = prefill_curve
         a = max(0, n - 1)
-        f0, f1 = cand.decode_capacity_rps(a), cand.decode_capacity_rps(a + 1)
+        f0, f1 = decode_curve(a), decode_curve(a + 1)
         cand.cuts = (CapacityCut(f0 - (f1 - f0) * a, f1 - f0),)
     cand.segments = segments_for(curve, n)
     return None

@@ -132,80 +132,84 @@ class CapacityResult(BaseModel):
 class StepModel:
     """Step times of one replica for one request shape (``P`` prompt, ``G`` output).
 
-    The per-token figures come from :mod:`planner.roofline` and
-    :mod:`planner.architecture` once, so a step costs arithmetic only (the
-    calibration fit evaluates millions of them).
+    The cost model v2 (:mod:`planner.kernels`): a step of ``b`` decodes at the mean
+    decode context ``P + G/2`` and ``n`` prefill tokens is a sum of kernels, the
+    weight/expert GEMMs over ``b + n`` tokens, attention (decodes bandwidth-bound,
+    the chunk compute-bound at the prompt's mean per-token attention cost, sharing
+    one kernel with the overlap factor), TP collectives and the per-step overhead.
+    Constants come from the replica's :class:`planner.kernels.StepCoefficients`, so a
+    step costs arithmetic only (the calibration fit evaluates millions of them).
     """
 
     replica: rl.Replica
     prompt_tokens: float
     output_tokens: float
-    kv_bytes_per_seq: float  # KV of one sequence at the mean decode context P + G/2
+    kv_bytes_per_seq: float  # KV held for one sequence at the mean decode context P + G/2
     decode_flops_per_seq: float  # FLOPs of one decode token at context P + G/2
     prefill_flops_per_token: float  # mean prefill FLOPs per prompt token
-    dense_weight_bytes: float | None  # weights read per step (None: MoE, depends on tokens)
-    w_eff: float  # bytes per ms
-    f_eff: float  # FLOPs per ms
-    comm_fixed_ms: float
-    comm_per_token_ms: float
+    prefill_attn_flops_per_token: float  # of which attention
     max_resident: int
 
     @classmethod
     def of(cls, replica: rl.Replica, prompt_tokens: float, output_tokens: float) -> StepModel:
         model = replica.model
+        c = replica.coefficients
         context = prompt_tokens + output_tokens / 2.0
-        c1, c2 = rl.tp_comm_ms(replica, 1.0), rl.tp_comm_ms(replica, 2.0)
+        attn = c.prefill_attn_per_ctx * c.span(prompt_tokens) / prompt_tokens
         return cls(
             replica=replica,
             prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
-            kv_bytes_per_seq=arch.kv_bytes_for_sequence(model, context, replica.kv_dtype),
-            decode_flops_per_seq=arch.flops_per_token(model, context),
-            prefill_flops_per_token=arch.prefill_flops(model, prompt_tokens) / prompt_tokens,
-            dense_weight_bytes=None if model.is_moe else rl.replica_weight_bytes(replica),
-            w_eff=rl.effective_bandwidth_bytes_per_s(replica) / 1e3,
-            f_eff=rl.effective_flops(replica) / 1e3,
-            comm_fixed_ms=c1 - (c2 - c1),
-            comm_per_token_ms=c2 - c1,
+            kv_bytes_per_seq=c.kv_held_bytes(context),
+            decode_flops_per_seq=arch.weight_flops_per_token(model)
+            + c.decode_attn_per_ctx * c.context_weight(context),
+            prefill_flops_per_token=arch.weight_flops_per_token(model) + attn,
+            prefill_attn_flops_per_token=attn,
             max_resident=rl.max_resident_batch(replica, context),
         )
 
+    @property
+    def coefficients(self):
+        return self.replica.coefficients
+
     def weight_bytes(self, tokens: float) -> float:
-        if self.dense_weight_bytes is not None:
-            return self.dense_weight_bytes
+        """Weight bytes a step over ``tokens`` tokens reads (MoE: the experts touched)."""
         return rl.weight_bytes_read_per_step(self.replica, tokens)
 
+    def _attention_parts(self, batch: float, chunk_tokens: float) -> tuple[float, ...]:
+        c = self.coefficients
+        context = self.prompt_tokens + self.output_tokens / 2.0
+        dc, dm = c.decode_attention_parts_ms(batch, context)
+        cc = chunk_tokens * self.prefill_attn_flops_per_token / c.f_attn_per_ms
+        cm = c.kv_held_bytes(self.prompt_tokens) * chunk_tokens / self.prompt_tokens / c.w_per_ms
+        return dc, dm, cc, cm
+
     def parts_ms(self, batch: float, chunk_tokens: float) -> tuple[float, float, float]:
-        """(memory, decode compute, chunk compute) of one step, ms."""
-        memory = (
-            self.weight_bytes(batch + chunk_tokens) + batch * self.kv_bytes_per_seq
-        ) / self.w_eff
-        return (
-            memory,
-            batch * self.decode_flops_per_seq / self.f_eff,
-            chunk_tokens * self.prefill_flops_per_token / self.f_eff,
-        )
+        """(memory, decode compute, chunk compute) of one step, ms: the bytes every
+        kernel reads over ``W_eff`` and the two sides' FLOPs over their peaks (bounds
+        for reports and :meth:`is_compute_bound`)."""
+        c = self.coefficients
+        dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
+        n = batch + chunk_tokens
+        weights = self.weight_bytes(n) / c.w_per_ms if n > 0 else 0.0
+        gemm_per_token = (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
+        return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 
     def step_ms(self, batch: float, chunk_tokens: float) -> float:
         """One step of ``batch`` decodes and ``chunk_tokens`` prefill tokens (ms).
 
-        ``d = max(memory, decode compute)``, ``c = chunk compute``:
-        ``max(max(d, c) + (1 - o) min(d, c), decode compute + c)``
-        + TP all-reduces of ``batch + chunk`` tokens + step overhead. With no
-        chunk it is :func:`planner.roofline.decode_step_ms`; with a chunk it is
-        :func:`planner.roofline.mixed_step_ms` (chunk FLOPs at the prompt's mean
-        per-token cost) floored at the compute roofline.
+        ``gemm(b + n) + moe(b + n) + max(a_d, a_c) + (1 - o) min(a_d, a_c)`` (attention
+        at least the sum of its compute times) + TP all-reduces of ``b + n`` tokens +
+        step overhead. With no chunk it is :func:`planner.roofline.decode_step_ms`.
         """
-        memory, dcomp, ccomp = self.parts_ms(batch, chunk_tokens)
-        d = max(memory, dcomp)
-        t = max(d, ccomp) + (1.0 - self.replica.overlap_factor) * min(d, ccomp)
-        t = max(t, dcomp + ccomp)
-        tokens = batch + chunk_tokens
-        if tokens > 0:
-            t += (
-                self.comm_fixed_ms + self.comm_per_token_ms * tokens + self.replica.step_overhead_ms
-            )
-        return t
+        c = self.coefficients
+        n = batch + chunk_tokens
+        if n <= 0:
+            return 0.0
+        dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
+        a_d, a_c = max(dc, dm), max(cc, cm)
+        attn = max(max(a_d, a_c) + (1.0 - c.overlap) * min(a_d, a_c), dc + cc)
+        return c.gemm_ms(n) + c.moe_ms(n) + attn + c.comm_ms(n) + c.overhead_ms
 
     def is_compute_bound(self, batch: float, chunk_tokens: float) -> bool:
         memory, dcomp, ccomp = self.parts_ms(batch, chunk_tokens)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.schema import Catalog, Dtype
+from catalog.schema import Catalog, Dtype, Provenance
+from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
 from planner.capacity import DEFAULT_TOKEN_BUDGET, CapacityResult, replica_capacity
@@ -62,6 +63,42 @@ class CapacityRequest(BaseModel):
     )
 
 
+class FactorSpread(BaseModel):
+    """Where the replica's efficiency factors come from and how far to trust them
+    (planner.risk): provenance, measured points, ``sigma_log`` (standard deviation of
+    ln(measured / predicted)), and the 90% bands of the predicted rates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provenance: Provenance
+    points: int
+    sigma_log: float
+    band_confidence: float
+    requests_per_s_band: tuple[float, float] | None
+    output_tokens_per_s_band: tuple[float, float] | None
+
+
+def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult) -> FactorSpread:
+    """The provenance and spread of ``req``'s GPU factors for its dtype
+    (:func:`planner.risk.factor_uncertainty`; explicit MFU, MBU or overhead in the
+    request count as analogy), and :func:`planner.risk.capacity_band_rps` applied to
+    the predicted requests/s and output tokens/s."""
+    overridden = req.mfu is not None or req.mbu is not None or req.step_overhead_ms is not None
+    unc = risk.factor_uncertainty(catalog, req.gpu, req.dtype, overridden)
+
+    def band(x: float | None) -> tuple[float, float] | None:
+        return risk.capacity_band_rps(x, unc.sigma_log) if x is not None else None
+
+    return FactorSpread(
+        provenance=unc.provenance,
+        points=unc.points,
+        sigma_log=unc.sigma_log,
+        band_confidence=risk.BAND_CONFIDENCE,
+        requests_per_s_band=band(result.requests_per_s),
+        output_tokens_per_s_band=band(result.output_tokens_per_s),
+    )
+
+
 class CapacityAnalysis(BaseModel):
     """The replica priced (factors in force) and its predicted steady state."""
 
@@ -70,6 +107,7 @@ class CapacityAnalysis(BaseModel):
     replica: ReplicaSummary
     calibration: str | None
     result: CapacityResult
+    factors: FactorSpread | None = None
 
 
 def capacity_analysis(
@@ -108,8 +146,17 @@ def capacity_analysis(
         max_batch=req.max_batch,
     )
     return CapacityAnalysis(
-        replica=ReplicaSummary.of(replica), calibration=req.calibration, result=result
+        replica=ReplicaSummary.of(replica),
+        calibration=req.calibration,
+        result=result,
+        factors=factor_spread(catalog, req, result),
     )
 
 
-__all__ = ["CapacityAnalysis", "CapacityRequest", "capacity_analysis"]
+__all__ = [
+    "CapacityAnalysis",
+    "CapacityRequest",
+    "FactorSpread",
+    "capacity_analysis",
+    "factor_spread",
+]

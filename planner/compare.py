@@ -213,7 +213,7 @@ def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = Non
 
 
 def _plan_one(args: tuple) -> dict[str, Any]:
-    request, catalog, caps, calibrations = args
+    request, catalog, caps, calibrations, corrections = args
     from planner.service import make_plan
 
     resolve = None
@@ -227,7 +227,14 @@ def _plan_one(args: tuple) -> dict[str, Any]:
             return load_calibration(name)
 
     try:
-        plan = make_plan(request, catalog, caps, alternatives=False, calibrations=resolve)
+        plan = make_plan(
+            request,
+            catalog,
+            caps,
+            alternatives=False,
+            calibrations=resolve,
+            corrections=corrections,
+        )
         return {"ok": True, "plan": plan.to_json_dict()}
     except PlanningError as err:
         return {"ok": False, "error": err.code, "detail": err.message, "issues": err.issues}
@@ -258,8 +265,10 @@ def run_variants(
     "error", "detail", "issues"}`` per variant; ``progress(done, total)`` is
     called as variants finish. An exception raised by ``progress`` stops the
     run (variants not yet started are cancelled) and propagates: that is how a
-    caller cancels. ``calibrations`` maps names to ``planner.calibration.
-    Calibration`` objects the requests may name (others come from the YAML store).
+    caller cancels. A variant's ``corrections`` (a plan's ``verification.corrections``)
+    are inherited by its plan (``make_plan(..., corrections=)``). ``calibrations`` maps
+    names to ``planner.calibration.Calibration`` objects the requests may name (others
+    come from the YAML store).
     """
     from catalog.loader import load_catalog
 
@@ -268,7 +277,7 @@ def run_variants(
     total = len(variants)
     results: list[dict[str, Any] | None] = [None] * total
     cals = dict(calibrations) if calibrations else None
-    args = [(v["request"], catalog, caps, cals) for v in variants]
+    args = [(v["request"], catalog, caps, cals, v.get("corrections")) for v in variants]
     if progress:
         progress(0, total)
     if workers <= 1 or total <= 1:

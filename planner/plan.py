@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner import queueing, sizing
+from planner import engines, queueing, risk, sizing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.request import ResolvedRequest
@@ -30,9 +30,24 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class NodeLaunch(Out):
+    """Commands for one node of a multi-node replica."""
+
+    node_rank: int
+    #: vLLM: the Ray command that joins this node to the replica's cluster.
+    ray: list[str]
+    #: vLLM: the server, started on node 0 once every node has joined (empty elsewhere).
+    vllm: list[str]
+    sglang: list[str]
+
+
 class LaunchSettings(Out):
     vllm: list[str]
     sglang: list[str]
+    #: Nodes (servers) one replica spans: tp / GPUs per node, 1 for a single server.
+    nodes_per_replica: int = 1
+    #: Multi-node replicas: one command per node, with its rank (empty otherwise).
+    per_node: list[NodeLaunch] = []
 
 
 class PoolPlan(Out):
@@ -57,7 +72,52 @@ class PoolPlan(Out):
     step_ms: float | None
     kv_transfer_link: str | None = None
     kv_transfer_exposed_ms: float | None = None
+    # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
+    # applied to capacity_rps at the request's confidence, and the 90% bands.
+    provenance: str | None = None
+    factor_points: int | None = None
+    sigma_log: float | None = None
+    capacity_derate: float | None = None
+    capacity_band_rps: tuple[float, float] | None = None
+    cost_band_usd_per_hour: tuple[float, float] | None = None
     launch: LaunchSettings
+    #: The rate the optimizer let the pool carry: max_utilization x capacity with
+    #: spare_replicas down (requests/s).
+    planned_capacity_rps: float | None = None
+    spare_replicas: int = 0
+    #: SLO capacity with spare_replicas replicas down (requests/s).
+    capacity_with_spares_down_rps: float | None = None
+
+
+class KvPair(Out):
+    """A prefill pool handing KV caches to a decode pool of the same class."""
+
+    class_name: str = Field(serialization_alias="class")
+    prefill_pool: str
+    decode_pool: str
+    link: str  # the link this pair actually uses (kv_pair_link)
+    priced_link: str  # the link the prefill pool's TTFT was priced on
+    exposed_ms: float | None  # exposed transfer time in the prefill pool's TTFT
+
+
+class Margins(Out):
+    """The safety margins the plan carries."""
+
+    max_utilization: float
+    spare_replicas_per_pool: int
+    burst_cv: float
+    max_pool_load: float | None  # highest rate / SLO capacity over the pools
+    min_headroom: float | None  # 1 - max_pool_load
+
+
+class OperationsCost(Out):
+    """What running this variety of hardware and configurations costs ($/hour)."""
+
+    gpu_types: int
+    configurations: int
+    usd_per_hour_per_gpu_type: float
+    usd_per_hour_per_configuration: float
+    cost_usd_per_hour: float
 
 
 class SloOut(Out):
@@ -98,6 +158,11 @@ class Alternative(Out):
     delta_usd_per_hour: float | None
     note: str = ""
     class_name: str | None = Field(default=None, serialization_alias="class")
+    verified: bool = Field(
+        default=False,
+        description="simulated and meeting every SLO; alternatives are solved on the plan's "
+        "corrected model (verification.corrections) but not simulated",
+    )
 
 
 class WhyNot(Out):
@@ -105,6 +170,16 @@ class WhyNot(Out):
     gpu: str
     reason: str
     detail: str
+
+
+class RiskOut(Out):
+    """How the plan treats the cost model's uncertainty (planner.risk)."""
+
+    confidence: float
+    z: float
+    band_confidence: float
+    z_band: float
+    note: str = ""
 
 
 class SolverInfo(Out):
@@ -131,6 +206,17 @@ class Plan(Out):
     cost_usd_per_hour: float | None
     cost_usd_per_month: float | None
     cost_usd_per_million_tokens: float | None
+    cost_band_usd_per_hour: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: the cost of right-sizing every pool at the ends of its "
+        "90% capacity band (planner.risk.cost_band_usd_per_hour)",
+    )
+    unmeasured_gpus: list[str] = Field(
+        default_factory=list,
+        description="GPU types in the plan whose efficiency factors rest on no measurement "
+        "(provenance analogy)",
+    )
+    risk: RiskOut | None = None
     gpus_total: int
     gpus_by_type: dict[str, int]
     power_kw: float
@@ -149,6 +235,11 @@ class Plan(Out):
         default=None,
         description="The planned fleet simulated under load (planner.simulate.verify)",
     )
+    margins: Margins | None = None
+    operations: OperationsCost | None = None
+    #: GPU cost + operations cost ($/hour); cost_usd_per_hour is the GPUs alone.
+    total_cost_usd_per_hour: float | None = None
+    kv_pairs: list[KvPair] = []
     scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -221,7 +312,11 @@ def cost_per_million_tokens(cost_usd_per_hour: float, req: ResolvedRequest) -> f
 
 def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     """Engine arguments for vLLM and SGLang that realize the pool's configuration
-    (the model's Hugging Face repository when the catalog names one)."""
+    (the model's Hugging Face repository when the catalog names one). Token budgets
+    follow each engine's semantics (:func:`planner.engines.launch_token_budget`):
+    vLLM's ``--max-num-batched-tokens`` is the chunk plus the max batch, SGLang's
+    ``--chunked-prefill-size`` the chunk alone (with ``--enable-mixed-chunk`` so decodes
+    share the prefill step, as the plan assumes)."""
     cfg = cand.config
     model_id = cand.replica.model.hf_repo or model_id
     v = [
@@ -249,15 +344,57 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         v.append(f"--max-num-seqs={cfg.max_batch}")
         s.append(f"--max-running-requests={cfg.max_batch}")
     if cfg.role == PoolRole.AGGREGATED:
-        v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={cfg.chunk_budget_tokens}"]
-        s.append(f"--chunked-prefill-size={cfg.chunk_budget_tokens}")
+        assert cfg.chunk_budget_tokens is not None
+        batch = cfg.max_batch or 0
+        vllm_budget = engines.launch_token_budget(
+            engines.engine_profile("vllm"), cfg.chunk_budget_tokens, batch
+        )
+        sglang_budget = engines.launch_token_budget(
+            engines.engine_profile("sglang"), cfg.chunk_budget_tokens, batch
+        )
+        # vLLM counts every running decode in its budget: chunk + max batch
+        v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={vllm_budget}"]
+        s += [f"--chunked-prefill-size={sglang_budget}", "--enable-mixed-chunk"]
     elif cfg.role == PoolRole.PREFILL:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_producer"}')
         s.append("--disaggregation-mode=prefill")
     else:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_consumer"}')
         s.append("--disaggregation-mode=decode")
-    return LaunchSettings(vllm=v, sglang=s)
+    nodes = nodes_per_replica(cfg.tp, gpus_per_node(cand.replica.gpu))
+    if nodes == 1:
+        return LaunchSettings(vllm=v, sglang=s)
+    per_node = []
+    v_ray = [*v, "--distributed-executor-backend=ray"]
+    for rank in range(nodes):
+        # vLLM: one Ray cluster per replica (head on node 0), the server on the head.
+        ray = (
+            ["ray", "start", "--head", "--port=6379"]
+            if rank == 0
+            else ["ray", "start", "--address=HEAD_ADDR:6379", "--block"]
+        )
+        sr = [*s, f"--nnodes={nodes}", f"--node-rank={rank}", "--dist-init-addr=HEAD_ADDR:5000"]
+        per_node.append(
+            NodeLaunch(node_rank=rank, ray=ray, vllm=v_ray if rank == 0 else [], sglang=sr)
+        )
+    return LaunchSettings(
+        vllm=v_ray,
+        sglang=per_node[0].sglang,
+        nodes_per_replica=nodes,
+        per_node=per_node,
+    )
+
+
+def gpus_per_node(gpu) -> int:
+    """GPUs one host (one OS instance) holds: the catalog's ``server.gpus_per_node``
+    when set (a GB200 NVL72 compute tray holds 4 of the rack's 72), else
+    ``server.gpus_per_server``."""
+    return gpu.server.gpus_per_node or gpu.server.gpus_per_server
+
+
+def nodes_per_replica(tp: int, per_node: int) -> int:
+    """Hosts one replica of ``tp`` GPUs spans: ceil(tp / GPUs per node) (>= 1)."""
+    return max(1, math.ceil(tp / max(1, per_node)))
 
 
 def binding_detail(name: str, req: ResolvedRequest) -> str:
@@ -272,6 +409,8 @@ def binding_detail(name: str, req: ResolvedRequest) -> str:
                 return f"all {cap} {gpu} GPUs in stock are used"
     if name == "max_configurations":
         return f"at most {lim.max_configurations} distinct configurations"
+    if name == "max_gpu_types":
+        return f"at most {lim.max_gpu_types} GPU types"
     return name
 
 
@@ -290,8 +429,16 @@ def plan_from_result(
     for cid, n in sorted(result.replicas.items()):
         cand = by_id[cid]
         rate = result.rates_rps.get(cid, 0.0)
-        cap = cand.to_pool_candidate().capacity_rps(n)
+        cap, planned, spares_down = pool_capacities(cand, n)
         fig = figs[cand.class_name]
+        cap_band = risk.capacity_band_rps(cap / cand.risk_derate, cand.sigma_log)
+        cost_band = risk.pool_cost_band_usd_per_hour(
+            n,
+            cand.cost_usd_per_hour,
+            cand.risk_derate,
+            cand.sigma_log,
+            min_replicas=cand.min_replicas,
+        )
         pools.append(
             PoolPlan(
                 id=cid,
@@ -317,7 +464,16 @@ def plan_from_result(
                 kv_transfer_exposed_ms=(
                     cand.transfer_exposed_ms if cand.config.role == PoolRole.PREFILL else None
                 ),
+                provenance=cand.provenance,
+                factor_points=cand.factor_points,
+                sigma_log=cand.sigma_log,
+                capacity_derate=cand.risk_derate,
+                capacity_band_rps=cap_band,
+                cost_band_usd_per_hour=cost_band,
                 launch=launch_settings(cand, req.model_id),
+                planned_capacity_rps=planned,
+                spare_replicas=cand.spare_replicas,
+                capacity_with_spares_down_rps=spares_down,
             )
         )
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
@@ -360,6 +516,14 @@ def plan_from_result(
     pre = sum(p.gpus for p in pools if p.role == PoolRole.PREFILL)
     dec = sum(p.gpus for p in pools if p.role == PoolRole.DECODE)
     cost = sum(p.cost_usd_per_hour for p in pools) if solved else None
+    ops = operations_cost(req, screening, result) if solved else None
+    band = (
+        risk.cost_band_usd_per_hour(
+            p.cost_band_usd_per_hour for p in pools if p.cost_band_usd_per_hour
+        )
+        if solved
+        else None
+    )
     infeasible: list[str] = []
     if result.status == SolveStatus.INFEASIBLE:
         infeasible = infeasibility_reasons(req, screening)
@@ -376,6 +540,9 @@ def plan_from_result(
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
         cost_usd_per_million_tokens=cost_per_million_tokens(cost, req) if cost else None,
+        cost_band_usd_per_hour=band,
+        unmeasured_gpus=unmeasured_gpus(pools),
+        risk=risk_out(req.request.risk.confidence),
         gpus_total=sum(gpus_by_type.values()),
         gpus_by_type=dict(sorted(gpus_by_type.items())),
         power_kw=sum(p.power_kw for p in pools),
@@ -387,6 +554,12 @@ def plan_from_result(
         infeasible_reasons=infeasible,
         warnings=list(req.warnings),
         relaxation=result.relaxation,
+        margins=plan_margins(req, pools),
+        operations=ops,
+        total_cost_usd_per_hour=(cost + ops.cost_usd_per_hour)
+        if ops and cost is not None
+        else None,
+        kv_pairs=kv_pairs(pools, by_id),
         solver=SolverInfo(
             status=result.status,
             gap=result.gap,
@@ -404,9 +577,135 @@ def plan_from_result(
     )
 
 
-def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
-    """A fleet limit that must grow for any fleet to meet the SLOs, in its units."""
+def unmeasured_gpus(pools: list[PoolPlan]) -> list[str]:
+    """GPU types of the plan's pools whose efficiency factors (for the pool's dtype)
+    were set by analogy, not fitted to measurements (sorted ids)."""
+    return sorted({p.gpu for p in pools if p.provenance == "analogy"})
+
+
+def risk_out(confidence: float) -> RiskOut:
+    """The plan's risk settings: the request's confidence and its z (planner.risk
+    .z_for_confidence), and the band's confidence and z (planner.risk.Z_BAND)."""
+    return RiskOut(
+        confidence=confidence,
+        z=risk.z_for_confidence(confidence),
+        band_confidence=risk.BAND_CONFIDENCE,
+        z_band=risk.Z_BAND,
+        note=(
+            f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x sigma_log) "
+            f"per GPU; bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
+            "sigma_log)), replicas scaled as 1/capacity and rounded up"
+        ),
+    )
+
+
+def pool_capacities(cand: Candidate, replicas: int) -> tuple[float, float, float | None]:
+    """(SLO capacity, planned capacity, SLO capacity with the spares down), requests/s,
+    of a pool of ``replicas``: ``cand.capacity_rps(n)`` (the queueing curves: the
+    largest rate meeting the SLO percentile), the MILP's own capacity rows
+    (``max_utilization x`` capacity at ``n - spare_replicas``, chords of the curve),
+    and ``cand.capacity_rps(n - spare_replicas)`` (None without spares)."""
+    cap = cand.capacity_rps(replicas)
+    planned = cand.to_pool_candidate().capacity_rps(replicas)
+    k = cand.spare_replicas
+    down = cand.capacity_rps(replicas - k) if k and replicas > k else (0.0 if k else None)
+    return cap, planned, down
+
+
+def plan_margins(req: ResolvedRequest, pools: list[PoolPlan]) -> Margins:
+    """The request's margins and the highest pool load (rate / SLO capacity)."""
     lim = req.request.constraints
+    loads = [p.utilization for p in pools if p.rate_rps > 0]
+    top = max(loads) if loads else None
+    return Margins(
+        max_utilization=lim.max_utilization,
+        spare_replicas_per_pool=lim.spare_replicas_per_pool,
+        burst_cv=req.request.traffic.burst_cv,
+        max_pool_load=top,
+        min_headroom=(1.0 - top) if top is not None else None,
+    )
+
+
+def operations_cost(
+    req: ResolvedRequest, screening: Screening, result: SolveResult
+) -> OperationsCost:
+    """Operations cost of the solved fleet ($/hour): ``usd_per_hour_per_gpu_type x``
+    GPU types + ``usd_per_hour_per_configuration x`` distinct configurations
+    (``PoolConfig.key``; pools of several classes with one configuration count
+    once), with the request's ``operations`` prices."""
+    by_id = {c.id: c for c in screening.candidates}
+    used = [by_id[k] for k, n in result.replicas.items() if n > 0 and k in by_id]
+    ops = req.request.operations
+    types = len({c.config.gpu for c in used})
+    configs = len({c.config.key for c in used})
+    return OperationsCost(
+        gpu_types=types,
+        configurations=configs,
+        usd_per_hour_per_gpu_type=ops.usd_per_hour_per_gpu_type,
+        usd_per_hour_per_configuration=ops.usd_per_hour_per_configuration,
+        cost_usd_per_hour=ops.usd_per_hour_per_gpu_type * types
+        + ops.usd_per_hour_per_configuration * configs,
+    )
+
+
+def kv_pairs(pools: list[PoolPlan], by_id: dict[str, Candidate]) -> list[KvPair]:
+    """Every (prefill pool, decode pool) of a class carrying load: the link the pair
+    uses (``candidates.kv_pair_link``, recorded at screening) and the one the prefill
+    pool's TTFT was priced on (the same or slower, by the MILP's kv_pair rows)."""
+    out = []
+    for pre in pools:
+        if pre.role != PoolRole.PREFILL or pre.rate_rps <= 0:
+            continue
+        cand = by_id[pre.id]
+        for dec in pools:
+            if dec.role != PoolRole.DECODE or dec.class_name != pre.class_name:
+                continue
+            if dec.rate_rps <= 0:
+                continue
+            out.append(
+                KvPair(
+                    class_name=pre.class_name,
+                    prefill_pool=pre.id,
+                    decode_pool=dec.id,
+                    link=cand.pair_links.get(dec.gpu, pre.kv_transfer_link or ""),
+                    priced_link=pre.kv_transfer_link or "",
+                    exposed_ms=pre.kv_transfer_exposed_ms,
+                )
+            )
+    return out
+
+
+#: Limits that count things (configurations, GPU types, replicas): moved in whole units.
+_COUNT_LIMITS = {
+    "max_configurations": ("max_configurations", "configurations"),
+    "max_gpu_types": ("max_gpu_types", "GPU types"),
+}
+
+
+def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
+    """A fleet limit that must move for any fleet to meet the SLOs, and by how much,
+    in its units (counts rounded up to whole units)."""
+    lim = req.request.constraints
+    if name in _COUNT_LIMITS:
+        field, what = _COUNT_LIMITS[name]
+        cur = getattr(lim, field)
+        return (
+            f"raise {field} from {cur} to {cur + math.ceil(amount - 1e-6)} "
+            f"(no fleet meeting the SLOs has {cur} or fewer {what})"
+        )
+    if name == "max_replicas_per_pool":
+        cur = lim.max_replicas_per_pool
+        return (
+            f"allow {cur + math.ceil(amount - 1e-6)} replicas per pool instead of {cur} "
+            "(constraints.max_replicas_per_pool)"
+        )
+    if name == "min_replicas_per_pool":
+        cur = lim.min_replicas_per_pool
+        new = max(1, cur - math.ceil(amount - 1e-6))
+        return (
+            f"lower min_replicas_per_pool from {cur} to {new} "
+            "(the replica minimum leaves no fleet within the other limits)"
+        )
     if name == "budget":
         return (
             f"budget ${lim.budget_usd_per_hour:,.2f}/h is short by ${amount:,.2f}/h "
@@ -508,6 +807,20 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
     return out
 
 
+def _derate_note(c: Candidate) -> str:
+    """Words for a candidate whose capacity a simulation-learned correction derated
+    (planner.simulate.verify.DeratedCandidate); empty otherwise."""
+    sides = [
+        f"{side} x{f:.3g}"
+        for side, f in (
+            ("prefill", getattr(c, "prefill_derate", 1.0)),
+            ("decode", getattr(c, "decode_derate", 1.0)),
+        )
+        if f < 1.0
+    ]
+    return f" (capacity corrected by simulation: {', '.join(sides)})" if sides else ""
+
+
 def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
     """Per class and GPU type not in the plan: why (rejected, or dominated on cost)."""
     used = {(p.class_name, p.gpu) for p in pools}
@@ -524,6 +837,17 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
             detail=(
                 f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
                 "at full utilization"
+                + _derate_note(c)
+                + (
+                    f" (capacity derated x{c.risk_derate:.2f}: factors "
+                    + (
+                        f"fitted to {c.factor_points} points, sigma {c.sigma_log:.2f})"
+                        if c.provenance == "fitted"
+                        else f"by analogy, sigma {c.sigma_log:.2f})"
+                    )
+                    if c.risk_derate < 1.0
+                    else ""
+                )
             ),
         )
     for r in screening.rejections:

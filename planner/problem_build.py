@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from planner.candidates import Screening
 from planner.errors import PlanningError
 from planner.request import PlanRequest, ResolvedRequest
-from solver.problem import ClassDemand, Limits, Problem
+from planner.validation import friendly_issues
+from solver.problem import ClassDemand, Limits, Operations, Problem
 
 
 class RequestInvalid(PlanningError):
@@ -31,7 +32,7 @@ def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:
     try:
         return PlanRequest.model_validate(data)
     except ValidationError as err:
-        issues = [(".".join(str(p) for p in e["loc"]) or "(root)", e["msg"]) for e in err.errors()]
+        issues = friendly_issues(err.errors(), PlanRequest)
         text = "; ".join(f"{f}: {m}" for f, m in issues)
         raise RequestInvalid(text, issues) from None
 
@@ -50,6 +51,12 @@ def build_problem(req: ResolvedRequest, screening: Screening) -> Problem:
             power_kw=lim.power_kw,
             min_replicas_per_pool=lim.min_replicas_per_pool,
             max_configurations=lim.max_configurations,
+            max_gpu_types=lim.max_gpu_types,
+            max_replicas_per_pool=lim.max_replicas_per_pool,
         ),
         objective=req.request.objective,
+        operations=Operations(
+            usd_per_hour_per_gpu_type=req.request.operations.usd_per_hour_per_gpu_type,
+            usd_per_hour_per_configuration=req.request.operations.usd_per_hour_per_configuration,
+        ),
     )

@@ -133,11 +133,18 @@ def allen_cunneen_factor(service_cv2: float, arrival_cv2: float = 1.0) -> float:
 
 
 def mgc_mean_wait_s(
-    rate_per_s: float, mean_service_s: float, servers: int, service_cv2: float = 1.0
+    rate_per_s: float,
+    mean_service_s: float,
+    servers: int,
+    service_cv2: float = 1.0,
+    arrival_cv2: float = 1.0,
 ) -> float:
-    """Mean queueing delay of M/G/c (s), Allen-Cunneen:
-    ``W_q ~ W_q(M/M/c) x (1 + cs^2) / 2`` (exact for M/G/1: Pollaczek-Khinchine)."""
-    return mmc_mean_wait_s(rate_per_s, mean_service_s, servers) * allen_cunneen_factor(service_cv2)
+    """Mean queueing delay of G/G/c (s), Allen-Cunneen:
+    ``W_q ~ W_q(M/M/c) x (ca^2 + cs^2) / 2`` (exact for M/G/1, ``ca^2 = 1``:
+    Pollaczek-Khinchine; Kingman's heavy-traffic formula for G/G/1)."""
+    return mmc_mean_wait_s(rate_per_s, mean_service_s, servers) * allen_cunneen_factor(
+        service_cv2, arrival_cv2
+    )
 
 
 def mgc_wait_quantile_s(
@@ -146,17 +153,20 @@ def mgc_wait_quantile_s(
     servers: int,
     quantile: float,
     service_cv2: float = 1.0,
+    arrival_cv2: float = 1.0,
 ) -> float:
-    """Waiting-time quantile of M/G/c (s), Allen-Cunneen style:
+    """Waiting-time quantile of G/G/c (s), Allen-Cunneen style:
 
-    ``t_q(M/G/c) ~ t_q(M/M/c) x (1 + cs^2) / 2`` with ``cs^2`` the squared
-    coefficient of variation of the service time (0 for M/D/c, 1 for M/M/c).
+    ``t_q(G/G/c) ~ t_q(M/M/c) x (ca^2 + cs^2) / 2`` with ``cs^2`` the squared
+    coefficient of variation of the service time (0 for M/D/c, 1 for M/M/c) and
+    ``ca^2`` that of the inter-arrival times (1 for Poisson arrivals; the request's
+    ``traffic.burst_cv`` squared).
     The scaling is exact for the mean of M/G/1 and a standard engineering
     approximation for tails and for c > 1; the probability of waiting is kept
     at Erlang C.
     """
     t = mmc_wait_quantile_s(rate_per_s, mean_service_s, servers, quantile)
-    return t * allen_cunneen_factor(service_cv2) if math.isfinite(t) else t
+    return t * allen_cunneen_factor(service_cv2, arrival_cv2) if math.isfinite(t) else t
 
 
 def max_utilization_for_wait(
@@ -165,10 +175,11 @@ def max_utilization_for_wait(
     quantile: float,
     wait_budget_s: float,
     service_cv2: float = 1.0,
+    arrival_cv2: float = 1.0,
 ) -> float:
     """Largest utilization ``rho`` in [0, 1) whose ``quantile`` wait fits the budget.
 
-    Solves ``mgc_wait_quantile_s(rho x c / S, S, c, q, cs^2) = wait_budget_s`` for
+    Solves ``mgc_wait_quantile_s(rho x c / S, S, c, q, cs^2, ca^2) = wait_budget_s`` for
     rho with :func:`scipy.optimize.brentq` (the wait grows with rho). With a zero
     budget it is the rho at which ``C(c, rho c) = 1 - q`` (a share q never waits).
     The optimizer uses it as each pool's headroom: ``servers x rho`` Erlangs.
@@ -182,7 +193,7 @@ def max_utilization_for_wait(
 
     def wait_at(rho: float) -> float:
         return mgc_wait_quantile_s(
-            rho * servers / service_s, service_s, servers, quantile, service_cv2
+            rho * servers / service_s, service_s, servers, quantile, service_cv2, arrival_cv2
         )
 
     if wait_at(_RHO_MAX) <= wait_budget_s:
@@ -212,6 +223,19 @@ def littles_law_resident(rate_per_s: float, output_tokens: float, tpot_ms: float
     return rate_per_s * output_tokens * tpot_ms / 1e3
 
 
+def resident_peakedness(arrival_cv2: float) -> float:
+    """Variance-to-mean ratio of the number of sequences resident in decode (an
+    infinite-server queue) under renewal arrivals of squared CV ``ca^2``:
+    ``z = (1 + ca^2) / 2`` (dimensionless). Poisson arrivals give 1 (the resident
+    count is Poisson); bursty arrivals (ca^2 > 1) widen it. This is the usual
+    engineering approximation of the peakedness of a G/GI/infinity queue whose
+    holding time is long against the inter-arrival time (Whitt 1984 gives
+    ``1 + (ca^2 - 1) x beta`` with ``beta`` = 1/2 for exponential holding times)."""
+    if arrival_cv2 < 0:
+        raise PlanningError.for_field("arrival_cv2", f"must be >= 0, got {arrival_cv2}")
+    return (1.0 + arrival_cv2) / 2.0
+
+
 __all__ = [
     "allen_cunneen_factor",
     "erlang_b_blocking_probability",
@@ -222,4 +246,5 @@ __all__ = [
     "mgc_wait_quantile_s",
     "mmc_mean_wait_s",
     "mmc_wait_quantile_s",
+    "resident_peakedness",
 ]

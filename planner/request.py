@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
+from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from solver.problem import Mode, Objective
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -27,6 +28,22 @@ DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
 MIN_CLASS_RATE_RPS = 1e-4
 #: Largest total rate accepted (requests/s): far beyond any single fleet today.
 MAX_RATE_RPS = 1_000_000.0
+#: Default ``constraints.max_utilization``: no pool runs above 85% of the rate it can
+#: carry within its SLO. 15% headroom absorbs forecast error and the queueing model's
+#: approximation error (the simulator found pools at 94-100% of capacity missing their
+#: percentile under bursty arrivals, issue 11).
+DEFAULT_MAX_UTILIZATION = 0.85
+#: Default ``operations.usd_per_hour_per_gpu_type`` ($/hour): each GPU type in a fleet
+#: needs its own container images and driver/firmware stack (CUDA vs ROCm), its own
+#: validation and benchmark runs, its own pool of spare parts and hot spares, and
+#: on-call knowledge of its failure modes. About a quarter of an engineer's time
+#: (~$200k/year fully loaded x 0.25 / 8,760 h = ~$6/h) plus a held spare server slice
+#: and support contract (~$10-15/h) gives ~$20/h per type.
+DEFAULT_USD_PER_HOUR_PER_GPU_TYPE = 20.0
+#: Default ``operations.usd_per_hour_per_configuration`` ($/hour): every distinct engine
+#: configuration (role, GPU, TP, dtype, budgets) is one more set of launch settings to
+#: tune, canary, upgrade and alert on: a few engineer-hours a month each, ~$5/h.
+DEFAULT_USD_PER_HOUR_PER_CONFIGURATION = 5.0
 
 
 class Strict(BaseModel):
@@ -65,6 +82,13 @@ class Traffic(Strict):
         description="Total requests per second over all classes (at most 1,000,000)."
     )
     classes: list[ClassSpec] = Field(min_length=1, max_length=50)
+    burst_cv: Annotated[float, Field(ge=0.05, le=20, allow_inf_nan=False)] = Field(
+        default=1.0,
+        description="Coefficient of variation of inter-arrival times (1: Poisson, > 1: "
+        "bursty). The queueing model scales prefill waits by (ca^2 + cs^2) / 2 "
+        "(Allen-Cunneen) and decode-slot headroom by (1 + ca^2) / 2; verification "
+        "simulates with it unless verify.burst_cv is given.",
+    )
 
     @model_validator(mode="after")
     def _shares(self) -> Traffic:
@@ -105,6 +129,32 @@ class ConstraintSpec(Strict):
     power_kw: PosFloat | None = None
     min_replicas_per_pool: Annotated[int, Field(ge=1, le=64)] = 1
     max_configurations: Annotated[int, Field(ge=1, le=100)] | None = None
+    max_utilization: Annotated[float, Field(gt=0.05, le=1, allow_inf_nan=False)] = Field(
+        default=DEFAULT_MAX_UTILIZATION,
+        description="Largest load of any pool: its rate over its capacity within the SLO "
+        "(1: run pools up to the SLO-sized limit, no headroom).",
+    )
+    spare_replicas_per_pool: Annotated[int, Field(ge=0, le=16)] = Field(
+        default=0,
+        description="N+k: every pool still carries its rate within max_utilization with "
+        "this many replicas down.",
+    )
+    max_replicas_per_pool: Annotated[int, Field(ge=1, le=4096)] | None = None
+    max_gpu_types: Annotated[int, Field(ge=1, le=100)] | None = None
+
+
+class OperationsSpec(Strict):
+    """What variety costs to operate, $/hour, added to the MILP objective and reported
+    apart from the GPU cost: per GPU type in the fleet and per distinct engine
+    configuration (defaults and their reasons: DEFAULT_USD_PER_HOUR_PER_GPU_TYPE and
+    DEFAULT_USD_PER_HOUR_PER_CONFIGURATION). 0 switches a term off."""
+
+    usd_per_hour_per_gpu_type: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
+        DEFAULT_USD_PER_HOUR_PER_GPU_TYPE
+    )
+    usd_per_hour_per_configuration: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
+        DEFAULT_USD_PER_HOUR_PER_CONFIGURATION
+    )
 
 
 class SolverSpec(Strict):
@@ -118,6 +168,19 @@ class EfficiencySpec(Strict):
     prefill_mfu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
     decode_mbu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
     overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+
+
+class RiskSpec(Strict):
+    """How sure the fleet must be of its capacity (see planner.risk)."""
+
+    confidence: Annotated[
+        float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE, allow_inf_nan=False)
+    ] = Field(
+        default=DEFAULT_CONFIDENCE,
+        description="Probability that each pool's capacity is at least what the plan "
+        "relies on: capacities are derated by exp(-z x sigma_log), z = Phi^-1(confidence), "
+        "with each GPU's own factor spread. 0.5 is the nominal plan; default 0.8.",
+    )
 
 
 class ScenarioSpec(Strict):
@@ -177,6 +240,22 @@ class PlanRequest(Strict):
         description="Buy one fleet that serves every scenario (see planner.scenarios).",
     )
     verify: VerifySpec = Field(default_factory=VerifySpec)
+    operations: OperationsSpec = Field(default_factory=OperationsSpec)
+    risk: RiskSpec = Field(default_factory=RiskSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _burst_to_verify(cls, data: Any) -> Any:
+        """traffic.burst_cv is what verification simulates, unless verify.burst_cv is set."""
+        if isinstance(data, dict):
+            traffic, verify = data.get("traffic"), data.get("verify")
+            if (
+                isinstance(traffic, dict)
+                and "burst_cv" in traffic
+                and (verify is None or (isinstance(verify, dict) and "burst_cv" not in verify))
+            ):
+                data = {**data, "verify": {**(verify or {}), "burst_cv": traffic["burst_cv"]}}
+        return data
 
     @model_validator(mode="after")
     def _goodput_needs_budget(self) -> PlanRequest:
@@ -262,6 +341,48 @@ def check_context(model: Model, prompt: LengthDist, output: LengthDist, field: s
     return None
 
 
+#: Largest p90/mean a log-normal reaches: exp(z90^2 / 2) (at sigma = z90).
+LOGNORMAL_MAX_P90_RATIO = math.exp(NormalDist().inv_cdf(0.9) ** 2 / 2)
+#: p90/mean of a non-negative length is below 10 (10% of requests above p90 alone
+#: bring at least p90 / 10 to the mean); a request at or above it is refused.
+MAX_P90_RATIO = 10.0
+
+
+def length_dist(spec: LengthSpec, field: str) -> tuple[LengthDist, str | None]:
+    """A request's length override as the planner's log-normal, and a warning.
+
+    A log-normal's p90/mean cannot exceed LOGNORMAL_MAX_P90_RATIO (about 2.27).
+    Heavier tails (up to MAX_P90_RATIO, e.g. 4 for a mix of short and very long
+    prompts) are accepted and planned conservatively: the p90 is kept and the mean
+    raised to p90 / 2.27 (the log-normal with the heaviest tail that has this p90),
+    which overstates the load; the warning says by how much. p90 <= mean and
+    p90/mean >= 10 are errors naming the field (tokens)."""
+    mean, p90 = spec.mean_tokens, spec.p90_tokens
+    ratio = p90 / mean
+    if ratio <= 1.0:
+        raise PlanningError.for_field(
+            f"{field}.p90_tokens",
+            f"must exceed mean_tokens ({mean:,.0f}) for a right-skewed length "
+            f"distribution, got {p90:,.0f}",
+        )
+    if ratio >= MAX_P90_RATIO:
+        raise PlanningError.for_field(
+            f"{field}.p90_tokens",
+            f"{p90:,.0f} is {ratio:.1f}x mean_tokens {mean:,.0f}; no distribution of "
+            f"non-negative lengths has p90 >= {MAX_P90_RATIO:g}x its mean",
+        )
+    if ratio <= LOGNORMAL_MAX_P90_RATIO * (1 - 1e-9):
+        return LengthDist(mean_tokens=mean, p90_tokens=p90), None
+    planned_mean = p90 / (LOGNORMAL_MAX_P90_RATIO * (1 - 1e-6))
+    dist = LengthDist(mean_tokens=planned_mean, p90_tokens=p90)
+    return dist, (
+        f"{field}: p90/mean = {ratio:.2f} is heavier-tailed than the log-normal the planner "
+        f"uses allows ({LOGNORMAL_MAX_P90_RATIO:.2f}); planned with the p90 kept "
+        f"({p90:,.0f} tokens) and the mean raised from {mean:,.0f} to {planned_mean:,.0f} "
+        f"tokens, which overstates this class's load by {planned_mean / mean - 1:.0%}"
+    )
+
+
 def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
     """Check ids against the catalog and fill defaults; raise PlanningError naming the field."""
     if req.model not in catalog.models:
@@ -275,24 +396,31 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         wl = catalog.workloads.get(spec.workload)
         if wl is None:
             raise UnknownEntryError.for_field(
-                f"traffic.classes.{i}.workload",
+                f"traffic.classes[{i}].workload",
                 f"unknown workload {_clip(spec.workload)!r}; "
                 f"known: {', '.join(sorted(catalog.workloads))}",
             )
-        try:
-            prompt = LengthDist(**spec.prompt_tokens.model_dump()) if spec.prompt_tokens else None
-            output = LengthDist(**spec.output_tokens.model_dump()) if spec.output_tokens else None
-        except ValueError as err:
-            raise PlanningError.for_field(f"traffic.classes.{i}", str(err)) from None
+        prompt = output = None
+        for which in ("prompt_tokens", "output_tokens"):
+            given = getattr(spec, which)
+            if given is None:
+                continue
+            dist, note = length_dist(given, f"traffic.classes[{i}].{which}")
+            if note:
+                warnings.append(note)
+            if which == "prompt_tokens":
+                prompt = dist
+            else:
+                output = dist
         modes = tuple(m for m in (spec.modes or req.candidates.modes) if m in req.candidates.modes)
         if not modes:
             raise PlanningError.for_field(
-                f"traffic.classes.{i}.modes", "none of these modes is allowed by candidates.modes"
+                f"traffic.classes[{i}].modes", "none of these modes is allowed by candidates.modes"
             )
         class_rate = req.traffic.rate_rps * spec.share
         if 0 < class_rate < MIN_CLASS_RATE_RPS:
             raise PlanningError.for_field(
-                f"traffic.classes.{i}.share",
+                f"traffic.classes[{i}].share",
                 f"gives {class_rate:.3g} req/s, below the {MIN_CLASS_RATE_RPS} req/s the planner "
                 "resolves; set the share to 0 to leave the class out",
             )
@@ -300,7 +428,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             catalog.models[req.model],
             prompt or wl.prompt_tokens,
             output or wl.output_tokens,
-            f"traffic.classes.{i}",
+            f"traffic.classes[{i}]",
         )
         if note:
             warnings.append(note)
@@ -323,7 +451,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
     for i, g in enumerate(gpus):
         if g not in catalog.gpus:
             raise UnknownEntryError.for_field(
-                f"candidates.gpus.{i}",
+                f"candidates.gpus[{i}]",
                 f"unknown GPU {_clip(g)!r}; known: {', '.join(sorted(catalog.gpus))}",
             )
     for g in req.constraints.max_gpus:

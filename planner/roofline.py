@@ -14,24 +14,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, Model
 from planner import architecture as arch
+from planner import engines
+from planner import kernels as kn
 from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
 
-#: vLLM's default ``gpu_memory_utilization``: the share of each GPU's memory the
-#: engine may use for weights, activations and the KV cache.
-DEFAULT_MEMORY_UTILIZATION = 0.9
+#: The default engine's (vLLM's, as plans launch it) ``gpu_memory_utilization``: the
+#: share of each GPU's memory the engine may use for weights, activations and the KV
+#: cache (see :mod:`planner.engines` for why 0.92 and not vLLM's 0.9).
+DEFAULT_MEMORY_UTILIZATION = engines.ENGINES[engines.DEFAULT_ENGINE].memory_utilization
 
-#: Memory kept per GPU for activations, CUDA graphs and the sampler's logits (GB).
-#: vLLM profiles the peak activation of a forward pass at ``max_num_batched_tokens``
-#: (8,192 tokens: about 1-2 GB for 7-70B models, more with a 128K-256K vocabulary)
-#: and CUDA graphs take a few hundred MB; 2 GB per GPU covers the common cases on
-#: top of the 10% that ``memory_utilization = 0.9`` already leaves out.
-DEFAULT_ACTIVATION_RESERVE_GB = 2.0
+#: Memory kept per GPU for activations, CUDA graphs and the sampler's logits (GB) by the
+#: default engine (see :mod:`planner.engines`).
+DEFAULT_ACTIVATION_RESERVE_GB = engines.ENGINES[engines.DEFAULT_ENGINE].activation_reserve_gb
 
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
-ACTIVATION_BYTES = 2.0
+ACTIVATION_BYTES = kn.ACTIVATION_BYTES
 
 #: A replica "fits" when, after weights and the activation reserve, its KV cache
 #: holds at least one sequence of min(model.max_context_tokens, this) tokens.
@@ -53,7 +54,12 @@ class Replica:
     all-reduces use (None when ``tp == 1`` or the SKU has none);
     ``memory_utilization``: share of GPU memory the engine may use (vLLM's
     ``gpu_memory_utilization``); ``activation_reserve_gb``: per-GPU memory kept
-    for activations (see :data:`DEFAULT_ACTIVATION_RESERVE_GB`).
+    for activations (see :data:`DEFAULT_ACTIVATION_RESERVE_GB`); ``attention_dtype``:
+    the precision attention kernels run at (:func:`planner.engines.attention_dtype`);
+    ``engine``: the serving engine the factors describe (:mod:`planner.engines`).
+    ``scale_up_link`` is the link the TP collectives cross: the NVLink/xGMI link within
+    the scale-up domain, or the PCIe link when ``tp`` spans more GPUs than that domain
+    (TP over PCIe, e.g. L40S or H100 PCIe at tp 4-8).
     """
 
     model: Model
@@ -68,6 +74,13 @@ class Replica:
     scale_up_link: Link | None
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB
+    attention_dtype: Dtype = Dtype.BF16
+    engine: str = engines.DEFAULT_ENGINE
+
+    @cached_property
+    def coefficients(self) -> kn.StepCoefficients:
+        """The cost model's constants for this replica (:mod:`planner.kernels`)."""
+        return kn.coefficients_of(self)
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
@@ -123,9 +136,12 @@ def _check_fraction(field: str, value: float | None) -> None:
 
 def memory_needed_gb(replica: Replica) -> float:
     """Memory a replica needs to fit (GB): weights + ``tp x activation_reserve`` + the KV
-    cache of one sequence of ``min(max_context, MIN_FIT_CONTEXT_TOKENS)`` tokens."""
+    cache of one sequence of ``min(max_context, MIN_FIT_CONTEXT_TOKENS)`` tokens, held
+    ``kv_replication(tp)`` times (heads or an MLA latent replicated over ranks)."""
     ctx = min(replica.model.max_context_tokens, MIN_FIT_CONTEXT_TOKENS)
-    kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype)
+    kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype) * arch.kv_replication(
+        replica.model, replica.tp
+    )
     weights = arch.weight_bytes(replica.model, replica.weight_dtype)
     return (weights + kv) / 1e9 + replica.tp * replica.activation_reserve_gb
 
@@ -158,13 +174,30 @@ def check_memory_fit(replica: Replica) -> None:
     larger = [
         t
         for t in (2**k for k in range(1, 11))
-        if replica.tp < t <= g.scale_up_domain_size
+        if replica.tp < t <= max_tp(g)
         and needed - replica.tp * replica.activation_reserve_gb + t * replica.activation_reserve_gb
         <= t * g.memory_gb * replica.memory_utilization
     ]
     if larger:
         raise DoesNotFitError.for_field("tp", f"{text}; tp={larger[0]} would fit")
     raise DoesNotFitError.for_field("gpu", f"{text}, even at the largest tp of its domain")
+
+
+def max_tp(gpu: Gpu) -> int:
+    """Largest tensor parallelism of one replica on ``gpu`` (GPUs): its scale-up domain,
+    or a whole server over PCIe when the server holds more GPUs than that domain
+    (``max(scale_up_domain_size, server.gpus_per_server)``; L40S 8, H100 PCIe 8)."""
+    return max(gpu.scale_up_domain_size, gpu.server.gpus_per_server)
+
+
+def tp_link_id(gpu: Gpu, tp: int) -> str | None:
+    """The link a ``tp``-way replica's collectives cross: None at tp 1, the scale-up link
+    within the scale-up domain, else the PCIe link (TP over PCIe)."""
+    if tp <= 1:
+        return None
+    if tp <= gpu.scale_up_domain_size and gpu.scale_up_link is not None:
+        return gpu.scale_up_link
+    return gpu.pcie_link
 
 
 def build_replica(
@@ -179,15 +212,18 @@ def build_replica(
     step_overhead_ms: float | None = None,
     overlap_factor: float | None = None,
     check_fit: bool = True,
-    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
-    activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB,
+    memory_utilization: float | None = None,
+    activation_reserve_gb: float | None = None,
+    engine: str | None = None,
 ) -> Replica:
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
     Efficiency defaults come from ``gpu.efficiency_for(dtype)`` (the SKU's factors, or a
     calibration's for that dtype) and are overridden per call.
     ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
-    activation dtype, bf16, even for fp8 weights). Raises
+    activation dtype, bf16, even for fp8 weights). ``engine`` (default vLLM) sets the
+    memory defaults and the attention precision (:mod:`planner.engines`). ``tp`` may
+    exceed the scale-up domain up to a whole server (TP over PCIe). Raises
     :class:`UnknownEntryError` (fields ``model``, ``gpu``) or
     :class:`PlanningError` (``tp``, ``dtype``, ``kv_dtype``, ``mfu``, ``mbu``,
     ``step_overhead_ms``, ``overlap_factor``) and, with ``check_fit``,
@@ -205,10 +241,14 @@ def build_replica(
         )
     if isinstance(tp, bool) or not isinstance(tp, int) or not _is_power_of_two(tp):
         raise PlanningError.for_field("tp", f"must be a positive power of two, got {tp!r}")
-    if tp > gpu.scale_up_domain_size:
+    if tp > max_tp(gpu):
         raise PlanningError.for_field(
-            "tp", f"{tp} exceeds the scale-up domain of {gpu.id} ({gpu.scale_up_domain_size})"
+            "tp",
+            f"{tp} exceeds the scale-up domain of {gpu.id} ({gpu.scale_up_domain_size}) and "
+            f"its {gpu.server.gpus_per_server}-GPU server: the largest replica is "
+            f"{max_tp(gpu)} GPUs (TP over PCIe beyond the scale-up domain)",
         )
+    profile = engines.engine_profile(engine)
     w_dtype = _parse_dtype(dtype, "dtype")
     if gpu.peak_tflops(w_dtype) is None:
         supported = ", ".join(d.value for d in gpu.supported_dtypes())
@@ -228,10 +268,8 @@ def build_replica(
     _check_fraction("mfu", mfu)
     _check_fraction("mbu", mbu)
     eff = gpu.efficiency_for(w_dtype)
-    link = None
-    if tp > 1:
-        assert gpu.scale_up_link is not None  # the loader guarantees it for domains > 1
-        link = catalog.links[gpu.scale_up_link]
+    link_id = tp_link_id(gpu, tp)
+    link = catalog.links[link_id] if link_id is not None else None
     replica = Replica(
         model=model,
         gpu=gpu,
@@ -243,8 +281,16 @@ def build_replica(
         step_overhead_ms=eff.step_overhead_ms if step_overhead_ms is None else step_overhead_ms,
         overlap_factor=eff.overlap_factor if overlap_factor is None else overlap_factor,
         scale_up_link=link,
-        memory_utilization=memory_utilization,
-        activation_reserve_gb=activation_reserve_gb,
+        memory_utilization=(
+            profile.memory_utilization if memory_utilization is None else memory_utilization
+        ),
+        activation_reserve_gb=(
+            profile.activation_reserve_gb
+            if activation_reserve_gb is None
+            else activation_reserve_gb
+        ),
+        attention_dtype=engines.attention_dtype(profile, k_dtype),
+        engine=profile.name,
     )
     if check_fit:
         check_memory_fit(replica)
@@ -313,22 +359,17 @@ def tp_comm_ms(replica: Replica, tokens: float) -> float:
     """Tensor-parallel all-reduce time of one step over ``tokens`` tokens (ms).
 
     Two all-reduces per layer (after attention and after the MLP), each of
-    ``tokens x hidden x 2`` bytes (bf16 activations), as a ring (the alpha-beta
-    model: 2 (tp-1) sequential steps, each paying the link latency, moving
-    2 (tp-1)/tp of the message):
-    ``t = 2 x L x (2 (tp-1)/tp x bytes / link_bw + 2 (tp-1) x link_latency)`` with
-    the link's per-direction bandwidth (GB/s x 1e9). 0 when ``tp == 1`` or no tokens.
+    ``tokens x hidden x 2`` bytes (bf16 activations), each priced by
+    :func:`planner.kernels.allreduce_ms` on the replica's TP link (one-shot,
+    two-shot or ring on NVSwitch/xGMI/NVLink bridges, whichever is fastest; ring
+    over PCIe): ``t = 2 x L x allreduce_ms(link, tp, tokens x hidden x 2)``.
+    0 when ``tp == 1`` or no tokens.
     """
     if replica.tp == 1 or tokens <= 0:
         return 0.0
-    link = replica.scale_up_link
-    if link is None:
+    if replica.scale_up_link is None:
         raise PlanningError.for_field("tp", "tp > 1 needs a scale-up link")
-    tp = replica.tp
-    message_bytes = tokens * replica.model.hidden_size * ACTIVATION_BYTES
-    one_s = 2.0 * (tp - 1) / tp * message_bytes / (link.bandwidth_gb_per_s * 1e9)
-    one_s += 2.0 * (tp - 1) * link.latency_us * 1e-6
-    return 2 * replica.model.num_layers * one_s * 1e3
+    return replica.coefficients.comm_ms(tokens)
 
 
 # --------------------------------------------------------------------------- prefill
@@ -355,9 +396,11 @@ def prefill_ms(
     mask's upper triangle). ``causal_skip=False`` charges every new token the
     full ``cached + S`` context instead (a kernel computing the whole square).
 
-    ``t = max(FLOPs / F_eff, weight_bytes / W_eff) + tp_comm_ms(S) + step_overhead``
-    (comm and overhead only with ``include_overhead``; MoE weight bytes are those the
-    S tokens route to, see :func:`weight_bytes_read_per_step`). 0 when nothing is new.
+    A sum of kernels (:mod:`planner.kernels`): weight GEMMs
+    ``max(S x 2 N_dense / F_gemm, dense weight bytes / W_eff)``, MoE expert GEMMs,
+    attention ``max(attention FLOPs / F_attn, KV bytes / W_eff)``, then
+    ``tp_comm_ms(S) + step_overhead`` (only with ``include_overhead``). 0 when nothing
+    is new.
 
     DOMAIN.md's "129 ms prefill" of a 4,096-token llama-2-7b prompt on one H100 at
     MFU 0.5 is ``4096 x 15.62 GFLOP / 494.7 TFLOP/s = 129.4 ms``: attention at
@@ -373,16 +416,15 @@ def prefill_ms(
     new = prompt_tokens - cached_tokens
     if new <= 0:
         return 0.0
-    model = replica.model
+    c = replica.coefficients
+    t = c.gemm_ms(new) + c.moe_ms(new)
     if causal_skip:
-        flops = arch.prefill_flops(model, new, cached_tokens)
+        t += max(c.chunk_attention_parts_ms(new, cached_tokens))
     else:
-        flops = new * arch.flops_per_token(model, prompt_tokens)
-    compute_ms = flops / effective_flops(replica) * 1e3
-    memory_ms = weight_bytes_read_per_step(replica, new) / effective_bandwidth_bytes_per_s(replica)
-    t = max(compute_ms, memory_ms * 1e3)
+        flops = new * c.prefill_attn_per_ctx * c.context_weight(prompt_tokens)
+        t += max(flops / c.f_attn_per_ms, c.kv_held_bytes(prompt_tokens) / c.w_per_ms)
     if include_overhead:
-        t += tp_comm_ms(replica, new) + replica.step_overhead_ms
+        t += c.comm_ms(new) + c.overhead_ms
     return t
 
 
@@ -390,21 +432,25 @@ def prefill_ms(
 
 
 def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> float:
-    """Memory time of a decode step (ms): ``(weights read + B x KV(s)) / W_eff``.
+    """Memory time of a decode step (ms): ``(weights read + B x KV_held(s)) / W_eff``.
 
     Weights read follow :func:`weight_bytes_read_per_step` (MoE reads only the
-    experts the batch routes to); ``KV(s) = kv_bytes_for_sequence(s)`` (sliding
-    windows cap it).
+    experts the batch routes to); ``KV_held(s)`` is one sequence's KV with its TP
+    replication (:func:`planner.architecture.kv_replication`; sliding windows cap it).
+    A bound for reports; the step itself is :func:`decode_step_ms`.
     """
-    kv = batch * arch.kv_bytes_for_sequence(replica.model, context_tokens, replica.kv_dtype)
+    c = replica.coefficients
+    kv = batch * c.kv_held_bytes(context_tokens)
     weights = weight_bytes_read_per_step(replica, batch)
-    return (weights + kv) / effective_bandwidth_bytes_per_s(replica) * 1e3
+    return (weights + kv) / c.w_per_ms
 
 
 def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> float:
-    """Compute time of a decode step (ms): ``B x flops_per_token(s) / F_eff``."""
-    flops = batch * arch.flops_per_token(replica.model, context_tokens)
-    return flops / effective_flops(replica) * 1e3
+    """Compute time of a decode step (ms): ``B x 2 N_active / F_gemm + B x decode
+    attention FLOPs(s) / F_attn`` (MLA absorbed). A bound for reports."""
+    c = replica.coefficients
+    gemm = batch * (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
+    return gemm + c.decode_attention_parts_ms(batch, context_tokens)[0]
 
 
 def decode_step_ms(
@@ -416,20 +462,30 @@ def decode_step_ms(
 ) -> float:
     """One decode step for ``batch`` sequences at mean context ``context_tokens`` (ms).
 
-    ``t = max(decode_memory_ms, decode_compute_ms) + tp_comm_ms(B) + step_overhead``
-    (the step never beats its compute time). This is the TPOT at that batch.
+    A sum of kernels (:meth:`planner.kernels.StepCoefficients.step_ms`): weight GEMMs
+    ``max(B x 2 N_dense / F_gemm, weights / W_eff)`` + MoE expert GEMMs + attention
+    ``max(B x attn(s) / F_attn, B x KV_held(s) / W_eff)`` + ``tp_comm_ms(B)`` + step
+    overhead. This is the TPOT at that batch.
     """
     if batch <= 0:
         raise PlanningError.for_field("batch", f"must be > 0, got {batch}")
     if context_tokens < 0:
         raise PlanningError.for_field("context_tokens", f"must be >= 0, got {context_tokens}")
-    t = max(
-        decode_memory_ms(replica, batch, context_tokens),
-        decode_compute_ms(replica, batch, context_tokens),
+    return replica.coefficients.step_ms(batch, context_tokens, include_overhead=include_overhead)
+
+
+def step_kernels(
+    replica: Replica,
+    decode_batch: float,
+    decode_context_tokens: float,
+    chunk_tokens: float = 0.0,
+    chunk_context_tokens: float = 0.0,
+) -> kn.StepKernels:
+    """The kernel times (GEMMs, MoE, attention, collectives, overhead; ms) of a step of
+    ``decode_batch`` decodes and one chunk (:class:`planner.kernels.StepKernels`)."""
+    return replica.coefficients.kernels(
+        decode_batch, decode_context_tokens, chunk_tokens, chunk_context_tokens
     )
-    if include_overhead:
-        t += tp_comm_ms(replica, batch) + replica.step_overhead_ms
-    return t
 
 
 # --------------------------------------------------------------------------- memory
@@ -444,21 +500,25 @@ def kv_capacity_bytes(replica: Replica) -> float:
 
 
 def kv_capacity_tokens(replica: Replica) -> int:
-    """KV-cache capacity in tokens: ``floor(kv_capacity_bytes / kv_bytes_per_token)``.
+    """KV-cache capacity in tokens:
+    ``floor(kv_capacity_bytes / (kv_bytes_per_token x kv_replication(tp)))``.
 
     Counts every layer growing (the per-token rate); sliding windows help only per
-    sequence (see :func:`max_resident_batch`).
+    sequence (see :func:`max_resident_batch`). Replicated KV heads (tp > kv_heads) and
+    MLA's latent (whole on every rank) divide the pooled capacity.
     """
-    per_token = arch.kv_bytes_per_token(replica.model, replica.kv_dtype)
+    per_token = arch.kv_bytes_per_token_held(replica.model, replica.kv_dtype, replica.tp)
     return math.floor(kv_capacity_bytes(replica) / per_token)
 
 
 def max_resident_batch(replica: Replica, context_tokens: float) -> int:
     """Most sequences of ``context_tokens`` that fit in the KV cache at once:
-    ``floor(kv_capacity_bytes / kv_bytes_for_sequence(context))`` (sequences)."""
+    ``floor(kv_capacity_bytes / (kv_bytes_for_sequence(context) x kv_replication(tp)))``
+    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: about 480, not thousands
+    (the latent is held whole on each of the 8 ranks)."""
     if context_tokens <= 0:
         raise PlanningError.for_field("context_tokens", f"must be > 0, got {context_tokens}")
-    per_seq = arch.kv_bytes_for_sequence(replica.model, context_tokens, replica.kv_dtype)
+    per_seq = replica.coefficients.kv_held_bytes(context_tokens)
     return math.floor(kv_capacity_bytes(replica) / per_seq)
 
 
@@ -468,15 +528,12 @@ def max_resident_batch(replica: Replica, context_tokens: float) -> int:
 def chunk_compute_ms(replica: Replica, chunk_tokens: float, context_tokens: float) -> float:
     """Compute time of one prefill chunk of ``T`` tokens after ``s`` cached tokens (ms).
 
-    ``(T x 2 N_active + attention over s .. s + T) / F_eff`` — on full layers the
-    chunk's mean context is ``s + T/2`` (each token attends to all earlier ones).
-    Pure compute: no weight-read floor, communication or overhead (the mixed step
-    adds those).
+    ``T x 2 N_dense / F_gemm`` + MoE expert compute + ``attention over s .. s + T /
+    F_attn`` — on full layers the chunk's mean context is ``s + T/2`` (each token
+    attends to all earlier ones). Pure compute: no weight-read floor, communication
+    or overhead (the mixed step adds those).
     """
-    if chunk_tokens <= 0:
-        return 0.0
-    flops = arch.prefill_flops(replica.model, chunk_tokens, context_tokens)
-    return flops / effective_flops(replica) * 1e3
+    return replica.coefficients.chunk_compute_ms(chunk_tokens, context_tokens)
 
 
 def mixed_step_ms(
@@ -490,25 +547,20 @@ def mixed_step_ms(
 ) -> float:
     """A stall-free mixed step: ``decode_batch`` decodes plus one prefill chunk (ms).
 
-    Decode part ``d = max(decode memory, decode compute)`` (MoE experts touched by
-    ``decode_batch + chunk_tokens`` tokens), chunk part
-    ``c = chunk_compute_ms(chunk_tokens, chunk_context_tokens)``; with overlap factor
-    ``o``: ``t = max(d, c) + (1 - o) x min(d, c) + tp_comm_ms(B + T) + overhead``
-    (``o = 1``: perfect overlap). With no chunk it equals :func:`decode_step_ms`.
+    A sum of kernels (:mod:`planner.kernels`): the weight and expert GEMMs run over
+    all ``B + T`` tokens at once (a chunk is free while they stay bandwidth-bound);
+    the decodes' attention ``a_d`` (bandwidth-bound) and the chunk's ``a_c``
+    (compute-bound) share one kernel with overlap factor ``o``:
+    ``max(a_d, a_c) + (1 - o) min(a_d, a_c)``; then ``tp_comm_ms(B + T)`` and the
+    step overhead. With no chunk it equals :func:`decode_step_ms`.
     """
-    routed = decode_batch + max(chunk_tokens, 0.0)
-    kv = decode_batch * arch.kv_bytes_for_sequence(
-        replica.model, decode_context_tokens, replica.kv_dtype
+    return replica.coefficients.step_ms(
+        decode_batch,
+        decode_context_tokens,
+        max(chunk_tokens, 0.0),
+        chunk_context_tokens,
+        include_overhead=include_overhead,
     )
-    memory = (weight_bytes_read_per_step(replica, routed) + kv) / (
-        effective_bandwidth_bytes_per_s(replica)
-    )
-    d = max(memory * 1e3, decode_compute_ms(replica, decode_batch, decode_context_tokens))
-    c = chunk_compute_ms(replica, chunk_tokens, chunk_context_tokens)
-    t = max(d, c) + (1.0 - replica.overlap_factor) * min(d, c)
-    if include_overhead:
-        t += tp_comm_ms(replica, routed) + replica.step_overhead_ms
-    return t
 
 
 def max_free_chunk_tokens(replica: Replica, tpot_budget_ms: float, context_tokens: float) -> int:
@@ -700,6 +752,7 @@ __all__ = [
     "kv_transfer_ms",
     "max_free_chunk_tokens",
     "max_resident_batch",
+    "max_tp",
     "memory_needed_gb",
     "mixed_step_ms",
     "peak_bandwidth_bytes_per_s",
@@ -708,7 +761,9 @@ __all__ = [
     "replica_weight_bytes",
     "shrinking_chunk_schedule",
     "shrinking_schedule_ttft_ms",
+    "step_kernels",
     "tp_comm_ms",
+    "tp_link_id",
     "usable_memory_gb",
     "weight_bytes_read_per_step",
     "weight_read_ms",

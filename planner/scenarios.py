@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog
+from planner import risk
 from planner.candidates import screen_candidates
 from planner.plan import HOURS_PER_MONTH, Plan, SolverInfo, plan_from_result
 from planner.request import PlanRequest, resolve_request
 from planner.variants import apply_mix, deep_merge, scale_rate
-from solver.problem import Limits, SolveResult, SolverOptions
+from solver.problem import Limits, Operations, SolveResult, SolverOptions
 from solver.robust import Scenario, solve_robust
 from solver.solve import solve
 
@@ -80,7 +82,10 @@ def make_robust_plan(
             raise
         resolved = resolve_request(sub_req, catalog)
         screening = screen_candidates(resolved, catalog, cross_gpu_prune=False)
-        problem = build_problem(resolved, screening)
+        # The robust MILP buys GPUs per type for every scenario; it does not price
+        # operations (per GPU type / configuration) yet, so neither do the
+        # scenario-alone costs it is compared with.
+        problem = replace(build_problem(resolved, screening), operations=Operations())
         prepared.append((name, weight, resolved, screening, problem))
     lim = req.constraints
     limits = Limits(
@@ -166,6 +171,22 @@ def make_robust_plan(
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
         cost_usd_per_million_tokens=first.cost_usd_per_million_tokens if ok else None,
+        cost_band_usd_per_hour=(
+            risk.robust_cost_band_usd_per_hour(
+                [
+                    (p.gpu, *p.cost_band_usd_per_hour)
+                    for p in sp.plan.pools
+                    if p.cost_band_usd_per_hour is not None
+                ]
+                for sp in scenario_plans
+            )
+            if ok
+            else None
+        ),
+        unmeasured_gpus=sorted(
+            {g for sp in scenario_plans for g in sp.plan.unmeasured_gpus} & set(robust.gpus_bought)
+        ),
+        risk=first.risk,
         gpus_total=sum(robust.gpus_bought.values()),
         gpus_by_type=dict(sorted(robust.gpus_bought.items())),
         power_kw=sum(gpu_power[g] * n for g, n in robust.gpus_bought.items()),

@@ -56,14 +56,18 @@ def _alternatives(
     problem: Problem,
     result: SolveResult,
     opts: SolverOptions,
-    extra: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
+    without: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
     deadline: float | None = None,
     cache: dict | None = None,
 ) -> list[Alternative]:
     """The next-cheapest fleets: each mode alone, each class in its other mode, and
-    the fleet without each GPU type the plan uses (the screened candidates plus
-    ``extra(gpu)``: the candidates another GPU type beat on cost, so removing a GPU
-    type brings its rivals back), re-solved with a short time limit to a 1% gap. All of it
+    the fleet without each GPU type the plan uses (``without(gpu)``: the model's
+    candidates for the request without that GPU type, i.e. the ones another GPU type
+    beat on cost come back and are pruned again with the rest; by default the
+    screened candidates of the other GPU types), re-solved with a short time limit.
+    ``problem`` and ``without`` are the corrected model the plan was solved on, so every
+    alternative restricts that model and costs no less than the plan (up to the solver gap);
+    alternatives are not simulated (``verified: false``). All of it
     stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
     are reported as skipped."""
     if not result.status.has_solution:
@@ -97,11 +101,11 @@ def _alternatives(
             (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
         )
     used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
-    known = {c.id for c in problem.candidates}
     for gpu in used_gpus:
-        cands = tuple(c for c in problem.candidates if c.gpu != gpu)
-        if extra is not None:
-            cands += tuple(c for c in extra(gpu) if c.id not in known)
+        if without is not None:
+            cands = without(gpu)
+        else:
+            cands = tuple(c for c in problem.candidates if c.gpu != gpu)
         variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
     out = []
     for name, prob, note in variants:
@@ -120,7 +124,7 @@ def _alternatives(
             continue
         r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
         ok = r.status.has_solution
-        cost = _cost(prob.candidates, r) if ok else None
+        cost = _cost(prob, r) if ok else None
         out.append(
             Alternative(
                 name=name,
@@ -157,9 +161,11 @@ def explain_modes(plan: Plan) -> None:
             )
 
 
-def _cost(cands: tuple[PoolCandidate, ...], r: SolveResult) -> float:
-    by_id = {c.id: c for c in cands}
-    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+def _cost(prob: Problem, r: SolveResult) -> float:
+    """GPU cost plus operations cost of a solved fleet ($/hour)."""
+    by_id = {c.id: c for c in prob.candidates}
+    gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
+    return gpu + prob.operations_cost_usd_per_hour(r.replicas)
 
 
 def make_plan(
@@ -171,6 +177,7 @@ def make_plan(
     verify: bool | None = None,
     verify_default: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
+    corrections: Any = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
 
@@ -179,6 +186,9 @@ def make_plan(
     is then verified by simulation (``verify``: None follows the request's
     ``verify.enabled``, else ``verify_default``, which the caller reads from its
     settings) and corrected when a class misses (:mod:`planner.simulate.verify`).
+    ``corrections`` (the ``verification.corrections`` of the plan this request is a
+    variant of) are applied from the start and kept: a variant is solved on the
+    corrected model its base learned, and may only add to it.
     """
     t0 = time.perf_counter()
     catalog = catalog or load_catalog()
@@ -201,7 +211,9 @@ def make_plan(
             robust.verification = sv.skipped(request.verify)
         return robust
     resolved = resolve_request(request, catalog)
-    screening = screen_candidates(resolved, catalog)
+    uncorrected = screen_candidates(resolved, catalog)
+    inherited = sv.as_corrections(corrections)
+    screening = sv.corrected_screening(uncorrected, inherited, resolved)
     problem = build_problem(resolved, screening)
     opts = solver_options_for(request, caps)
     t_solve = time.perf_counter()
@@ -210,31 +222,40 @@ def make_plan(
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
+    simulated_s = 0.0
     if sv.enabled(request.verify, verify):
-        plan, problem, result = sv.verify_and_correct(
+        plan, problem, result, screening, simulated_s = sv.verify_and_correct(
             plan,
             problem,
             result,
             resolved,
-            screening,
+            uncorrected,
             catalog,
             opts,
             deadline=t_solve + opts.time_limit_s,
+            inherited=inherited,
+            cache=cache,
         )
     else:
         plan.verification = sv.skipped(request.verify)
+        plan.verification.corrections = sv.correction_list(inherited)
     if alternatives:
         plan.alternatives = _alternatives(
             problem,
             result,
             opts,
-            extra=lambda gpu: tuple(
+            without=lambda gpu: tuple(
                 c.to_pool_candidate()
                 for c in prune_by_cost_curves(
-                    [c for c in screening.cross_dominated if c.config.gpu != gpu], resolved
+                    [
+                        c
+                        for c in screening.candidates + screening.cross_dominated
+                        if c.config.gpu != gpu
+                    ],
+                    resolved,
                 )[0]
             ),
-            deadline=t_solve + opts.time_limit_s,
+            deadline=t_solve + opts.time_limit_s + simulated_s,  # solver time only
             cache=cache,
         )
         explain_modes(plan)
@@ -257,19 +278,23 @@ def calibrated_catalog(
 
 
 def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) -> dict[str, Any]:
-    """Prices and efficiency factors of the GPUs in the model, per-class figures."""
+    """Prices and efficiency factors of the GPUs in the model (with the factors'
+    provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
+    candidates carry them), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
+    first: dict[str, Any] = {}
+    for c in screening.candidates:
+        first.setdefault(c.config.gpu, c)
     return {
         "gpus": {
             g: {
                 "price_usd_per_hour": catalog.gpus[g].price.usd_per_hour,
                 "price_is_estimate": catalog.gpus[g].price.estimate,
-                "prefill_mfu": next(
-                    c.replica.prefill_mfu for c in screening.candidates if c.config.gpu == g
-                ),
-                "decode_mbu": next(
-                    c.replica.decode_mbu for c in screening.candidates if c.config.gpu == g
-                ),
+                "prefill_mfu": first[g].replica.prefill_mfu,
+                "decode_mbu": first[g].replica.decode_mbu,
+                "provenance": first[g].provenance,
+                "points": first[g].factor_points,
+                "sigma_log": first[g].sigma_log,
             }
             for g in gpus
         },

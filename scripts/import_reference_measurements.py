@@ -1,12 +1,22 @@
 """Copy the usable public measurements into ``catalog/measurements/reference.json``.
 
 Reads ``../shared/reference/measurements-calibration.json`` (or the path given),
-maps each entry's hardware and model names to catalog ids, converts it to a
+``../shared/reference/measurements-more.json`` (``--more``) and the MLPerf Inference
+v4.1 records of ``catalog/measurements/sources/mlperf-inference-v4.1.json``
+(``--mlperf``, written by ``scripts/extract_mlperf_v41.py``), maps each entry's
+hardware and model names to catalog ids, converts it to a
 :class:`planner.calibration.Measurement` (keeping its id and source) and writes
-the usable subset with the counts of what was skipped and why. Run it again when
-the shared file changes; the output is deterministic::
+the usable subset with the counts of what was skipped and why. Entries whose
+configuration the planner does not model (expert parallelism, DP attention,
+disaggregated prefill/decode, multi-token prediction, prefix caching) are kept with
+their fields and a ``skip_reason``: recorded, never fitted. Every point gets a
+``split`` (fit / holdout) from :func:`planner.calibration.assign_splits`.
 
-    .venv/bin/python scripts/import_reference_measurements.py [SOURCE] [--out PATH]
+A malformed source entry (a missing field, a non-positive measured value, a
+duplicate id) is reported with its file, line and reason, and nothing is written.
+Run it again when the shared files change; the output is deterministic::
+
+    .venv/bin/python scripts/import_reference_measurements.py [SOURCE] [--more PATH] [--out PATH]
 
 The repository never reads the shared file at test or run time: only this script
 does, and its output is committed.
@@ -27,9 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.loader import load_catalog  # noqa: E402
-from planner.calibration import parse_json  # noqa: E402
+from planner.calibration import (  # noqa: E402
+    Measurement,
+    _array_entry_lines,
+    assign_splits,
+    check_measurement,
+    parse_json,
+)
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "measurements-calibration.json"
+DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
+#: MLPerf Inference v4.1 Llama-2-70B results per replica (scripts/extract_mlperf_v41.py).
+DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "reference.json"
 
 #: Hardware names in the source -> catalog GPU id, with what the mapping assumes.
@@ -166,6 +185,194 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     return None, f"metric {entry['metric']!r} not used"
 
 
+#: measurements-more.json hardware names -> catalog GPU id, with what the mapping assumes.
+HARDWARE_MORE = {
+    "AMD Instinct MI300X": ("mi300x", ""),
+    "AMD Instinct MI300X (192GB)": ("mi300x", ""),
+    "AMD Instinct MI300X (192GB HBM3, 750W)": ("mi300x", ""),
+    "AMD Instinct MI325X": ("mi325x", ""),
+    "NVIDIA B200": ("b200", ""),
+    "NVIDIA GB200 NVL72": ("gb200-per-gpu", "one GB200 GPU of an NVL72 rack"),
+    "NVIDIA H100 (SXM)": ("h100-sxm5-80gb", ""),
+    "NVIDIA H100 SXM5 80GB": ("h100-sxm5-80gb", ""),
+    "NVIDIA H100 SXM 80GB": ("h100-sxm5-80gb", ""),
+    "NVIDIA H200 (SXM)": ("h200-sxm-141gb", ""),
+    "NVIDIA H200 SXM5 (141GB)": ("h200-sxm-141gb", ""),
+    "NVIDIA A10G 24GB (AWS ml.g5.2xlarge)": ("a10g", ""),
+    "NVIDIA A10G 24GB (AWS ml.g5.48xlarge)": ("a10g", ""),
+    "NVIDIA L4 24GB": ("l4", ""),
+    "NVIDIA L4 24GB (GKE)": ("l4", ""),
+    "Intel Gaudi 3 (HL-325L, 128 GiB)": ("gaudi3", ""),
+}
+
+#: measurements-more.json model names -> catalog model id, with what the mapping assumes.
+MODELS_MORE = {
+    "DeepSeek-R1-0528 (deepseek-v3 architecture)": (
+        "deepseek-v3",
+        "DeepSeek-R1-0528 mapped to deepseek-v3 (same architecture and weights layout)",
+    ),
+    "DeepSeek-V3/R1 671B (deepseek-v3)": ("deepseek-v3", ""),
+    "DeepSeek-V3-0324 (deepseek-v3)": ("deepseek-v3", ""),
+    "amd/Llama-3.1-405B-Instruct-FP8-KV (llama-3.1-405b)": ("llama-3.1-405b", ""),
+    "meta-llama/Llama-3.1-405B-FP8 (llama-3.1-405b)": ("llama-3.1-405b", ""),
+    "Llama 3.1 405B (amd/Llama-3.1-405B-Instruct-FP8-KV)": ("llama-3.1-405b", ""),
+    "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)": ("llama-3.1-70b", ""),
+    "openai/gpt-oss-120b": ("gpt-oss-120b", ""),
+    "Llama-2-70B (JumpStart meta-textgeneration-llama-2-70b)": ("llama-2-70b", ""),
+    "Mistral-7B (JumpStart huggingface-llm-mistral-7b, v0.1 base)": ("mistral-7b-v0.1", ""),
+    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
+}
+
+#: measurements-more.json precision -> catalog dtype (weights).
+PRECISION_MORE = {
+    "FP8": "fp8",
+    "FP8 (block-scaled)": "fp8",
+    "FP8 (block-scaled MoE/GEMM)": "fp8",
+    "FP8 (W8A8)": "fp8",
+    "FP4 (NVFP4)": "fp4",
+    "FP4 (MXFP4)": "fp4",
+    "FP4 (NVFP4 MoE/o_proj; FP8 attention)": "fp4",
+    "MXFP4 (native checkpoint)": "fp4",
+    "FP16": "bf16",  # same tensor-core peak and bytes as bf16
+    "BF16": "bf16",
+}
+
+REQUIRED_MORE = ("id", "hardware", "model", "precision", "tp", "metric", "value", "source")
+
+#: An open-loop rate at or above this is "all at once" in the source (vLLM's 1000).
+RATE_ALL_AT_ONCE = 1000.0
+
+
+class BadEntry(ValueError):
+    """A malformed source entry (reported with its file and line; nothing is written)."""
+
+
+def _engine_more(framework: str) -> str | None:
+    fw = framework.lower()
+    for key, name in (
+        ("tensorrt-llm", "trtllm"),
+        ("sglang", "sglang"),
+        ("vllm", "vllm"),
+        ("atom", "atom"),
+        ("tgi", "tgi"),
+    ):
+        if key in fw:
+            return name
+    return None
+
+
+def _positive(value: dict[str, Any], key: str) -> float | None:
+    x = value.get(key)
+    if x is None:
+        return None
+    if not isinstance(x, int | float) or isinstance(x, bool) or not x > 0 or math.isinf(x):
+        raise BadEntry(f"value.{key} must be a positive number, not {x!r}")
+    return float(x)
+
+
+def _skip_reason_more(entry: dict[str, Any]) -> str | None:
+    """Why the planner cannot price this entry's configuration (None: it can)."""
+    notes = entry.get("notes") or ""
+    framework = entry.get("framework") or ""
+    reasons = []
+    if "disagg" in framework.lower() or "PD-disaggregated" in notes:
+        reasons.append("disaggregated prefill/decode workers")
+    if (entry.get("ep") or 1) > 1:
+        reasons.append(f"expert parallelism ep={entry['ep']}")
+    if entry.get("dp_attention"):
+        reasons.append("data-parallel attention")
+    if (entry.get("pp") or 1) > 1:
+        reasons.append(f"pipeline parallelism pp={entry['pp']}")
+    if (entry.get("num_accelerators") or entry["tp"]) > entry["tp"] and not reasons:
+        reasons.append(
+            f"{entry['num_accelerators']} GPUs behind a router for tp={entry['tp']} replicas"
+        )
+    if re.search(r"MTP[^.]*\bON\b", notes):
+        reasons.append("multi-token prediction (speculative decoding) on")
+    if re.search(r"enable-prefix-caching|prefix-cache hits", notes):
+        reasons.append("prefix-cache hits of unknown share")
+    if entry.get("osl") == 0 or "DECODE-ONLY" in notes or "PREFILL-ONLY" in notes:
+        reasons.append("phase-isolated (prefill-only or decode-only) throughput")
+    parts = ["not modelled by the planner: " + "; ".join(reasons)] if reasons else []
+    if "AMBIGUITY" in notes:
+        parts.append(
+            "ambiguous measurement: the source does not say whether its throughput is output "
+            "or total tokens"
+        )
+    return "; ".join(parts) or None
+
+
+def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """An entry of measurements-more.json: (measurement fields, None) or (None, reason
+    skipped); raises :class:`BadEntry` for a malformed entry."""
+    missing = [k for k in REQUIRED_MORE if entry.get(k) in (None, "")]
+    if missing:
+        raise BadEntry(f"missing {', '.join(missing)}")
+    if not isinstance(entry["value"], dict):
+        raise BadEntry("value must be an object")
+    if not isinstance(entry["tp"], int) or entry["tp"] < 1:
+        raise BadEntry(f"tp must be a positive integer, not {entry['tp']!r}")
+    value = entry["value"]
+    out_tok_s = _positive(value, "output_token_tput")
+    if out_tok_s is None:  # AMD's table: output or total tokens/s (skip_reason says so)
+        out_tok_s = _positive(value, "throughput_tok_s_as_reported")
+    ttft = _positive(value, "mean_ttft_ms")
+    tpot = _positive(value, "mean_tpot_ms")
+    hw = HARDWARE_MORE.get(entry["hardware"])
+    if hw is None:
+        return None, f"hardware {entry['hardware']!r} not in the catalog"
+    model = MODELS_MORE.get(entry["model"])
+    if model is None:
+        return None, f"model {entry['model']!r} not in the catalog"
+    dtype = PRECISION_MORE.get(entry["precision"])
+    if dtype is None:
+        return None, f"precision {entry['precision']!r} not in the catalog"
+    isl, osl = entry.get("isl"), entry.get("osl")
+    if not isinstance(isl, int | float) or not isinstance(osl, int | float):
+        return None, "prompt/output lengths not stated"
+    skip = _skip_reason_more(entry)
+    if out_tok_s is None and skip is None:
+        return None, "no output throughput (phase-isolated or prefill-only measurement)"
+    notes = [n for n in (hw[1], model[1], entry.get("notes") or "") if n]
+    row: dict[str, Any] = {
+        "model": model[0],
+        "gpu": hw[0],
+        "tp": entry["tp"],
+        "dtype": dtype,
+        "engine": _engine_more(entry.get("framework") or ""),
+        "id": entry["id"],
+        "source": entry["source"],
+        "isl": max(1, round(isl)),
+        "osl": max(2, round(osl)),
+        "num_gpus": entry.get("num_accelerators"),
+        "ep": entry.get("ep") if (entry.get("ep") or 1) > 1 else None,
+        "pp": entry.get("pp") if (entry.get("pp") or 1) > 1 else None,
+        "dp_attention": True if entry.get("dp_attention") else None,
+        "skip_reason": skip,
+        "output_tok_s": out_tok_s,
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+    }
+    conc, rate = entry.get("concurrency"), entry.get("request_rate_qps")
+    if entry["metric"] == "offline":
+        # all prompts at once (vLLM benchmark_throughput.py / a local client at rate inf)
+        row.update(request_rate_rps=math.inf, num_requests=conc, ttft_ms=None, tpot_ms=None)
+        notes.append("offline: every prompt submitted at once; output throughput only")
+    elif rate is not None:
+        r = float(rate)
+        row["request_rate_rps"] = math.inf if r >= RATE_ALL_AT_ONCE else r
+        m = re.search(r"(\d+) prompts", entry.get("notes") or "")
+        row["num_requests"] = int(m.group(1)) if m else None
+    elif conc is not None:
+        row["concurrency"] = conc
+    elif skip is None:
+        return None, "neither concurrency nor request rate stated"
+    if not any(row.get(q) for q in ("output_tok_s", "ttft_ms", "tpot_ms")):
+        return None, "no output throughput, TTFT or TPOT (a prefill-only measurement)"
+    row["note"] = "; ".join(notes) or None
+    return row, None
+
+
 def drop_overloaded_ttft(rows: list[dict[str, Any]]) -> int:
     """Remove TTFT from open-loop points whose queue grew through the run."""
     sweeps: dict[tuple, list[dict[str, Any]]] = {}
@@ -188,36 +395,136 @@ def drop_overloaded_ttft(rows: list[dict[str, Any]]) -> int:
     return dropped
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE))
-    ap.add_argument("--out", default=str(DEFAULT_OUT))
-    args = ap.parse_args(argv)
-    src = json.loads(Path(args.source).read_text(encoding="utf-8"))
+MLPERF_FIELDS = (
+    "id", "model", "gpu", "tp", "dtype", "kv_dtype", "engine", "num_gpus", "isl", "osl",
+    "output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps", "max_batch", "source", "note",
+)  # fmt: skip
+
+
+def convert_mlperf(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """A record of mlperf-inference-v4.1.json (already per replica, in catalog names);
+    raises :class:`BadEntry` for a malformed one."""
+    missing = [k for k in ("id", "model", "gpu", "tp", "dtype", "isl", "osl", "source") if
+               entry.get(k) in (None, "")]  # fmt: skip
+    if missing:
+        raise BadEntry(f"missing {', '.join(missing)}")
+    unknown = sorted(set(entry) - set(MLPERF_FIELDS))
+    if unknown:
+        raise BadEntry(f"unknown field(s) {', '.join(unknown)}")
+    for key in ("output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps"):
+        _positive(entry, key)
+    if "/inference_results_v5." in entry["source"]:
+        raise BadEntry("MLPerf v5.x results are the validation set: never imported")
+    return dict(entry), None
+
+
+def _rows(
+    path: Path, convert_fn: Any, skipped: Counter[str], bad: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Converted rows of one source file; malformed entries go to ``bad`` as
+    (``file:line``, reason), skips are counted by reason."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        src = json.loads(text)
+    except json.JSONDecodeError as err:
+        bad.append((f"{path}:{err.lineno}", f"not valid JSON: {err.msg}"))
+        return []
+    entries = src.get("measurements") if isinstance(src, dict) else None
+    if not isinstance(entries, list):
+        bad.append((f"{path}:1", 'expected {"measurements": [...]}'))
+        return []
+    lines = _array_entry_lines(text, "measurements")
     rows: list[dict[str, Any]] = []
-    skipped: Counter[str] = Counter()
-    for entry in src["measurements"]:
-        row, why = convert(entry)
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        here = f"{path}:{lines[i] if i < len(lines) else 1}"
+        if not isinstance(entry, dict):
+            bad.append((here, "expected an object"))
+            continue
+        if entry.get("id") in seen:
+            bad.append((here, f"duplicate id {entry['id']!r}"))
+            continue
+        seen.add(entry.get("id"))
+        try:
+            row, why = convert_fn(entry)
+        except BadEntry as err:
+            bad.append((here, str(err)))
+            continue
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            bad.append((here, f"cannot read the entry: {type(err).__name__}: {err}"))
+            continue
         if row is None:
             skipped[why or "unknown"] += 1
         else:
             rows.append({k: v for k, v in row.items() if v is not None})
+    return rows
+
+
+def _split_stratum(row: dict[str, Any]) -> str:
+    """The stratum of a point for the split: kernel, serving, or recorded-only."""
+    if row.get("skip_reason"):
+        return "recorded"
+    return row.get("kind", "serving")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE))
+    ap.add_argument("--more", default=str(DEFAULT_MORE), help="measurements-more.json")
+    ap.add_argument(
+        "--mlperf", default=str(DEFAULT_MLPERF), help="MLPerf v4.1 records ('' for none)"
+    )
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
+    args = ap.parse_args(argv)
+    skipped: Counter[str] = Counter()
+    bad: list[tuple[str, str]] = []
+    rows = _rows(Path(args.source), convert, skipped, bad)
+    if args.more:
+        rows += _rows(Path(args.more), convert_more, skipped, bad)
+    if args.mlperf:
+        rows += _rows(Path(args.mlperf), convert_mlperf, skipped, bad)
+    if bad:
+        for where, reason in bad:
+            print(f"{where}: {reason}", file=sys.stderr)
+        print(
+            f"{len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}: nothing written",
+            file=sys.stderr,
+        )
+        return 1
+    ids = [r["id"] for r in rows]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        print(f"ids in both sources: {', '.join(dupes)}: nothing written", file=sys.stderr)
+        return 1
     dropped = drop_overloaded_ttft(rows)
+    catalog = load_catalog()
+    for row in rows:  # kept for the record (and a later cost model), never fitted
+        m = Measurement.model_validate(row)
+        why = check_measurement(m, catalog)
+        if why is not None:
+            row["skip_reason"] = f"cannot be priced on the catalog: {why}"
+    splits = assign_splits([(r["id"], r["gpu"], _split_stratum(r)) for r in rows])
+    for row in rows:
+        row["split"] = splits[row["id"]].value
     for row in rows:  # standard JSON has no Infinity: "inf" (Measurement reads it back)
         if row.get("request_rate_rps") == math.inf:
             row["request_rate_rps"] = "inf"
-    catalog = load_catalog()
     doc = {
         "description": (
             "Public LLM serving measurements usable to calibrate fleetplan's cost model, "
             "imported by scripts/import_reference_measurements.py from "
-            "shared/reference/measurements-calibration.json; each keeps its source and id. "
-            "Serving points: isl/osl mean prompt/output tokens, concurrency (closed loop) or "
-            'request_rate_rps (open loop, "inf" = all at once), output_tok_s (whole replica), '
-            "mean ttft_ms and tpot_ms. Kernel points: one layer's linear layers on `tokens` "
-            "tokens, layer_ms per GPU shard."
+            "shared/reference/measurements-calibration.json, measurements-more.json and "
+            "catalog/measurements/sources/mlperf-inference-v4.1.json; each "
+            "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "
+            'concurrency (closed loop) or request_rate_rps (open loop, "inf" = all at once; '
+            "num_requests in the run), output_tok_s (whole replica), mean ttft_ms and tpot_ms. "
+            "Kernel points: one layer's linear layers on `tokens` tokens, layer_ms per GPU "
+            "shard. split: fit or holdout (planner.calibration.assign_splits). Points with a "
+            "skip_reason (ep, pp, dp_attention, disaggregation, MTP...) are recorded with their "
+            "fields and never fitted."
         ),
         "imported": len(rows),
+        "recorded_not_fitted": sum(1 for r in rows if r.get("skip_reason")),
         "skipped": dict(sorted(skipped.items())),
         "ttft_dropped_overloaded": dropped,
         "measurements": rows,
@@ -230,7 +537,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, encoding="utf-8")
-    print(f"imported {len(got)} of {len(src['measurements'])} measurements into {args.out}")
+    n_hold = sum(1 for r in rows if r["split"] == "holdout")
+    print(
+        f"imported {len(got)} measurements into {args.out} "
+        f"({doc['recorded_not_fitted']} recorded only; {n_hold} held out)"
+    )
     for why, n in sorted(skipped.items()):
         print(f"  skipped {n}: {why}")
     print(f"  TTFT dropped on {dropped} overloaded open-loop points")

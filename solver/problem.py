@@ -125,6 +125,8 @@ class PoolCandidate:
     config_key: str = ""
     segments: tuple[Segment, ...] = ()
     checkpoint: str = ""  # weights + KV format; disaggregated pairs must match
+    #: Prefill pools: the decode GPU types its priced KV link reaches (None: any).
+    pairs_with: frozenset[str] | None = None
 
     def capacity_rps(self, replicas: int) -> float:
         """Capacity at ``replicas`` (requests/s): min over cuts and, when the
@@ -152,6 +154,28 @@ class Limits:
     power_kw: float | None = None
     min_replicas_per_pool: int = 1
     max_configurations: int | None = None
+    max_gpu_types: int | None = None
+    max_replicas_per_pool: int | None = None
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What variety costs to run, $/hour: per GPU type used, per distinct configuration."""
+
+    usd_per_hour_per_gpu_type: float = 0.0
+    usd_per_hour_per_configuration: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.usd_per_hour_per_gpu_type > 0 or self.usd_per_hour_per_configuration > 0
+
+    def cost_usd_per_hour(self, gpu_types: int, configurations: int) -> float:
+        """usd_per_hour_per_gpu_type x GPU types + usd_per_hour_per_configuration x
+        configurations ($/hour)."""
+        return (
+            self.usd_per_hour_per_gpu_type * gpu_types
+            + self.usd_per_hour_per_configuration * configurations
+        )
 
 
 @dataclass(frozen=True)
@@ -160,6 +184,22 @@ class Problem:
     candidates: tuple[PoolCandidate, ...]
     limits: Limits = field(default_factory=Limits)
     objective: Objective = Objective.MIN_COST
+    operations: Operations = field(default_factory=Operations)
+
+    @property
+    def couples_classes(self) -> bool:
+        """True when a fleet-wide term links the classes beyond budget/stock/power:
+        operations costs or a GPU-type cap (then the class-by-class solve is not exact)."""
+        return self.operations.active or self.limits.max_gpu_types is not None
+
+    def operations_cost_usd_per_hour(self, replicas: dict[str, int]) -> float:
+        """Operations cost ($/hour) of a fleet given as replicas per candidate id:
+        :meth:`Operations.cost_usd_per_hour` of its GPU types and configurations."""
+        by_id = {c.id: c for c in self.candidates}
+        used = [by_id[k] for k, n in replicas.items() if n > 0 and k in by_id]
+        return self.operations.cost_usd_per_hour(
+            len({c.gpu for c in used}), len({c.config_key or c.id for c in used})
+        )
 
     def candidates_of(self, class_id: str, role: PoolRole | None = None) -> list[PoolCandidate]:
         return [

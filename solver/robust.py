@@ -30,6 +30,7 @@ from solver.constraints.capacity import define_capacity
 from solver.constraints.checkpoint import define_checkpoint
 from solver.constraints.configurations import define_configurations
 from solver.constraints.demand import define_demand
+from solver.constraints.kv_pairs import define_kv_pairs
 from solver.constraints.pool_use import define_pool_use
 from solver.problem import (
     Limits,
@@ -129,6 +130,7 @@ def solve_robust(
         define_pool_use(prob, tagged, v)
         define_configurations(prob, tagged, v, tag)
         define_checkpoint(prob, tagged, v)
+        define_kv_pairs(prob, tagged, v)
         for g, var in bought.items():
             used = pulp.lpSum(
                 c.gpus_per_replica * v.replicas[c.id] for c in tagged.candidates if c.gpu == g

@@ -18,6 +18,7 @@ import pulp
 from solver.model import build_model
 from solver.problem import (
     MIN_SOLVE_TIME_S,
+    Limits,
     Mode,
     Objective,
     PoolRole,
@@ -26,6 +27,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
+from solver.prune import prune_by_cost
 from solver.variables import Variables, modes_available, safe_name
 
 _TOL = 1e-6
@@ -129,7 +131,7 @@ def _binding(prob: pulp.LpProblem) -> tuple[str, ...]:
     out = []
     for con in prob.constraints():
         name = con.name
-        if name.startswith(("budget", "power", "stock__", "max_configurations")):
+        if name.startswith(("budget", "power", "stock__", "max_configurations", "max_gpu_types")):
             slack = -(con.value() or 0.0)
             if slack <= _TOL * max(1.0, abs(con.constant)):
                 out.append(name)
@@ -146,6 +148,7 @@ def _extract(
     }
     served = {k: _value(s) for k, s in v.served.items()}
     cost = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
+    cost += problem.operations_cost_usd_per_hour(replicas)
     objective = cost if problem.objective == Objective.MIN_COST else sum(served.values())
     return SolveResult(
         status=status,
@@ -192,8 +195,41 @@ def solve(
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
-    if options.decompose and problem.objective == Objective.MIN_COST and len(problem.classes) > 1:
+    if any(c.pairs_with is not None for c in problem.candidates):
+        # The KV pairing rows only forbid some (prefill, decode) combinations: solve
+        # without them first (a relaxation, smaller after pruning and much faster);
+        # when its fleet pairs only over priced links it is optimal with them too.
+        from dataclasses import replace as _replace
+
+        relaxed = _replace(
+            problem, candidates=tuple(_replace(c, pairs_with=None) for c in problem.candidates)
+        )
+        r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining())), cache)
+        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and pairs_respected(
+            problem, r.replicas
+        ):
+            return _replace(r, runtime_s=time.perf_counter() - t0)
+        if remaining() <= 0.05 and r.status != SolveStatus.INFEASIBLE:
+            return _replace(
+                r,
+                status=SolveStatus.ERROR,
+                objective=None,
+                replicas={},
+                rates_rps={},
+                message="time limit reached before a fleet with valid KV links was found",
+            )
+
+    if (
+        options.decompose
+        and problem.objective == Objective.MIN_COST
+        and len(problem.classes) > 1
+        and not problem.couples_classes
+    ):
         split = _solve_by_class(problem, options, t0, cache)
+        if split is not None:
+            return split
+    if options.decompose and problem.objective == Objective.MIN_COST and problem.couples_classes:
+        split = _solve_by_gpu_types(problem, options, t0, cache)
         if split is not None:
             return split
 
@@ -210,13 +246,22 @@ def solve(
     if status.has_solution:
         return _extract(problem, v, status, gap, time.perf_counter() - t0, name, prob, msg)
     if status == SolveStatus.INFEASIBLE:
-        relaxation = _explain_infeasible(problem, options, max(0.5, remaining()))
+        explained = _explain_infeasible(problem, options, max(0.5, remaining()))
+        relaxation = explained or {}
         if relaxation:
             message = "fleet limits bind: " + ", ".join(
                 f"{k} short by {val:.4g}" for k, val in relaxation.items()
             )
+        elif explained is None:
+            message = (
+                "no fleet meets the request within its limits; the re-solve that finds "
+                "which limit to move ran out of time (raise solver.time_limit_s)"
+            )
         else:
-            message = "no fleet meets the SLOs even without budget, stock or power limits"
+            message = (
+                "no fleet meets the SLOs even with every fleet limit relaxed (budget, stock, "
+                "power, configurations, GPU types, replicas per pool)"
+            )
         return SolveResult(
             status=SolveStatus.INFEASIBLE,
             objective=None,
@@ -240,15 +285,53 @@ def solve(
     )
 
 
-def _explain_infeasible(problem: Problem, options: SolverOptions, time_limit_s: float):
-    """Elastic re-solve: how much must budget / stock / power grow (in their units)."""
+def pairs_respected(problem: Problem, replicas: dict[str, int]) -> bool:
+    """True when every used prefill pool's KV link reaches every decode GPU type its
+    class uses (the kv_pair rows hold for these replica counts)."""
+    by_id = {c.id: c for c in problem.candidates}
+    used = [by_id[k] for k, n in replicas.items() if n > 0 and k in by_id]
+    for pre in used:
+        if pre.role != PoolRole.PREFILL or pre.pairs_with is None:
+            continue
+        for dec in used:
+            if (
+                dec.role == PoolRole.DECODE
+                and dec.class_id == pre.class_id
+                and dec.gpu not in pre.pairs_with
+            ):
+                return False
+    return True
+
+
+def has_limits(problem: Problem) -> bool:
+    """True when the problem has any fleet limit the elastic re-solve can relax."""
     lim = problem.limits
-    if lim.budget_usd_per_hour is None and lim.power_kw is None and not lim.max_gpus:
+    return (
+        lim.budget_usd_per_hour is not None
+        or lim.power_kw is not None
+        or bool(lim.max_gpus)
+        or lim.max_configurations is not None
+        or lim.max_gpu_types is not None
+        or lim.max_replicas_per_pool is not None
+        or lim.min_replicas_per_pool > 1
+    )
+
+
+def _explain_infeasible(
+    problem: Problem, options: SolverOptions, time_limit_s: float
+) -> dict[str, float] | None:
+    """Elastic re-solve: how far each fleet limit must move for a fleet to exist, in
+    its units (budget $/h, stock GPUs, power kW, configurations, GPU types, replicas
+    per pool, the replica minimum); {} when no limit is set or even relaxing all of
+    them leaves no fleet (then no fleet meets the SLOs); None when it ran out of time."""
+    if not has_limits(problem):
         return {}
     prob, v = build_model(problem, elastic=True)
     status, _, _, _ = _run(prob, options, time_limit_s)
+    if status == SolveStatus.INFEASIBLE:
+        return {}  # nothing, even with every limit relaxed
     if not status.has_solution:
-        return {}
+        return None  # out of time: unknown
     return {name: _value(var) for name, var in v.slack.items() if _value(var) > _TOL}
 
 
@@ -270,6 +353,8 @@ def _limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float
     if lim.max_configurations is not None:
         keys = {c.config_key or c.id for c, _ in used}
         slack["max_configurations"] = lim.max_configurations - len(keys)
+    if lim.max_gpu_types is not None:
+        slack["max_gpu_types"] = lim.max_gpu_types - len({c.gpu for c, _ in used})
     if any(v < -_TOL * max(1.0, abs(v)) for v in slack.values()):
         return None
     return slack
@@ -313,12 +398,19 @@ def _solve_by_class(
                 max_gpus={},
                 power_kw=None,
                 max_configurations=None,
+                max_gpu_types=None,
             ),
         )
         left = options.time_limit_s - (time.perf_counter() - t0)
         if left <= 0:
             return None
-        key = (cls, sub.candidates, problem.limits.min_replicas_per_pool, options.rel_gap)
+        key = (
+            cls,
+            sub.candidates,
+            problem.limits.min_replicas_per_pool,
+            problem.limits.max_replicas_per_pool,
+            options.rel_gap,
+        )
         r = cache.get(key) if cache is not None else None
         if r is None:
             r = solve(sub, replace(options, time_limit_s=left))
@@ -365,6 +457,216 @@ def _solve_by_class(
         served_rps=served,
         binding=binding,
         message=f"solved class by class ({len(results)} independent subproblems)",
+        num_variables=sum(r.num_variables for r in results),
+        num_constraints=sum(r.num_constraints for r in results),
+    )
+
+
+def _class_limits_only(limits: Limits) -> Limits:
+    """The limits that act on one pool at a time (kept in per-class subproblems)."""
+    return Limits(
+        min_replicas_per_pool=limits.min_replicas_per_pool,
+        max_replicas_per_pool=limits.max_replicas_per_pool,
+    )
+
+
+def _solve_by_gpu_types(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None = None
+) -> SolveResult | None:
+    """Operations costs and a GPU-type cap couple the classes only through the set S
+    of GPU types the fleet runs; for a fixed S the classes are independent again.
+    So: branch and bound over S by size m = 1, 2, ...:
+
+        total(S) = usd_per_gpu_type x |S| + sum_k C_k(S)
+
+    with C_k(S) the per-class optimum on GPU types in S (GPU cost plus the class's
+    configurations x usd_per_configuration, cost-curve dominance within S:
+    :func:`solver.prune.prune_by_cost`; a configuration shared by two classes is
+    counted once in the reported cost, per class in the search). Order: every
+    single GPU type first (small, fast subproblems: a first fleet), then the
+    per-class optima over all types, whose sum bounds every S: a set of size m
+    costs at least usd_per_gpu_type x m + sum_k C_k(all). The search stops at the
+    first m where that bound reaches the best fleet: optimal (to the subproblems'
+    gap). Within a size, a set is abandoned once its partial sum plus the other
+    classes' bounds reaches the best. Out of time, the best fleet so far is
+    ``feasible`` with the gap to the bound (None before the bound is known).
+
+    A configuration cap (``max_configurations``) is checked on each combined fleet
+    (sets whose fleet breaks it are skipped), so with it the result is only
+    ``feasible``; budget, stock and power go to the monolithic model (None)."""
+    from dataclasses import replace
+    from itertools import combinations
+
+    lim = problem.limits
+    if lim.budget_usd_per_hour is not None or lim.power_kw is not None or lim.max_gpus:
+        return None
+    ops = problem.operations
+    per_type = ops.usd_per_hour_per_gpu_type
+    sub_ops = replace(ops, usd_per_hour_per_gpu_type=0.0)
+    types = sorted({c.gpu for c in problem.candidates})
+    g_max = min(lim.max_gpu_types or len(types), len(types))
+    gpu_of = {c.id: c.gpu for c in problem.candidates}
+    by_id = {c.id: c for c in problem.candidates}
+    per_class = {
+        cls.id: [
+            c
+            for c in problem.candidates
+            if c.class_id == cls.id and _role_allowed(c.role, cls.modes)
+        ]
+        for cls in problem.classes
+    }
+    local: dict = {}
+    tables: dict = {}
+
+    def class_result(
+        cls, allowed: frozenset[str], cap_s: float | None = None
+    ) -> SolveResult | None:
+        cands = prune_by_cost(
+            tuple(c for c in per_class[cls.id] if c.gpu in allowed),
+            cls.rate_rps,
+            lim.min_replicas_per_pool,
+            lim.max_replicas_per_pool,
+            tables,
+        )
+        key = ("types", cls, cands, lim.min_replicas_per_pool, lim.max_replicas_per_pool, sub_ops)
+        if key in local:
+            return local[key]
+        key_rel = (*key, options.rel_gap)
+        r = cache.get(key_rel) if cache is not None else None
+        if r is None:
+            left = options.time_limit_s - (time.perf_counter() - t0)
+            if left <= 0.05:
+                raise TimeoutError
+            sub = Problem(
+                classes=(cls,),
+                candidates=cands,
+                limits=_class_limits_only(lim),
+                objective=Objective.MIN_COST,
+                operations=sub_ops,
+            )
+            if not cands or _unservable(sub):
+                local[key] = None
+                return None
+            limit = min(left, cap_s) if cap_s is not None else left
+            r = solve(sub, replace(options, time_limit_s=limit, decompose=False))
+            if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+                if r.status == SolveStatus.ERROR:
+                    if cap_s is not None:
+                        return None  # capped: no fleet yet, not a proof of anything
+                    raise TimeoutError
+                r = None
+            elif cache is not None:
+                cache[key_rel] = r
+        local[key] = r
+        return r
+
+    def combine(results: list[SolveResult]) -> tuple[float, dict[str, int]] | None:
+        replicas: dict[str, int] = {}
+        for r in results:
+            replicas.update(r.replicas)
+        used = [by_id[k] for k, n in replicas.items() if n > 0]
+        configs = len({c.config_key or c.id for c in used})
+        if lim.max_configurations is not None and configs > lim.max_configurations:
+            return None
+        if len({c.gpu for c in used}) > g_max:
+            return None
+        gpu = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in used)
+        return gpu + problem.operations_cost_usd_per_hour(replicas), replicas
+
+    best: tuple[float, list[SolveResult]] | None = None
+    bound_k: list[float] | None = None
+    proved = timed_out = False
+    m_reached = 1
+
+    def consider(allowed: frozenset[str], m: int) -> None:
+        nonlocal best
+        results: list[SolveResult] = []
+        partial = per_type * m
+        for i, cls in enumerate(problem.classes):
+            if best is not None and bound_k is not None and partial + sum(bound_k[i:]) >= best[0]:
+                return
+            r = class_result(cls, allowed)
+            if r is None:
+                return
+            results.append(r)
+            partial += r.objective or 0.0
+        out = combine(results)
+        if out is not None and (best is None or out[0] < best[0] - 1e-9):
+            best = (out[0], results)
+
+    try:
+        # Each class on every GPU type: its lower bound (objective x (1 - gap)), and a
+        # fleet; capped so that single GPU types still get their turn.
+        cap = max(0.2, 0.5 * options.time_limit_s / max(1, len(problem.classes)))
+        full = [class_result(cls, frozenset(types), cap) for cls in problem.classes]
+        if all(r is not None and r.gap is not None for r in full):
+            bound_k = [(r.objective or 0.0) * (1 - (r.gap or 0.0)) for r in full]  # type: ignore[union-attr]
+            out = combine(full)  # type: ignore[arg-type]
+            if out is not None:
+                best = (out[0], full)  # type: ignore[assignment]
+        used_first = {gpu_of[k] for r in full if r is not None for k in r.replicas}
+        for g in sorted(types, key=lambda t: (t not in used_first, t)):
+            consider(frozenset([g]), 1)
+        if best is None and all(r is None for r in full):
+            return None  # nothing serves every class: the monolithic model says why
+        if bound_k is None:
+            raise TimeoutError  # no bound: the best fleet so far, gap unknown
+        for m in range(2, g_max + 1):
+            m_reached = m
+            if best is not None and per_type * m + sum(bound_k) >= best[0] * (1 - options.rel_gap):
+                proved = True
+                break
+            for subset in combinations(types, m):
+                consider(frozenset(subset), m)
+        else:
+            proved = True
+    except TimeoutError:
+        timed_out = True
+    if best is None:
+        return None  # the monolithic model (and its elastic re-solve) reports it
+    total, results = best
+    replicas: dict[str, int] = {}
+    rates: dict[str, float] = {}
+    modes: dict[str, Mode] = {}
+    served: dict[str, float] = {}
+    for r in results:
+        replicas.update(r.replicas)
+        rates.update(r.rates_rps)
+        modes.update(r.modes)
+        served.update(r.served_rps)
+    gaps = [r.gap for r in results]
+    sub_gap = max(gaps) if all(g is not None for g in gaps) else None  # type: ignore[type-var]
+    exact = proved and not timed_out and lim.max_configurations is None
+    if exact and all(r.status == SolveStatus.OPTIMAL for r in results):
+        status, gap = SolveStatus.OPTIMAL, sub_gap
+    else:
+        status = SolveStatus.FEASIBLE
+        bound = (per_type * (m_reached if timed_out else 1) + sum(bound_k)) if bound_k else None
+        gap = max(0.0, (total - bound) / total) if bound is not None and total > 0 else None
+    used_types = {gpu_of[k] for k in replicas}
+    binding = []
+    if lim.max_gpu_types is not None and len(used_types) >= lim.max_gpu_types:
+        binding.append("max_gpu_types")
+    configs = {by_id[k].config_key or k for k in replicas}
+    if lim.max_configurations is not None and len(configs) >= lim.max_configurations:
+        binding.append("max_configurations")
+    note = ""
+    if timed_out:
+        note = "; search stopped at the time limit"
+    elif lim.max_configurations is not None:
+        note = "; the configuration cap is checked per GPU-type set, not optimized across classes"
+    return SolveResult(
+        status=status,
+        objective=total,
+        gap=gap,
+        runtime_s=time.perf_counter() - t0,
+        solver=results[0].solver if results else options.solver,
+        replicas=replicas,
+        rates_rps=rates,
+        modes=modes,
+        served_rps=served,
+        binding=tuple(binding),
+        message=f"solved by GPU-type set ({len(used_types)} type(s) chosen{note})",
         num_variables=sum(r.num_variables for r in results),
         num_constraints=sum(r.num_constraints for r in results),
     )

@@ -28,6 +28,7 @@ class Variables:
     disagg_rate: dict[str, pulp.LpVariable | float] = field(default_factory=dict)  # D_k, rps
     served: dict[str, pulp.LpVariable | float] = field(default_factory=dict)  # s_k, rps
     config_used: dict[str, pulp.LpVariable] = field(default_factory=dict)  # z_key
+    gpu_type_used: dict[str, pulp.LpVariable] = field(default_factory=dict)  # u_g
     slack: dict[str, pulp.LpVariable] = field(default_factory=dict)  # elastic limits
     segment_pick: dict[str, list[pulp.LpVariable]] = field(default_factory=dict)  # w_{j,s}
 

@@ -73,7 +73,7 @@ CASES = [
     Bad(
         "unknown GPU in candidates",
         422,
-        "candidates.gpus.1",
+        "candidates.gpus[1]",
         small(candidates={"gpus": ["h100-sxm5-80gb", "tpu-v9"]}),
         code="unknown_entry",
     ),
@@ -87,17 +87,19 @@ CASES = [
     Bad(
         "unknown workload",
         422,
-        "traffic.classes.0.workload",
+        "traffic.classes[0].workload",
         small(**traffic({"workload": "poetry", "share": 1.0})),
         code="unknown_entry",
     ),
     Bad("unknown top-level field", 422, "colour", small(colour="blue")),
-    Bad("unknown nested field", 422, "traffic.classes.0.rps", small(**traffic({**CHAT, "rps": 3}))),
+    Bad(
+        "unknown nested field", 422, "traffic.classes[0].rps", small(**traffic({**CHAT, "rps": 3}))
+    ),
     Bad("tp 3", 422, "candidates.tp", small(candidates={"gpus": ["l40s"], "tp": [3]})),
     Bad("percentile 120", 422, "slo.percentile", small(slo={"percentile": 120})),
     Bad("empty classes", 422, "traffic.classes", small(**traffic())),
     Bad("missing traffic", 422, "traffic", {"model": "llama-3.1-8b"}),
-    Bad("share above 1", 422, "traffic.classes.0.share", small(**traffic({**CHAT, "share": 1.5}))),
+    Bad("share above 1", 422, "traffic.classes[0].share", small(**traffic({**CHAT, "share": 1.5}))),
     Bad(
         "duplicated class names",
         422,
@@ -118,11 +120,11 @@ CASES = [
     ),
     Bad("max_goodput without a budget", 422, "(body)", small(objective="max_goodput")),
     Bad("unknown objective", 422, "objective", small(objective="max_vibes")),
-    Bad("unknown mode", 422, "candidates.modes.0", small(candidates={"modes": ["turbo"]})),
+    Bad("unknown mode", 422, "candidates.modes[0]", small(candidates={"modes": ["turbo"]})),
     Bad(
         "chunk budget too small",
         422,
-        "candidates.chunk_budgets.0",
+        "candidates.chunk_budgets[0]",
         small(candidates={"chunk_budgets": [8]}),
     ),
     Bad("negative solver time", 422, "solver.time_limit_s", small(solver={"time_limit_s": -1})),

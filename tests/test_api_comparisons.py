@@ -193,7 +193,7 @@ def test_wait_gives_up_after_the_limit_and_answers_202(client, monkeypatch):
     [
         (
             spec(variants=[{"name": "no GPU", "override": {"candidates": {"gpus": ["nope"]}}}]),
-            "variants[no GPU].candidates.gpus.0",
+            "variants[no GPU].candidates.gpus[0]",
             "unknown_entry",
         ),
         (

@@ -97,8 +97,8 @@ def test_request_validation_issues_drop_the_body_prefix(probe):
     response = probe.post("/_probe/validate", json={"classes": [{"workload": "chat", "rps": 0}]})
     body = body_of(response, 422, "invalid_input")
     fields = {issue["field"] for issue in body["issues"]}
-    assert fields == {"model", "classes.0.rps"}
-    assert "classes.0.rps" in body["detail"]
+    assert fields == {"model", "classes[0].rps"}
+    assert "classes[0].rps" in body["detail"]
 
 
 def test_malformed_json_is_422(probe):

@@ -177,9 +177,11 @@ def test_bounds():
     long = replica("llama-3.1-70b", tp=2, dtype="fp8")
     # prefill-heavy: the steps are compute-bound when the KV cache fills
     assert replica_capacity(long, 5000, 500).bound == Bound.COMPUTE
-    # short prompts, long outputs on a small KV cache: the cache limits the batch
+    # long sequences on a small KV cache: the cache limits the batch (at 100/2000 tokens
+    # the batch of ~414 makes the weight GEMMs compute-bound: cost model v2)
     small = replica("llama-3.1-70b", tp=4, dtype="bf16")
-    res = replica_capacity(small, 100, 2000)
+    assert replica_capacity(small, 100, 2000).step_bound == Bound.COMPUTE
+    res = replica_capacity(small, 2000, 2000)
     assert res.bound == Bound.KV_CAPACITY and res.step_bound == Bound.MEMORY_BANDWIDTH
     capped = replica_capacity(replica(), 500, 500, max_batch=8)
     assert capped.bound == Bound.MAX_BATCH and capped.batch <= 8

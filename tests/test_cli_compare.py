@@ -95,7 +95,7 @@ def test_compare_in_parallel_processes_gives_the_same_table(capfd, tmp_path):
     [
         (
             spec(variants=[{"name": "no GPU", "override": {"candidates": {"gpus": ["nope"]}}}]),
-            "fleetplan: error: variants[no GPU].candidates.gpus.0: unknown GPU 'nope'",
+            "fleetplan: error: variants[no GPU].candidates.gpus[0]: unknown GPU 'nope'",
         ),
         (
             spec(variants=[{"name": "x", "rate_scale": 0}]),

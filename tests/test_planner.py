@@ -53,9 +53,9 @@ def plan(req, **kw):
         (lambda r: r.update(model="gpt-9"), "model"),
         (
             lambda r: r["traffic"]["classes"][0].update(workload="nope"),
-            "traffic.classes.0.workload",
+            "traffic.classes[0].workload",
         ),
-        (lambda r: r["candidates"].update(gpus=["h100-sxm5-80gb", "tpu-v9"]), "candidates.gpus.1"),
+        (lambda r: r["candidates"].update(gpus=["h100-sxm5-80gb", "tpu-v9"]), "candidates.gpus[1]"),
     ],
 )
 def test_unknown_ids_name_the_field(mutate, field):

@@ -82,7 +82,10 @@ def test_bursty_traffic_misses_and_the_optimizer_corrects_the_plan():
     assert not all(c.meets_slo for c in fix.original)
     assert "MISSES" in fix.original[0].verdict
     assert ver.passed, ver.summary
-    assert fix.derate["chat"]["prefill"] < 1.0
+    (learned,) = [c for c in ver.corrections if c.side == "prefill"]
+    assert (learned.class_name, learned.role, learned.gpu) == ("chat", "prefill", "h100-sxm5-80gb")
+    assert learned.factor < 1.0 and learned.learned == "this plan"
+    assert "TTFT" in learned.reason
     assert fix.cost_usd_per_hour == plan.cost_usd_per_hour > fix.original_cost_usd_per_hour
     assert fix.original_cost_usd_per_hour == plain.cost_usd_per_hour
     pre = {p.role.value: p.replicas for p in plan.pools}

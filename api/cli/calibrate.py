@@ -108,6 +108,18 @@ def render_capacity(a: CapacityAnalysis) -> str:
     ]
     if x.slo_met is not None:
         lines.append(f"SLOs met            {'yes' if x.slo_met else 'no'}")
+    from planner.risk import Z_BAND
+
+    f = a.factors
+    if f is not None:
+        src = f"fitted to {f.points} points" if f.points else "set by analogy (no measurement)"
+        lines.append(f"factors             {src}, sigma_log {f.sigma_log:.3f}")
+        if f.requests_per_s_band is not None:
+            lo, hi = f.requests_per_s_band
+            lines.append(
+                f"{f.band_confidence:.0%} band".ljust(20)
+                + f"requests/s {_f(lo, 3)}-{_f(hi, 3)} (x exp(+/-{Z_BAND:.3f} x sigma_log))"
+            )
     lines += [f"note: {n}" for n in x.notes]
     return "\n".join(lines)
 
@@ -250,6 +262,7 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
         "overhead ms",
         "error before",
         "error after",
+        "sigma_log",
     ]
     rows = []
     for f in cal.factors:
@@ -268,12 +281,14 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
                 mark("step_overhead_ms", f"{f.step_overhead_ms:.2f}"),
                 f"{_pct(f.median_ape_before)} / {_pct(f.worst_ape_before)}",
                 f"{_pct(f.median_ape_after)} / {_pct(f.worst_ape_after)}",
+                f"{cb.group_sigma_log(cal, f):.3f}",
             ]
         )
     out.append(render_table(headers, rows))
     out.append(
         "errors: median / worst |predicted / measured - 1| over the group's measured values; "
-        "*: not determined by the data (stays near the catalog's value)"
+        "*: not determined by the data (stays near the catalog's value); sigma_log: residual "
+        "spread of ln(measured / predicted) after the fit, which plans derate capacity by"
     )
     if residuals and cal.residuals:
         out += ["", "residuals per point:"]

@@ -23,6 +23,8 @@ from planner import calibration as cb
 from planner.errors import UnknownEntryError
 
 Calibration = cb.Calibration
+#: The residual spread (sigma of ln(measured / predicted)) of one fitted group.
+group_sigma_log = cb.group_sigma_log
 Resolver = Callable[[str], cb.Calibration]
 
 

@@ -67,6 +67,7 @@ def compute_sensitivity(
         return None
     request_doc = dict(record.request or record.normalized_request or {})
     base_cost = record.cost_usd_per_hour
+    base_plan = dict(record.plan or {})  # its learned corrections carry over to every case
     calibrations = {}
     name = request_doc.get("calibration")
     if isinstance(name, str):
@@ -80,6 +81,7 @@ def compute_sensitivity(
         catalog,
         caps,
         base_cost_usd_per_hour=base_cost,
+        base_plan=base_plan,
         workers=workers,
         calibrations=calibrations or None,
     )

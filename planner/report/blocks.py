@@ -10,13 +10,11 @@ from typing import Any
 import yaml
 
 from catalog.schema import Catalog
-from planner.report import charts
+from planner.report import text as _text
 from planner.report.bom import Bom
 from planner.report.document import (
     Block,
     Bullets,
-    Chart,
-    Charts,
     Code,
     Heading,
     Para,
@@ -25,6 +23,7 @@ from planner.report.document import (
     Table,
 )
 from planner.report.formatting import (
+    DASH,
     _list,
     _map,
     gpu_name,
@@ -33,13 +32,10 @@ from planner.report.formatting import (
     ms,
     num,
     pct,
-    pct_delta,
     pool_class,
     rps,
     s,
     usd,
-    usd_delta,
-    usd_short,
     yes_no,
 )
 
@@ -350,130 +346,38 @@ def verification_blocks(plan: Mapping[str, Any]) -> list[Block]:
                 kind="note",
             )
         )
-    return out
-
-
-def next_cheapest(plan: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    alts = [a for a in _list(plan.get("alternatives")) if is_num(a.get("cost_usd_per_hour"))]
-    return min(alts, key=lambda a: a["cost_usd_per_hour"]) if alts else None
-
-
-def alternatives_table(plan: Mapping[str, Any]) -> Table | None:
-    alts = _list(plan.get("alternatives"))
-    if not alts:
-        return None
-    base = plan.get("cost_usd_per_hour")
-    rows = []
-    for a in alts:
-        d = a.get("delta_usd_per_hour")
-        rows.append(
-            [
-                s(a.get("name")),
-                s(a.get("status")),
-                usd(a.get("cost_usd_per_hour")),
-                usd_delta(d),
-                pct_delta(100 * d / base) if is_num(d) and is_num(base) and base else "–",
-                str(a.get("note") or ""),
-            ]
-        )
-    return Table(
-        ["Alternative fleet", "Status", "$/hour", "vs this plan", "Change", "Note"],
-        rows,
-        [False, False, True, True, True, False],
-    )
-
-
-WHY_NOT = {
-    "dominated": "beaten on cost",
-    "more_expensive": "costs more",
-    "does_not_fit": "does not fit",
-    "kv_exceeds_memory": "KV cache does not fit",
-    "tpot_unreachable": "TPOT out of reach",
-    "ttft_unreachable": "TTFT out of reach",
-    "dtype_unsupported": "dtype unsupported",
-}
-
-
-def why_not_table(plan: Mapping[str, Any]) -> Table | None:
-    rows = [
-        [
-            s(w.get("class", w.get("class_name"))),
-            s(w.get("gpu")),
-            WHY_NOT.get(str(w.get("reason")), str(w.get("reason")).replace("_", " ")),
-            s(w.get("detail")),
-        ]
-        for w in _list(plan.get("why_not"))
-    ]
-    if not rows:
-        return None
-    return Table(
-        ["Class", "GPU", "Why not", "Detail"],
-        rows,
-        [False] * 4,
-        caption="GPU types not chosen, per class",
-        small=True,
-    )
-
-
-def sensitivity_blocks(
-    sens: Mapping[str, Any] | None, plan_cost: Any, with_chart: bool = True
-) -> list[Block]:
-    if not sens:
-        return [
-            Para(
+    fixes = _list(v.get("corrections"))
+    if fixes:
+        out.append(
+            Table(
+                ["Class", "Role", "GPU", "Curve", "Factor", "Learned", "Why"],
                 [
-                    "Not computed for this report (cost at traffic ×1.5 and ×2 and at the mix "
-                    "shifted by 20 points)."
+                    [
+                        s(f.get("class")),
+                        s(f.get("role")),
+                        s(f.get("gpu")),
+                        s(f.get("side")),
+                        num(f.get("factor"), 3),
+                        s(f.get("learned")),
+                        s(f.get("reason")),
+                    ]
+                    for f in map(_map, fixes)
                 ],
-                kind="note",
+                [False, False, False, False, True, False, False],
+                caption="Capacity-model corrections learned by simulation (every candidate "
+                "of the family is derated, and the whole model re-solved)",
+                small=True,
             )
-        ]
-    rows = []
-    for r in _list(sens.get("rows")):
-        rows.append(
-            [
-                s(r.get("name")),
-                s(r.get("change")) if r.get("change") else "",
-                s(r.get("status")),
-                usd(r.get("cost_usd_per_hour")),
-                usd_delta(r.get("delta_usd_per_hour")),
-                pct_delta(r.get("delta_pct")),
-                num(r.get("gpus_total")),
-            ]
         )
-    out: list[Block] = [
-        Table(
-            ["Case", "What changes", "Status", "$/hour", "vs this plan", "Change", "GPUs"],
-            rows,
-            [False, False, False, True, True, True, True],
-        )
-    ]
-    if sens.get("note"):
-        out.append(Para([str(sens["note"])], kind="note"))
-    if with_chart:
-        svg = charts.chart_sensitivity(
-            sens.get("base_cost_usd_per_hour", plan_cost), _list(sens.get("rows"))
-        )
-        if svg:
-            out.append(Charts([Chart(svg, "Each case re-planned from scratch (cheapest fleet).")]))
     return out
 
 
-def sensitivity_sentence(sens: Mapping[str, Any] | None) -> list[Run] | None:
-    if not sens:
-        return None
-    parts = []
-    for r in _list(sens.get("rows")):
-        if is_num(r.get("cost_usd_per_hour")):
-            parts.append(
-                f"{r.get('name')} {usd_short(r['cost_usd_per_hour'])}/h "
-                f"({pct_delta(r.get('delta_pct'))})"
-            )
-        else:
-            parts.append(f"{r.get('name')}: {r.get('status')}")
-    if not parts:
-        return None
-    return [Strong("Sensitivity: "), "; ".join(parts) + "."]
+def verified_text(row: Mapping[str, Any]) -> str:
+    """'yes' when a row's plan was simulated and met every SLO (``verified`` true),
+    'no' when it was not or missed, '–' when the row predates the field."""
+    if "verified" not in row:
+        return "–"
+    return "yes" if row.get("verified") is True else "no"
 
 
 def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catalog) -> list[Block]:
@@ -504,6 +408,9 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
             ]
         )
         e = spec.efficiency
+        prov = dict(_map(used.get(g))) if _map(used.get(g)).get("provenance") else {}
+        if not prov:  # plans stored before provenance was recorded: the catalog's
+            prov = {"provenance": e.provenance.value, "points": e.points, "sigma_log": e.sigma_log}
         eff_rows.append(
             [
                 f"{spec.name} ({g})",
@@ -511,6 +418,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 num(_map(used.get(g)).get("decode_mbu", e.decode_mbu), 2),
                 num(e.step_overhead_ms, 1),
                 num(e.overlap_factor, 2),
+                _text.factors_text(prov, missing=DASH),
                 e.reason.strip(),
             ]
         )
@@ -527,16 +435,27 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
         out += [
             Heading("Efficiency factors"),
             Table(
-                ["GPU", "Prefill MFU", "Decode MBU", "Step overhead (ms)", "Overlap", "Why"],
+                [
+                    "GPU",
+                    "Prefill MFU",
+                    "Decode MBU",
+                    "Step overhead (ms)",
+                    "Overlap",
+                    "Provenance",
+                    "Why",
+                ],
                 eff_rows,
-                [False, True, True, True, True, False],
+                [False, True, True, True, True, False, False],
                 small=True,
             ),
             Para(
                 [
                     "MFU: achieved share of peak FLOP/s in compute-bound prefill; MBU: achieved "
                     "share of peak HBM bandwidth in memory-bound decode; overlap: how much of a "
-                    "prefill chunk hides under a decode step (1 = fully)."
+                    "prefill chunk hides under a decode step (1 = fully). Provenance: fitted to "
+                    "N measured points, or set by analogy with no measurement; sigma is the "
+                    "spread of ln(measured / predicted) (the fit's residuals; 0.30 assumed for "
+                    "analogy), which the plan's capacity derating and cost band use."
                 ],
                 kind="note",
             ),

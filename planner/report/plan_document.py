@@ -8,24 +8,28 @@ from typing import Any
 
 from catalog.schema import Catalog
 from planner.report import charts
-from planner.report.blocks import (
+from planner.report import text as _text
+from planner.report.alternatives import (
     alternatives_table,
+    next_cheapest,
+    sensitivity_blocks,
+    sensitivity_sentence,
+    uncertainty_sentence,
+    why_not_table,
+)
+from planner.report.blocks import (
     bom_notes,
     bom_table,
     classes_table,
     launch_blocks,
     mode_bullets,
-    next_cheapest,
     pools_table,
     price_blocks,
     request_yaml,
-    sensitivity_blocks,
-    sensitivity_sentence,
     slo_sentence,
     solver_para,
     traffic_table,
     verification_blocks,
-    why_not_table,
 )
 from planner.report.bom import Bom, build_bom
 from planner.report.document import (
@@ -117,6 +121,17 @@ def plan_document(
                 "prompt + output",
             ),
         ]
+        band: Any = plan.get("cost_band_usd_per_hour")
+        if _text.usd_band(band) != _text.MISSING:
+            risk = _map(plan.get("risk"))
+            figures.insert(
+                1,
+                Figure(
+                    "cost band per hour",
+                    f"{usd_short(band[0])}–{usd_short(band[1])}",
+                    f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                ),
+            )
         if t.capital_usd is not None:
             figures.insert(3, Figure("capital", usd_short(t.capital_usd), "purchase price"))
         classes = [c for c in _list(plan.get("classes"))]
@@ -184,6 +199,9 @@ def plan_document(
                     f"({usd_delta(d)}/h, {pct_delta(100 * d / cost)}).",
                 ]
             )
+        unc = uncertainty_sentence(plan)
+        if unc:
+            bullets.append(unc)
         sens_run = sensitivity_sentence(sens)
         if sens_run:
             bullets.append(sens_run)

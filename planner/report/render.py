@@ -200,38 +200,69 @@ def sensitivity(
     caps: Any = None,
     *,
     base_cost_usd_per_hour: float | None = None,
+    base_plan: Mapping[str, Any] | None = None,
     workers: int | None = None,
     calibrations: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The cost of the cheapest fleet at traffic x1.5 and x2 and at the largest
-    class's share -20 and +20 points, each re-planned from scratch
-    (``planner.compare.run_variants``, in parallel processes).
+    class's share -20 and +20 points, each re-planned
+    (``planner.compare.run_variants``, in parallel processes where they are independent).
+
+    Every case is planned on the base plan's corrected capacity model: it inherits
+    the base's learned corrections (``base_plan["verification"]["corrections"]``, or
+    those of the base planned here) and may only add to them. The traffic cases
+    run in increasing order, each inheriting the corrections of the one before,
+    so their cost cannot fall as traffic rises: with C the corrections a case
+    inherits and C' >= C the ones it ends with, cost(f r) = opt(f r, C') >=
+    opt(f r, C) >= opt(f' r, C) = cost(f' r) for f > f' (tighter curves cost no less;
+    a fleet carrying f r carries f' r). Each case is simulated (unless the request
+    turns verification off); ``verified`` says whether its plan met every SLO.
 
     Returns ``{"base_cost_usd_per_hour", "rows": [{name, change, status,
     cost_usd_per_hour, delta_usd_per_hour, delta_pct, gpus_total,
-    gpus_by_type, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
-    The base is planned too unless ``base_cost_usd_per_hour`` is given;
-    ``calibrations`` (name -> Calibration) serves a request naming one.
+    gpus_by_type, verified, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
+    The base is planned too unless ``base_plan`` or ``base_cost_usd_per_hour`` is
+    given; ``calibrations`` (name -> Calibration) serves a request naming one.
     """
     from planner.compare import run_variants
 
     catalog = _catalog(catalog)
     request = dict(request)
     cases = sensitivity_cases(request)
-    todo = [c for c in cases if c["request"] is not None]
-    variants = [{"name": c["name"], "request": c["request"]} for c in todo]
-    if base_cost_usd_per_hour is None:
-        variants.insert(0, {"name": "base", "request": request})
-    results = (
-        run_variants(variants, catalog, caps, workers=workers, calibrations=calibrations)
-        if variants
-        else []
-    )
-    by_name = dict(zip([v["name"] for v in variants], results, strict=True))
+
+    def run(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not variants:
+            return []
+        return run_variants(variants, catalog, caps, workers=workers, calibrations=calibrations)
+
+    def corrections_of(r: Mapping[str, Any] | None) -> list[Any] | None:
+        plan = (r or {}).get("plan") if (r or {}).get("ok") else None
+        return ((plan or {}).get("verification") or {}).get("corrections")
+
     base = base_cost_usd_per_hour
-    if base is None:
-        r = by_name.get("base") or {}
+    base_corr: list[Any] | None = None
+    if base_plan is not None:
+        base = base_plan.get("cost_usd_per_hour") if base is None else base
+        base_corr = (base_plan.get("verification") or {}).get("corrections")
+    elif base is None:
+        (r,) = run([{"name": "base", "request": request}])
         base = (r.get("plan") or {}).get("cost_usd_per_hour") if r.get("ok") else None
+        base_corr = corrections_of(r)
+    todo = [c for c in cases if c["request"] is not None]
+    traffic = [c for c in todo if c["name"].startswith("traffic")]
+    first = [c for c in todo if c not in traffic[1:]]
+    by_name: dict[str, dict[str, Any]] = {}
+    results = run(
+        [{"name": c["name"], "request": c["request"], "corrections": base_corr} for c in first]
+    )
+    by_name.update(zip([c["name"] for c in first], results, strict=True))
+    inherit = corrections_of(by_name.get(traffic[0]["name"])) if traffic else None
+    inherit = inherit if inherit is not None else base_corr
+    for c in traffic[1:]:  # each inherits the corrections of the smaller traffic before it
+        (r,) = run([{"name": c["name"], "request": c["request"], "corrections": inherit}])
+        by_name[c["name"]] = r
+        got = corrections_of(r)
+        inherit = got if got is not None else inherit
     rows = []
     for c in cases:
         row: dict[str, Any] = {
@@ -243,32 +274,41 @@ def sensitivity(
             "delta_pct": None,
             "gpus_total": None,
             "gpus_by_type": {},
+            "verified": False,
             "note": c.get("note", ""),
         }
-        r = by_name.get(c["name"]) if c["request"] is not None else None
-        if r is not None and r.get("ok"):
-            plan = r["plan"]
+        outcome = by_name.get(c["name"]) if c["request"] is not None else None
+        if outcome is not None and outcome.get("ok"):
+            plan = outcome["plan"]
             cost = plan.get("cost_usd_per_hour")
+            ver = plan.get("verification") or {}
             row.update(
                 status=plan.get("status"),
                 cost_usd_per_hour=cost,
                 gpus_total=plan.get("gpus_total"),
                 gpus_by_type=plan.get("gpus_by_type") or {},
+                verified=ver.get("passed") is True,
             )
             if cost is not None and base:
                 row["delta_usd_per_hour"] = cost - base
                 row["delta_pct"] = 100.0 * (cost - base) / base
             if plan.get("status") == "infeasible":
                 row["note"] = "; ".join(plan.get("infeasible_reasons") or [])
-        elif r is not None:
-            row.update(status="error", note=str(r.get("detail") or r.get("error") or ""))
+            elif ver.get("passed") is not True and ver.get("summary"):
+                row["note"] = f"not verified: {ver['summary']}"
+        elif outcome is not None:
+            row.update(
+                status="error", note=str(outcome.get("detail") or outcome.get("error") or "")
+            )
         rows.append(row)
     return {
         "base_cost_usd_per_hour": base,
         "rows": rows,
         "note": (
-            "Each case is re-planned from scratch: the cheapest fleet meeting the same latency "
-            f"objectives. Mix shift: the largest class's share moves by {MIX_SHIFT_POINTS} "
-            "points and the other classes take up the difference in proportion."
+            "Each case is re-planned: the cheapest fleet meeting the same latency objectives, "
+            "on the plan's capacity model as corrected by simulation (larger traffic cases "
+            "also keep the corrections learned by smaller ones), and simulated. Mix shift: "
+            f"the largest class's share moves by {MIX_SHIFT_POINTS} points and the other "
+            "classes take up the difference in proportion."
         ),
     }

@@ -99,6 +99,25 @@ def per_mtok(value: Any, missing: str = MISSING) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
+    """A [low, high] dollar band as ``$low-$high`` (missing unless two numbers)."""
+    if not (isinstance(band, list | tuple) and len(band) == 2 and all(map(_is_num, band))):
+        return missing
+    return f"{usd(band[0], digits)}-{usd(band[1], digits)}"
+
+
+def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
+    """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
+    pts, sigma 0.23`` or ``analogy, sigma 0.30``."""
+    prov = pool_or_gpu.get("provenance")
+    sigma = pool_or_gpu.get("sigma_log")
+    if not prov:
+        return missing
+    points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
+    head = f"fitted {num(points)} pts" if prov == "fitted" else str(prov)
+    return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
+
+
 def _yes_no(value: Any, missing: str = MISSING) -> str:
     return "yes" if value is True else "NO" if value is False else missing
 
@@ -128,12 +147,14 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     if by_type:
         gpus += " (" + ", ".join(f"{g} {num(n)}" for g, n in by_type.items()) + ")"
     ratio = plan.get("pool_ratio_prefill_to_decode")
+    band = plan.get("cost_band_usd_per_hour")
+    cost_band = f" (band {usd_band(band)})" if usd_band(band) != MISSING else ""
     rows = [
         ("status", status),
         ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
         (
             "cost",
-            f"{usd(plan.get('cost_usd_per_hour'))}/h   "
+            f"{usd(plan.get('cost_usd_per_hour'))}/h{cost_band}   "
             f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
             f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
         ),
@@ -145,11 +166,71 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             if _is_num(ratio)
             else "- (no disaggregated pools)",
         ),
+        *_operations_rows(plan),
+        *_margin_rows(plan),
     ]
+    risk = _map(plan.get("risk"))
+    if risk:
+        rows.append(
+            (
+                "risk",
+                f"each pool's capacity derated to hold at {pct(risk.get('confidence'))} "
+                f"confidence (x exp(-{num(risk.get('z'), 3)} x sigma_log)); cost band: "
+                f"{pct(risk.get('band_confidence'))} band of the capacity error",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if risk and plan.get("pools"):
+        unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+        lines.append(
+            "unmeasured GPUs: "
+            + (
+                ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
+                if unmeasured
+                else "none (every GPU bought has efficiency fitted to measurements)"
+            )
+        )
     return lines
+
+
+def _operations_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The operations cost line: per GPU type and per configuration, and the total."""
+    ops = _map(plan.get("operations"))
+    if not ops:
+        return []
+    return [
+        (
+            "operations",
+            f"{usd(ops.get('cost_usd_per_hour'))}/h = {num(ops.get('gpu_types'))} GPU type(s) x "
+            f"{usd(ops.get('usd_per_hour_per_gpu_type'))} + "
+            f"{num(ops.get('configurations'))} configuration(s) x "
+            f"{usd(ops.get('usd_per_hour_per_configuration'))} "
+            f"(total {usd(plan.get('total_cost_usd_per_hour'))}/h with the GPUs)",
+        )
+    ]
+
+
+def _margin_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The margins line: load cap, N+k spares, burst CV, and the highest pool load."""
+    m = _map(plan.get("margins"))
+    if not m:
+        return []
+    k = m.get("spare_replicas_per_pool") or 0
+    spares = (
+        f"N+{num(k)} (each pool carries its rate with {num(k)} replica(s) down)"
+        if k
+        else ("N+0 (no spare replica)")
+    )
+    top = m.get("max_pool_load")
+    return [
+        (
+            "margins",
+            f"pools loaded at most {pct(m.get('max_utilization'))} of their SLO capacity "
+            f"(highest {pct(top)}), {spares}, sized for burst CV {num(m.get('burst_cv'), 2)}",
+        )
+    ]
 
 
 def _pools(plan: Mapping[str, Any]) -> list[str]:
@@ -170,6 +251,8 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
         "load",
         "TTFT ms",
         "TPOT ms",
+        "cost band $/h",
+        "factors",
     ]
     rows = []
     for p in pools:
@@ -193,20 +276,35 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
                 pct(p.get("utilization")),
                 ms(p.get("predicted_ttft_ms")),
                 ms(p.get("predicted_tpot_ms")),
+                usd_band(p.get("cost_band_usd_per_hour"), 0),
+                factors_text(p),
             ]
         )
     out = ["Pools", render_table(headers, rows, indent="  ")]
     out.append("  load = rate / the pool's capacity within its SLO (not GPU busy time)")
+    if any(_map(p).get("capacity_derate") is not None for p in pools):
+        out.append(
+            "  capacity is derated by exp(-z x sigma) at the plan's confidence; cost band = "
+            "replicas needed at the 90% band's ends (1/capacity, rounded up)"
+        )
     transfers = [
         _map(p)
         for p in pools
         if _map(p).get("kv_transfer_link") and _is_num(_map(p).get("kv_transfer_exposed_ms"))
     ]
+    pairs = [_map(x) for x in _list(plan.get("kv_pairs"))]
+    gpu_of = {_map(p).get("id"): _map(p).get("gpu") for p in pools}
     for p in transfers:
         out.append(
-            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache shipped over "
+            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache priced over "
             f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, in TTFT)"
         )
+        for x in pairs:
+            if x.get("prefill_pool") == p.get("id"):
+                out.append(
+                    f"    to decode on {gpu_of.get(x.get('decode_pool'), '?')}: "
+                    f"over {x.get('link')}"
+                )
     return out
 
 
@@ -259,6 +357,17 @@ def _verification(plan: Mapping[str, Any]) -> list[str]:
     corr = _map(v.get("correction"))
     if corr:
         out.append(f"  Corrected: {_s(corr.get('note'))}")
+    fixes = [_map(f) for f in _list(v.get("corrections"))]
+    if fixes:
+        out.append(
+            "  Capacity-model corrections (every candidate of the family, whole model re-solved):"
+        )
+        for f in fixes:
+            out.append(
+                f"    {_s(f.get('class'))} {_s(f.get('role'))} on {_s(f.get('gpu'))}: "
+                f"{_s(f.get('side'))} curve x{f.get('factor', 1.0):.3f} "
+                f"({_s(f.get('learned'))}) - {_s(f.get('reason'))}"
+            )
     return out
 
 
@@ -278,18 +387,24 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
     alts = _list(plan.get("alternatives"))
     if not alts:
         return []
-    headers = ["alternative", "status", "$/h", "vs plan $/h", "note"]
+    headers = ["alternative", "status", "$/h", "vs plan $/h", "verified", "note"]
     rows = [
         [
             _s(_map(a).get("name")),
             _s(_map(a).get("status")),
             usd(_map(a).get("cost_usd_per_hour")),
             usd_delta(_map(a).get("delta_usd_per_hour")),
+            "yes" if _map(a).get("verified") is True else "no",
             _s(_map(a).get("note")) if _map(a).get("note") else "",
         ]
         for a in alts
     ]
-    return ["Alternatives (next-cheapest fleets)", render_table(headers, rows, indent="  ")]
+    return [
+        "Alternatives (next-cheapest fleets)",
+        render_table(headers, rows, indent="  "),
+        "  solved on this plan's capacity model as corrected by simulation; not simulated "
+        "themselves",
+    ]
 
 
 def _warnings(plan: Mapping[str, Any]) -> list[str]:
@@ -344,8 +459,34 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
     cmds = [(p, c) for p, c in cmds if c]
     if not cmds:
         return []
-    out = ["Launch (vLLM, one command per replica)"]
+    multi = any((_map(p.get("launch")).get("nodes_per_replica") or 1) > 1 for p, _ in cmds)
+    out = [
+        "Launch (vLLM; one command per replica, one per node for multi-node replicas)"
+        if multi
+        else "Launch (vLLM, one command per replica)"
+    ]
     for p, cmd in cmds:
+        launch = _map(p.get("launch"))
+        nodes = launch.get("nodes_per_replica") or 1
+        per_node = [_map(x) for x in _list(launch.get("per_node"))]
+        if nodes > 1 and per_node:
+            out.append(
+                f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
+                f"tp{p.get('tp')}, multi-node: each replica spans {num(nodes)} nodes, one "
+                "command per node (HEAD_ADDR: the replica's node-0 address)"
+            )
+            for x in per_node:
+                out.append(
+                    f"    node {x.get('node_rank')}: "
+                    + shlex.join(str(a) for a in _list(x.get("ray")))
+                )
+            for x in per_node:
+                if _list(x.get("vllm")):
+                    out.append(
+                        f"    then on node {x.get('node_rank')}: "
+                        + shlex.join(str(a) for a in _list(x.get("vllm")))
+                    )
+            continue
         out.append(
             f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
             f"tp{p.get('tp')}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from planner.simulate.engine import ClassRun
 from solver.problem import PoolRole
@@ -120,14 +120,41 @@ class ClassVerification(Out):
     verdict: str
 
 
-class Correction(Out):
-    """How the optimizer corrected a plan whose simulation missed."""
+class FamilyCorrection(Out):
+    """A correction of the optimizer's capacity model learned by simulation: every
+    candidate pool of the family (same class, role and GPU type; the role fixes
+    the mode) has the curve of ``side`` scaled by ``factor`` (requests/s at every
+    replica count become factor x requests/s)."""
 
-    derate: dict[str, dict[str, float]] = Field(
-        description="per class, the share of its pools' queueing-model capacity they may use: "
-        "'prefill' (prefill queue curve), 'decode' (decode slot curve)"
+    class_name: str = Field(
+        validation_alias=AliasChoices("class", "class_name"), serialization_alias="class"
     )
+    role: str
+    mode: str
+    gpu: str
+    side: str = Field(description="'prefill' (prefill queue curve) or 'decode' (decode slots)")
+    factor: float = Field(description="share of the queueing model's capacity the family may use")
+    reason: str
+    learned: str = Field(
+        description="'this plan' (learned while verifying it) or 'inherited' (learned by the "
+        "plan this one is a variant of, and reused)"
+    )
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.class_name, self.role, self.gpu, self.side)
+
+
+class Correction(Out):
+    """How the optimizer corrected a plan whose simulation missed (the corrections
+    themselves are ``Verification.corrections``)."""
+
     iterations: int
+    derate: dict[str, dict[str, float]] | None = Field(
+        default=None,
+        description="plans stored before family corrections only: per class, the factors "
+        "that applied to all its pools",
+    )
     original_cost_usd_per_hour: float | None
     cost_usd_per_hour: float | None
     original: list[ClassVerification]
@@ -144,6 +171,11 @@ class Verification(Out):
     summary: str
     classes: list[ClassVerification] = []
     correction: Correction | None = None
+    corrections: list[FamilyCorrection] = Field(
+        default=[],
+        description="the capacity-model corrections the plan was solved with (learned by "
+        "simulation, or inherited from the plan this one is a variant of)",
+    )
 
 
 # --------------------------------------------------------------------------- summaries

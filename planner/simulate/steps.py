@@ -1,19 +1,15 @@
 """Step times of one replica for the simulator: the cost model, made fast.
 
-A simulation evaluates hundreds of thousands of steps, and the cost model's
-functions (``planner.roofline``) re-derive parameter counts on every call.
-:class:`StepModel` caches a replica's constants once and evaluates the same
-formulas with plain floats (and numpy for the chunk steps of long prompts):
+A simulation evaluates hundreds of thousands of steps. :class:`StepModel` evaluates
+the cost model v2 (:mod:`planner.kernels`, a step is a sum of kernels) through the
+replica's cached :class:`planner.kernels.StepCoefficients`, with plain floats (and
+numpy for the chunk steps of long prompts):
 
-* decode step ``roofline.decode_step_ms(B, s)``:
-  ``max((W_read(B) + B KV(s)) / W_eff, B flops_per_token(s) / F_eff) + comm(B) + overhead``;
-* stall-free mixed step ``roofline.mixed_step_ms(B, s, T, s_c)``: the decode part
-  ``d = max((W_read(B + T) + B KV(s)) / W_eff, B flops_per_token(s) / F_eff)``, the
-  chunk ``c = prefill_flops(T, s_c) / F_eff``,
-  ``max(d, c) + (1 - o) min(d, c) + comm(B + T) + overhead``;
-* ``W_read(n)``: all weights, or for MoE the experts n tokens touch
-  (``roofline.weight_bytes_read_per_step``); ``comm(n)``: the TP all-reduces,
-  linear in tokens (``roofline.tp_comm_ms``).
+* decode step ``roofline.decode_step_ms(B, s)``;
+* stall-free mixed step ``roofline.mixed_step_ms(B, s, T, s_c)``;
+* a whole prompt on a prefill replica ``roofline.prefill_ms``;
+* KV bytes per sequence as the replica *holds* them (TP replication included), against
+  ``roofline.kv_capacity_bytes``.
 
 tests/test_simulate.py pins every function here to the cost model's own
 (relative error 1e-12) for dense, MoE and sliding-window models.
@@ -25,8 +21,6 @@ import math
 
 import numpy as np
 
-from catalog.schema import DTYPE_BYTES
-from planner import architecture as arch
 from planner import roofline as rl
 
 #: Chunk schedules up to this many steps are timed with floats, longer ones with numpy.
@@ -38,106 +32,43 @@ class StepModel:
 
     def __init__(self, replica: rl.Replica) -> None:
         self.replica = replica
-        model = replica.model
-        self.f_eff = rl.effective_flops(replica)
-        self.w_eff = rl.effective_bandwidth_bytes_per_s(replica)
-        self.overlap = replica.overlap_factor
-        self.overhead_ms = replica.step_overhead_ms
-        self.weight_flops = arch.weight_flops_per_token(model)
-        self.attn_per_ctx = arch.attention_flops_per_context_token(model)
-        windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
-        self.full_layers = model.num_layers - windowed
-        self.windowed_layers = windowed
-        self.window = float(model.sliding_window.window_tokens) if model.sliding_window else 0.0
-        per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype)
-        self.kv_full = per_layer * self.full_layers
-        self.kv_windowed = per_layer * windowed
+        self.c = replica.coefficients
         self.kv_capacity_bytes = rl.kv_capacity_bytes(replica)
-        self.weights_bytes = rl.replica_weight_bytes(replica)
-        self.moe = model.moe
-        if model.moe is not None:
-            b_w = DTYPE_BYTES[replica.weight_dtype]
-            self.moe_fixed = self.weights_bytes - arch.routed_expert_param_count(model) * b_w
-            self.moe_per_expert = arch.moe_layer_count(model) * arch.expert_param_count(model) * b_w
-        # TP all-reduces are linear in tokens (plus link latency) for tokens > 0
-        c1, c2 = rl.tp_comm_ms(replica, 1.0), rl.tp_comm_ms(replica, 2.0)
-        self.comm_per_token = c2 - c1
-        self.comm_fixed = c1 - self.comm_per_token
+        self.kv_full = self.c.kv_full_held
+        self.kv_windowed = self.c.kv_windowed_held
+        self.window = self.c.window_tokens
 
     # ------------------------------------------------------------------ pieces
 
     def weights_read(self, tokens: float) -> float:
         """``roofline.weight_bytes_read_per_step`` (bytes)."""
-        if self.moe is None:
-            return self.weights_bytes
-        e, k = self.moe.num_experts, self.moe.experts_per_token
-        distinct = e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0)) if tokens > 0 else 0.0
-        return self.moe_fixed + self.moe_per_expert * distinct
+        return rl.weight_bytes_read_per_step(self.replica, tokens)
 
     def comm_ms(self, tokens: float) -> float:
         """``roofline.tp_comm_ms`` (ms)."""
-        return self.comm_fixed + self.comm_per_token * tokens if tokens > 0 else 0.0
+        return self.c.comm_ms(tokens)
 
     def kv_bytes(self, tokens: float) -> float:
-        """KV bytes of one sequence (``architecture.kv_bytes_for_sequence``)."""
-        held = self.kv_full * tokens
-        if self.kv_windowed:
-            held += self.kv_windowed * min(tokens, self.window)
-        return held
-
-    def _context_weight(self, tokens: float) -> float:
-        """Layers x context a token attends to: full x s + windowed x min(s, window)."""
-        ctx = self.full_layers * tokens
-        if self.windowed_layers:
-            ctx += self.windowed_layers * min(tokens, self.window)
-        return ctx
-
-    def decode_part_ms(self, batch: int, context_tokens: float, routed_tokens: float) -> float:
-        """Decode part ``d`` of a step: max(memory, compute) of ``batch`` decodes at mean
-        context, weights read for ``routed_tokens`` tokens (ms, no overhead)."""
-        memory = (self.weights_read(routed_tokens) + batch * self.kv_bytes(context_tokens)) / (
-            self.w_eff
-        )
-        flops = batch * (
-            self.weight_flops + self.attn_per_ctx * self._context_weight(context_tokens)
-        )
-        return max(memory, flops / self.f_eff) * 1e3
+        """KV bytes the replica holds for one sequence (replication included)."""
+        return self.c.kv_held_bytes(tokens)
 
     # ------------------------------------------------------------------ steps
 
     def decode_ms(self, batch: int, context_tokens: float) -> float:
         """``roofline.decode_step_ms(batch, context)`` (ms)."""
-        return (
-            self.decode_part_ms(batch, context_tokens, batch)
-            + self.comm_ms(batch)
-            + self.overhead_ms
-        )
+        return self.c.step_ms(batch, context_tokens)
 
     def prefill_ms(self, prompt_tokens: float, cached_tokens: float) -> float:
         """A whole prompt on a prefill replica (``roofline.prefill_ms``)."""
         return rl.prefill_ms(self.replica, prompt_tokens, cached_tokens)
 
-    def _span(self, x: float) -> float:
-        """Integral of the layer-weighted context up to position x."""
-        out = self.full_layers * x * x / 2.0
-        if self.windowed_layers:
-            w = self.window
-            out += self.windowed_layers * (x * x / 2.0 if x <= w else w * w / 2.0 + w * (x - w))
-        return out
-
     def chunk_ms(self, chunk_tokens: float, start_tokens: float) -> float:
         """``roofline.chunk_compute_ms(T, s)`` (ms)."""
-        flops = chunk_tokens * self.weight_flops + self.attn_per_ctx * (
-            self._span(start_tokens + chunk_tokens) - self._span(start_tokens)
-        )
-        return flops / self.f_eff * 1e3
+        return self.c.chunk_compute_ms(chunk_tokens, start_tokens)
 
     def mixed_ms(self, batch: int, context: float, chunk: float, chunk_start: float) -> float:
         """``roofline.mixed_step_ms(batch, context, T, s)`` (ms)."""
-        d = self.decode_part_ms(batch, context, batch + chunk)
-        c = self.chunk_ms(chunk, chunk_start)
-        hi, lo = (d, c) if d >= c else (c, d)
-        return hi + (1.0 - self.overlap) * lo + self.comm_ms(batch + chunk) + self.overhead_ms
+        return self.c.step_ms(batch, context, chunk, chunk_start)
 
     def chunk_steps_ms(
         self,
@@ -163,30 +94,9 @@ class StepModel:
             out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
             return out
         starts = cached + budget * np.arange(first_index, count - 1, dtype=float)
-        c = self._chunk_array(budget, starts)
-        d = self.decode_part_ms(batch, context, batch + budget)
-        fixed = self.comm_ms(batch + budget) + self.overhead_ms
-        full = np.maximum(d, c) + (1.0 - self.overlap) * np.minimum(d, c) + fixed
-        out = full.tolist()
+        out = self.c.chunk_steps_array_ms(batch, context, budget, starts).tolist()
         out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
         return out
-
-    def _chunk_array(self, chunk: float, starts: np.ndarray) -> np.ndarray:
-        """:meth:`chunk_ms` of equal chunks at many start contexts (ms)."""
-
-        def span(x: np.ndarray) -> np.ndarray:
-            out = self.full_layers * x * x / 2.0
-            if self.windowed_layers:
-                w = self.window
-                out = out + self.windowed_layers * np.where(
-                    x <= w, x * x / 2.0, w * w / 2.0 + w * (x - w)
-                )
-            return out
-
-        flops = chunk * self.weight_flops + self.attn_per_ctx * (
-            span(starts + chunk) - span(starts)
-        )
-        return flops / self.f_eff * 1e3
 
     # ------------------------------------------------------------------ arrays
 

@@ -11,18 +11,22 @@ whose interval still reaches it is marked ``within_noise`` (a longer
 ``fleetplan simulate --requests`` settles it). It still counts as a miss: the
 verdict errs on the side of the user's SLO.
 
-Correction. The optimizer sizes pools with queueing curves (capacity per
-replica count). A class that misses has the curve of the side that missed
-(the prefill queue when TTFT misses, the decode slots when TPOT misses)
-scaled by a factor f < 1, a utilization cap relative to the queueing model,
-for all its candidate pools, and the fleet is solved again; f shrinks with
-the size of the miss (f <- f x max(0.6, min(0.93, attainment / target)), and at
-least below the busiest such pool's utilization, so the fleet must change)
-until every class meets, then bisected back towards 1 while rounds
-remain (:data:`MAX_CORRECTIONS` solves in all). The plan returned is the
-corrected one; its ``verification.correction`` keeps the original cost and
-verdicts, and the factors used. A correction that cannot be solved (a fleet limit binds)
-returns the original plan with the miss stated.
+Correction. The simulation checks the optimizer's capacity model, not one plan.
+When a class misses, the *family* of each of its pools on the side that missed
+(same class, role and GPU type: the prefill queue curve when TTFT misses, the
+decode slot curve when TPOT misses) has its curve scaled by a factor f < 1
+(:func:`learn`), and that correction applies to every candidate of the family,
+in the model or set aside by cross-GPU pruning (:func:`corrected_screening`).
+The whole model is then solved again and the new plan simulated, until it
+verifies (at most :data:`MAX_CORRECTIONS` solves, each simulated). Factors only
+shrink, so the plan returned is the optimum of the model with the corrections
+it lists (``verification.corrections``: family, side, factor, why).
+
+The corrections are reused: the alternatives and "why not" rows are solved on
+the corrected model, and a variant of the request (``make_plan(...,
+corrections=)``: sensitivity rows, what-ifs) starts from them (:func:`as_corrections`)
+and may only add to them. A correction that cannot be solved (a fleet limit
+binds) leaves the plan as solved, with the miss stated.
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from catalog.schema import Catalog
-from planner.candidates import Candidate, Screening, attach_capacity
+from planner.candidates import Candidate, Screening, attach_capacity, prune_by_cost_curves
 from planner.errors import PlanningError
 from planner.request import ResolvedRequest, VerifySpec, resolve_request
 from planner.simulate.results import (
     ClassSimulation,
     ClassVerification,
     Correction,
+    FamilyCorrection,
     SimulationResult,
     Verification,
 )
@@ -188,6 +194,15 @@ def skipped(spec: VerifySpec) -> Verification:
 
 # --------------------------------------------------------------------------- correction
 
+#: Re-solves (each simulated) a correction may take before the plan stands as it is.
+MAX_CORRECTIONS = 6
+#: Pool roles whose capacity curve a side's factor scales.
+_SIDE_ROLES = {"prefill": ("prefill", "aggregated"), "decode": ("decode", "aggregated")}
+_MODE_OF_ROLE = {"aggregated": "aggregated", "prefill": "disaggregated", "decode": "disaggregated"}
+
+#: A correction's key: (class, role, GPU type, side).
+Key = tuple[str, str, str, str]
+
 
 @dataclass
 class DeratedCandidate(Candidate):
@@ -206,6 +221,21 @@ class DeratedCandidate(Candidate):
         cap = super().decode_capacity_rps(replicas)
         return cap * self.decode_derate if math.isfinite(cap) else cap
 
+    @cached_property
+    def asymptotic_rps_per_replica(self) -> float:
+        """The derated capacity per replica with no queueing headroom (requests/s):
+        min(decode rate x decode_derate, prefill rate x prefill_derate), so cost
+        per request/s (pruning, "why not") sees the correction too."""
+        rates = [
+            r * f
+            for r, f in (
+                (self.decode_rps_per_replica, self.decode_derate),
+                (self.prefill_rps_per_replica, self.prefill_derate),
+            )
+            if r
+        ]
+        return min(rates) if rates else 0.0
+
 
 def derate_candidate(cand: Candidate, prefill: float, decode: float) -> DeratedCandidate | None:
     """A copy of ``cand`` with derated curves and MILP rows rebuilt (None: rejected)."""
@@ -217,67 +247,126 @@ def derate_candidate(cand: Candidate, prefill: float, decode: float) -> DeratedC
     return None if attach_capacity(out) is not None else out
 
 
-def derated_screening(screening: Screening, derate: Mapping[str, Mapping[str, float]]) -> Screening:
-    """``screening`` with every candidate of a derated class rebuilt (see the module doc)."""
-    cands = []
-    for c in screening.candidates:
-        f = derate.get(c.class_name)
-        if f is None:
-            cands.append(c)
+def family_factors(
+    cand: Candidate, corrections: Mapping[Key, FamilyCorrection]
+) -> tuple[float, float]:
+    """(prefill, decode) factors of ``cand``'s family (class, role, GPU type); 1.0 if none."""
+    cls, role, gpu = cand.class_name, cand.config.role.value, cand.config.gpu
+    p = corrections.get((cls, role, gpu, "prefill"))
+    d = corrections.get((cls, role, gpu, "decode"))
+    return (p.factor if p else 1.0, d.factor if d else 1.0)
+
+
+def corrected_screening(
+    screening: Screening, corrections: Mapping[Key, FamilyCorrection], request: ResolvedRequest
+) -> Screening:
+    """``screening`` under ``corrections``: every candidate of a corrected family, in the
+    model or set aside by cross-GPU pruning, is rebuilt with its derated curves, and
+    cross-GPU pruning runs again on the corrected curves (a derated family may no
+    longer beat the one it pruned). Within-GPU pruning compares candidates of one
+    family only, so it stands."""
+    if not corrections:
+        return screening
+    aside = {id(c) for c in screening.cross_dominated}
+    pool: list[Candidate] = []
+    for c in screening.candidates + screening.cross_dominated:
+        p, d = family_factors(c, corrections)
+        if p == 1.0 and d == 1.0:
+            pool.append(c)
             continue
-        d = derate_candidate(c, f.get("prefill", 1.0), f.get("decode", 1.0))
-        if d is not None:
-            cands.append(d)
-    return Screening(cands, screening.pruned, screening.rejections, screening.considered)
+        dc = derate_candidate(c, p, d)
+        if dc is not None:
+            pool.append(dc)
+    kept, dominated = prune_by_cost_curves(pool, request)
+    within = [c for c in screening.pruned if id(c) not in aside]
+    return Screening(
+        kept, within + dominated, screening.rejections, screening.considered, dominated
+    )
 
 
-Replan = Callable[[Screening], Any]  # screening -> (Plan, problem, result)
+def learn(
+    corrections: dict[Key, FamilyCorrection], ver: Verification, plan: Any, round_no: int
+) -> list[Key]:
+    """Tighten the families whose pools served a class that missed, on the side(s)
+    that missed (the prefill queue when TTFT misses, the decode slots when TPOT
+    does); returns the keys changed.
 
-
-def _clear(ver: Verification) -> bool:
-    """Every class meets its target (what a correction aims for)."""
-    return bool(ver.passed)
-
-
-#: Pool roles whose capacity curve a side's factor scales.
-_SIDE_ROLES = {"prefill": ("prefill", "aggregated"), "decode": ("decode", "aggregated")}
-
-
-def _tighten(derate: dict[str, dict[str, float]], ver: Verification, plan: Any) -> None:
-    """Shrink the factors of every class that missed, on the side(s) that missed.
-
-    The step follows the size of the miss; it is at least enough to take the
-    class's busiest pool on that side over its (derated) capacity, so the next
-    solve must change the fleet rather than find the same one under a lower cap."""
+    New factor = old x min(step, 0.995 x u), with step = max(0.6, min(0.93,
+    attainment / target)) following the size of the miss, and u the pool's
+    utilization of its (already corrected) modelled capacity: the pool as planned
+    is then over its corrected capacity, so the next solve must change the fleet
+    rather than find the same one under a lower cap. Factors only ever shrink."""
     pools = plan.to_json_dict().get("pools", []) if plan is not None else []
+    changed: list[Key] = []
     for c in ver.classes:
         if c.status == "meets":
             continue
         step = max(0.6, min(0.93, c.attainment / (c.percentile / 100.0)))
-        f = derate.setdefault(c.name, {"prefill": 1.0, "decode": 1.0})
         ttft_bad = c.ttft_ms is None or c.ttft_ms > c.slo_ttft_ms
         tpot_bad = c.tpot_ms is not None and c.tpot_ms > c.slo_tpot_ms
         sides = [
             s for s, bad in (("prefill", ttft_bad or not tpot_bad), ("decode", tpot_bad)) if bad
         ]
         for side in sides:
-            util = max(
-                (
-                    p["utilization"]
-                    for p in pools
-                    if p.get("class") == c.name and p["role"] in _SIDE_ROLES[side]
-                ),
-                default=1.0,
-            )
-            f[side] *= min(step, 0.995 * util)
+            mult: dict[Key, tuple[float, str]] = {}
+            for p in pools:
+                if p.get("class") != c.name or p["role"] not in _SIDE_ROLES[side]:
+                    continue
+                key = (c.name, p["role"], p["gpu"], side)
+                m = min(step, 0.995 * max(p["utilization"], 0.05))
+                if key not in mult or m < mult[key][0]:
+                    mult[key] = (
+                        m,
+                        f"{p['id']} ({p['replicas']} replicas at {p['utilization']:.0%} "
+                        "of its modelled capacity)",
+                    )
+            for key, (m, pool_text) in mult.items():
+                old = corrections.get(key)
+                f = (old.factor if old else 1.0) * m
+                metric = (
+                    f"p{c.percentile:g} TTFT "
+                    + (f"{c.ttft_ms:,.0f} ms" if c.ttft_ms is not None else "unbounded")
+                    + f" vs {c.slo_ttft_ms:,.0f} ms"
+                    if side == "prefill"
+                    else f"p{c.percentile:g} TPOT {c.tpot_ms:,.1f} ms vs {c.slo_tpot_ms:,.0f} ms"
+                )
+                reason = (
+                    f"round {round_no}: {c.name} met both SLOs for {c.attainment:.1%} of "
+                    f"requests (target {c.percentile / 100:.0%}), {metric}, on {pool_text}"
+                )
+                if old is not None:
+                    reason = f"{reason}; before: {old.reason}"
+                corrections[key] = FamilyCorrection(
+                    class_name=key[0],
+                    role=key[1],
+                    mode=_MODE_OF_ROLE[key[1]],
+                    gpu=key[2],
+                    side=side,
+                    factor=round(f, 6),
+                    reason=reason,
+                    learned="this plan",
+                )
+                changed.append(key)
+    return changed
 
 
-def _midpoint(good: dict, bad: dict) -> dict[str, dict[str, float]]:
-    """Geometric midpoint of a passing and a failing set of factors."""
-    return {
-        k: {side: math.sqrt(x * bad.get(k, {}).get(side, 1.0)) for side, x in v.items()}
-        for k, v in good.items()
-    }
+def as_corrections(items: Any) -> dict[Key, FamilyCorrection]:
+    """Corrections to inherit (FamilyCorrection objects or their JSON), keyed, marked
+    ``inherited``; for one key the smallest factor wins (the max of the derates)."""
+    out: dict[Key, FamilyCorrection] = {}
+    for it in items or ():
+        fc = it if isinstance(it, FamilyCorrection) else FamilyCorrection.model_validate(it)
+        fc = fc.model_copy(update={"learned": "inherited"})
+        if fc.key not in out or fc.factor < out[fc.key].factor:
+            out[fc.key] = fc
+    return out
+
+
+def correction_list(corrections: Mapping[Key, FamilyCorrection]) -> list[FamilyCorrection]:
+    return [corrections[k] for k in sorted(corrections)]
+
+
+Replan = Callable[[Screening], Any]  # screening -> (Plan, problem, result, screening)
 
 
 def correct(
@@ -288,98 +377,114 @@ def correct(
     catalog: Catalog,
     spec: VerifySpec,
     replan: Replan,
-) -> tuple[Any, Verification, Any]:
-    """Re-solve with the missing classes derated until the simulation passes, then
-    bisect back towards the plan that missed while rounds remain (at most
-    MAX_CORRECTIONS solves). Returns (plan, its verification, replan's output or
-    None when the original plan stands)."""
-    derate: dict[str, dict[str, float]] = {}
-    failing: dict[str, dict[str, float]] = {}
-    ver = first
-    last = best = None
-    why = "a fleet limit binds"
-    rounds = 0
+    inherited: Mapping[Key, FamilyCorrection] | None = None,
+    simulate: Callable[[Any], Verification] | None = None,
+) -> tuple[Any, Verification, Any, dict[Key, FamilyCorrection]]:
+    """Learn corrections from the simulation and re-solve the whole model with them
+    until the plan verifies (at most MAX_CORRECTIONS solves, each simulated).
 
-    def attempt(factors):
-        nonlocal why
+    ``screening`` is the uncorrected one; ``inherited`` the corrections ``plan``
+    was solved with. Every round re-solves from the uncorrected screening under
+    all corrections so far, so the plan returned is the optimum of the corrected
+    model. Returns (plan, its verification, replan's output or None when the
+    original plan stands, the corrections that plan was solved with). ``simulate``
+    (a Plan -> its Verification) defaults to :func:`verify_plan`."""
+
+    def check(p: Any) -> Verification:
+        if simulate is not None:
+            return simulate(p)
+        return verify_plan(p.to_json_dict(), request, catalog, spec)
+
+    corr: dict[Key, FamilyCorrection] = dict(inherited or {})
+    ver, current = first, plan
+    last = None
+    why = "no pool to derate"
+    rounds = 0
+    while rounds < MAX_CORRECTIONS:
+        rounds += 1
+        if not learn(corr, ver, current, rounds):
+            break
         try:
-            out = replan(derated_screening(screening, factors))
+            out = replan(corrected_screening(screening, corr, request))
         except PlanningError as err:
             why = err.message
-            return None
+            break
         if out[0].status.value not in _SOLVED:
             why = "; ".join(out[0].infeasible_reasons) or f"status {out[0].status.value}"
-            return None
-        return out, verify_plan(out[0].to_json_dict(), request, catalog, spec)
-
-    current = plan
-    while rounds < MAX_CORRECTIONS:  # tighten until the simulation passes
-        rounds += 1
-        _tighten(derate, ver, current)
-        got = attempt(derate)
-        if got is None:
+            if out[0].solver.message:
+                why = out[0].solver.message
             break
-        out, ver = got
+        ver = check(out[0])
         current = out[0]
-        last = (out, ver, {k: dict(v) for k, v in derate.items()}, rounds)
+        last = (out, ver, dict(corr), rounds)
         if _clear(ver):
-            best = last
             break
-        failing = {k: dict(v) for k, v in derate.items()}
-    while best is not None and rounds < MAX_CORRECTIONS:  # relax towards the original
-        mid = _midpoint(best[2], failing)
-        if all(abs(mid[k][s] - best[2][k][s]) < 0.02 for k in mid for s in mid[k]):
-            break
-        rounds += 1
-        got = attempt(mid)
-        if got is None:
-            break
-        out, v = got
-        cheaper = (out[0].cost_usd_per_hour or 0.0) <= (best[0][0].cost_usd_per_hour or 0.0)
-        if _clear(v) and cheaper:
-            best = (out, v, mid, rounds)
-        else:
-            failing = mid
-    chosen = best or last
-    if chosen is None:
+    else:
+        why = f"at most {MAX_CORRECTIONS} re-solves"
+    if last is None:
+        learned = [c for k, c in corr.items() if (inherited or {}).get(k) is not c]
+        shown = ", ".join(
+            f"{c.class_name} {c.role} on {c.gpu} {c.side} x{c.factor:.3g}" for c in learned
+        )
         first.correction = Correction(
-            derate={k: {s: round(x, 4) for s, x in v.items()} for k, v in derate.items()},
             iterations=rounds,
             original_cost_usd_per_hour=plan.cost_usd_per_hour,
             cost_usd_per_hour=None,
             original=first.classes,
             note=f"no corrected fleet could be solved ({why}); the plan stands as solved "
-            "and misses as stated",
+            "and misses as stated" + (f" (the simulation asked for {shown})" if shown else ""),
         )
-        return plan, first, None
-    out, ver, factors, _ = chosen
+        return plan, first, None, dict(inherited or {})
+    out, ver, factors, done = last
     new_plan = out[0]
-    state = "meets its targets" if ver.passed else "still misses"
+    state = (
+        "meets its targets"
+        if ver.passed
+        else f"still misses after {done} re-solve{'s' if done > 1 else ''} (stopped: {why})"
+    )
+    fams = len([c for c in factors.values() if c.learned == "this plan"])
     ver.correction = Correction(
-        derate={k: {s: round(x, 4) for s, x in v.items()} for k, v in factors.items()},
         iterations=rounds,
         original_cost_usd_per_hour=plan.cost_usd_per_hour,
         cost_usd_per_hour=new_plan.cost_usd_per_hour,
         original=first.classes,
         note=(
-            f"the solved plan missed ({first.summary}); re-solved with the missing classes' "
-            f"pool capacity capped at the factors shown, the corrected plan {state} "
+            f"the solved plan missed ({first.summary}); the capacity curves of {fams} pool "
+            f"famil{'y' if fams == 1 else 'ies'} (class, role, GPU type) were derated as "
+            f"listed and the whole model re-solved; the corrected plan {state} "
             f"at ${new_plan.cost_usd_per_hour or 0:,.2f}/h "
             f"(was ${plan.cost_usd_per_hour or 0:,.2f}/h)"
         ),
     )
-    return new_plan, ver, out
+    return new_plan, ver, out, factors
+
+
+def _clear(ver: Verification) -> bool:
+    """Every class meets its target (what a correction aims for)."""
+    return bool(ver.passed)
 
 
 def verify_and_correct(
-    plan, problem, result, request: ResolvedRequest, screening, catalog, opts, deadline=None
+    plan,
+    problem,
+    result,
+    request: ResolvedRequest,
+    screening,
+    catalog,
+    opts,
+    deadline=None,
+    inherited: Mapping[Key, FamilyCorrection] | None = None,
+    cache: dict | None = None,
 ):
-    """make_plan's verification step: simulate ``plan``; on a miss (and
-    ``verify.correct``), re-solve with derated pools. Returns (plan, problem, result):
-    the corrected ones when a correction was solved, else the inputs. The plan
-    returned carries its ``verification`` section. Correction solves share the
-    request's solver time (``deadline``, perf_counter seconds): once it is used up
-    the original plan stands."""
+    """make_plan's verification step: simulate ``plan`` (solved from ``screening``
+    under the ``inherited`` corrections); on a miss (and ``verify.correct``), learn
+    corrections and re-solve (:func:`correct`). Returns (plan, problem, result,
+    screening, simulated seconds): the corrected ones when a correction was solved,
+    else the inputs (``screening`` corrected by ``inherited``). The plan returned
+    carries its ``verification`` section with the corrections it was solved with.
+    Correction solves share the request's solver time (``deadline``, perf_counter
+    seconds, moved later by the time spent simulating): once it is used up the
+    last plan solved stands."""
     import time
     from dataclasses import replace
 
@@ -389,12 +494,28 @@ def verify_and_correct(
     from solver.solve import solve
 
     spec = request.request.verify
-    ver = verify_plan(plan.to_json_dict(), request, catalog, spec)
+    inherited = dict(inherited or {})
+    simulated_s = 0.0  # simulation wall time: it does not count against the solver deadline
+
+    def simulate(p: Any) -> Verification:
+        nonlocal simulated_s
+        t = time.perf_counter()
+        out = verify_plan(p.to_json_dict(), request, catalog, spec)
+        simulated_s += time.perf_counter() - t
+        return out
+
+    ver = simulate(plan)
+    final_screening = corrected_screening(screening, inherited, request)
+    corrections = inherited
     if ver.passed is False and spec.correct:
 
         def replan(scr: Screening):
             prob = build_problem(request, scr)
-            left = opts.time_limit_s if deadline is None else deadline - time.perf_counter()
+            left = (
+                opts.time_limit_s
+                if deadline is None
+                else deadline + simulated_s - time.perf_counter()
+            )
             if left < 0.05:
                 res = SolveResult(
                     status=SolveStatus.ERROR,
@@ -405,17 +526,20 @@ def verify_and_correct(
                     message="the request's solver time limit was used up before the correction",
                 )
             else:
-                res = solve(prob, replace(opts, time_limit_s=min(opts.time_limit_s, left)))
+                res = solve(prob, replace(opts, time_limit_s=min(opts.time_limit_s, left)), cache)
             new = plan_from_result(
                 request, scr, res, catalog.content_hash, opts.time_limit_s, opts.rel_gap
             )
-            return new, prob, res
+            return new, prob, res, scr
 
-        plan, ver, out = correct(plan, ver, request, screening, catalog, spec, replan)
+        plan, ver, out, corrections = correct(
+            plan, ver, request, screening, catalog, spec, replan, inherited, simulate
+        )
         if out is not None:
-            _, problem, result = out
+            _, problem, result, final_screening = out
+    ver.corrections = correction_list(corrections)
     plan.verification = ver
-    return plan, problem, result
+    return plan, problem, result, final_screening, simulated_s
 
 
 def verify_robust(plan, request, raw: Mapping[str, Any], catalog: Catalog) -> None:

@@ -1,0 +1,113 @@
+"""What a serving engine changes in the cost model: memory it leaves, attention precision,
+and what its token budget counts (DOMAIN.md section 8).
+
+Three engines are modelled, by the facts that move a plan:
+
+* **memory**: the share of each GPU's memory the engine may use for weights, the KV
+  cache and activations (``memory_utilization``) and the memory per GPU kept for
+  activations, CUDA graphs and the sampler (``activation_reserve_gb``). Vendors run
+  Llama-3.1-70B FP8 at tp 1 on an H100 80GB and BF16 at tp 2 on an A100 80GB
+  (TensorRT-LLM), so those must fit: with 0.92 and 1 GB per GPU, 70B FP8 on one
+  H100 leaves 80 x 0.92 - 1 - 70.6 = 2.0 GB of KV cache (about 12,500 fp8 tokens).
+  vLLM's default ``gpu_memory_utilization`` is 0.9; deployments raise it to
+  0.92-0.95 for large models, and the launch commands say which value the plan
+  assumes. SGLang's ``mem_fraction_static`` covers weights and KV only (activations
+  come from the rest), hence 0.88 and no reserve. TensorRT-LLM gives the KV cache
+  90% of the memory free after weights and activations: ``0.9 x (C - W - A) + W + A``
+  is about 0.95 of C for the models here.
+* **attention precision**: attention runs at the attention kernel's precision, BF16
+  on vLLM and SGLang even with FP8 weights and an FP8 KV cache (the KV is
+  dequantized in the kernel); TensorRT-LLM's FP8 attention kernels (XQA/FMHA) run
+  at the FP8 peak when the KV cache is FP8.
+* **token budget**: vLLM's ``max_num_batched_tokens`` and TensorRT-LLM's
+  ``max_num_tokens`` count one token per running decode plus the prefill chunk;
+  SGLang's ``chunked_prefill_size`` counts the prefill chunk alone. A pool modelled
+  as "chunk T plus batch B" is launched with ``T + B`` on vLLM and ``T`` on SGLang
+  (:func:`launch_token_budget`).
+
+Sources: vLLM ``EngineArgs`` (gpu_memory_utilization, max_num_batched_tokens),
+SGLang ``ServerArgs`` (mem_fraction_static, chunked_prefill_size), TensorRT-LLM
+``KvCacheConfig.free_gpu_memory_fraction`` and ``max_num_tokens`` documentation.
+The values are set from those defaults and the vendor configurations above
+(assumed, not fitted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog.schema import Dtype
+from planner.errors import PlanningError
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """The cost-model facts of one serving engine (see the module docstring).
+
+    ``memory_utilization``: share of GPU memory for weights + KV (+ activations);
+    ``activation_reserve_gb``: GB per GPU kept for activations within that share;
+    ``fp8_attention``: attention runs at the FP8 peak when the KV cache is FP8;
+    ``budget_counts_decodes``: the engine's token budget counts running decodes.
+    """
+
+    name: str
+    memory_utilization: float
+    activation_reserve_gb: float
+    fp8_attention: bool
+    budget_counts_decodes: bool
+
+
+ENGINES: dict[str, EngineProfile] = {
+    "vllm": EngineProfile("vllm", 0.92, 1.0, fp8_attention=False, budget_counts_decodes=True),
+    "sglang": EngineProfile("sglang", 0.88, 0.0, fp8_attention=False, budget_counts_decodes=False),
+    "trtllm": EngineProfile("trtllm", 0.95, 1.0, fp8_attention=True, budget_counts_decodes=True),
+}
+
+#: The engine plans are made for unless a request says otherwise.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine_profile(name: str | None) -> EngineProfile:
+    """The profile of engine ``name`` (None: :data:`DEFAULT_ENGINE`); unknown engines are
+    refused naming the field ``engine``. Aliases: ``tensorrt-llm``/``trt-llm``/``tensorrt_llm``
+    are ``trtllm``."""
+    key = (name or DEFAULT_ENGINE).strip().lower()
+    key = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm"}.get(key, key)
+    profile = ENGINES.get(key)
+    if profile is None:
+        known = ", ".join(sorted(ENGINES))
+        raise PlanningError.for_field("engine", f"unknown engine {name!r} (known: {known})")
+    return profile
+
+
+def attention_dtype(profile: EngineProfile, kv_dtype: Dtype) -> Dtype:
+    """The precision attention runs at: FP8 when the engine has FP8 attention kernels and
+    the KV cache is FP8, else BF16."""
+    if profile.fp8_attention and Dtype(kv_dtype) == Dtype.FP8:
+        return Dtype.FP8
+    return Dtype.BF16
+
+
+def launch_token_budget(profile: EngineProfile, chunk_tokens: int, max_batch: int) -> int:
+    """The engine's token-budget setting for a pool of prefill chunks of ``chunk_tokens``
+    and at most ``max_batch`` running decodes (tokens): ``chunk + max_batch`` when the
+    budget counts decodes (vLLM ``max_num_batched_tokens``, TensorRT-LLM
+    ``max_num_tokens``), else ``chunk`` (SGLang ``chunked_prefill_size``).
+
+    The 80/20 agent pool's chunk of 256 with 48 decodes is launched with 304 on vLLM.
+    """
+    if chunk_tokens < 1 or max_batch < 0:
+        raise PlanningError.for_field(
+            "chunk_budget_tokens", "chunk must be >= 1 token and the batch >= 0"
+        )
+    return chunk_tokens + max_batch if profile.budget_counts_decodes else chunk_tokens
+
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "EngineProfile",
+    "attention_dtype",
+    "engine_profile",
+    "launch_token_budget",
+]

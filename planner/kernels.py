@@ -1,0 +1,363 @@
+"""Cost model v2: an engine step is a sum of kernels (DOMAIN.md section 8).
+
+A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` tokens
+(starting after ``s_c`` cached tokens) runs, one after another:
+
+* **weight GEMMs** over all ``n = B + T`` tokens (everything but the routed experts):
+  ``max(n x 2 N_dense / F_gemm, dense weight bytes / W_eff)``;
+* **MoE expert GEMMs** (grouped): ``max(n x 2 N_routed_active / (F_gemm x g(m)),
+  experts touched x expert bytes / (W_eff x MOE_BANDWIDTH_EFFICIENCY))`` with
+  ``m = n k / E`` tokens per expert and :func:`grouped_gemm_efficiency` ``g(m)``;
+* **attention**: the decodes' part ``a_d = max(B x attn_decode(s) / F_attn,
+  B x KV_held(s) / W_eff)`` and the chunk's ``a_c = max(attn_prefill(s_c .. s_c + T)
+  / F_attn, KV_held(s_c + T) / W_eff)``, sharing one kernel launch:
+  ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` with the overlap factor ``o``, never
+  below the sum of their compute times;
+* **collectives**: two all-reduces per layer of ``n x hidden x 2`` bytes
+  (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
+* the per-step **overhead**.
+
+``F_gemm = tp x peak(weight dtype) x MFU``, ``F_attn = tp x peak(attention dtype)
+x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`),
+``W_eff = tp x HBM bandwidth x MBU``. KV bytes are those the replica *holds*,
+replication under TP included (:func:`planner.architecture.kv_replication`). MLA
+decodes in the absorbed form
+(:func:`planner.architecture.decode_attention_flops_per_context_token`).
+
+At large decode batch the GEMMs turn compute-bound while attention stays
+bandwidth-bound, so the sum exceeds the old single roofline
+``max(all FLOPs, all bytes)`` (by 1.3-1.5x for a 70B model at batch ~500).
+
+Where inputs come from: FLOPs and bytes from the model's config (catalog); peaks
+and bandwidths from the GPU's datasheet (catalog); MFU, MBU, overhead and overlap
+from the GPU's efficiency factors (fitted where measurements exist, else set by
+analogy: see ``docs/calibration.md``); :data:`MOE_BANDWIDTH_EFFICIENCY` and
+:data:`MOE_HALF_EFFICIENCY_TOKENS` are assumed (see their comments).
+
+Units: times in ms, bytes, FLOP; rates are stored per ms so a step costs arithmetic only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from catalog.schema import DTYPE_BYTES, Link, LinkKind
+from planner import architecture as arch
+
+#: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
+#: weights (many small GEMMs, one per expert, each with its own tail). Assumed from
+#: public grouped-GEMM benchmarks (fused MoE kernels reach 60-85% of a dense GEMM's
+#: bandwidth at decode-sized batches); not fitted.
+MOE_BANDWIDTH_EFFICIENCY = 0.75
+
+#: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
+#: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
+MOE_HALF_EFFICIENCY_TOKENS = 16.0
+
+#: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
+ACTIVATION_BYTES = 2.0
+
+
+def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
+    """Share of the dense MFU a grouped expert GEMM reaches at ``m`` tokens per expert:
+    ``g(m) = m / (m + MOE_HALF_EFFICIENCY_TOKENS)`` (dimensionless, in [0, 1)); 0 at m = 0.
+    At 16 tokens per expert 0.5, at 2,048 (a prefill chunk) 0.992."""
+    if tokens_per_expert <= 0:
+        return 0.0
+    return tokens_per_expert / (tokens_per_expert + MOE_HALF_EFFICIENCY_TOKENS)
+
+
+def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
+    """Time of one all-reduce of ``message_bytes`` over ``tp`` ranks on ``link`` (ms).
+
+    Alpha-beta costs with ``a`` = the link's latency and ``b`` = 1 / its per-GPU,
+    per-direction bandwidth:
+
+    * ring: ``2 (tp-1) a + 2 (tp-1)/tp x M b``;
+    * one-shot (every rank reads every peer's buffer): ``a + (tp-1) x M b``;
+    * two-shot (reduce-scatter then all-gather, direct): ``2 a + 2 (tp-1)/tp x M b``.
+
+    On a scale-up link (NVSwitch, xGMI mesh, NVLink bridge) engines pick the fastest
+    (one-shot for small messages: a few microseconds; two-shot or ring for large ones,
+    bandwidth-bound); over PCIe only the ring. 0 when ``tp == 1`` or nothing is sent.
+    """
+    if tp <= 1 or message_bytes <= 0:
+        return 0.0
+    alpha_ms = link.latency_us * 1e-3
+    beta_ms = 1e3 / (link.bandwidth_gb_per_s * 1e9)
+    ring = 2 * (tp - 1) * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
+    if link.kind != LinkKind.SCALE_UP:
+        return ring
+    one_shot = alpha_ms + (tp - 1) * message_bytes * beta_ms
+    two_shot = 2 * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
+    return min(ring, one_shot, two_shot)
+
+
+@dataclass(frozen=True)
+class StepKernels:
+    """One step's kernel times (ms): ``total_ms`` is their sum."""
+
+    gemm_ms: float
+    moe_ms: float
+    attention_ms: float
+    comm_ms: float
+    overhead_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.gemm_ms + self.moe_ms + self.attention_ms + self.comm_ms + self.overhead_ms
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """A replica's cost-model constants, computed once (see the module docstring).
+
+    Rates are per millisecond: ``f_gemm_per_ms``/``f_attn_per_ms`` FLOP/ms,
+    ``w_per_ms`` bytes/ms.
+    """
+
+    f_gemm_per_ms: float
+    f_attn_per_ms: float
+    w_per_ms: float
+    dense_flops_per_token: float
+    dense_weight_bytes: float
+    routed_flops_per_token: float
+    num_experts: int
+    experts_per_token: int
+    expert_bytes_all_layers: float
+    decode_attn_per_ctx: float
+    prefill_attn_per_ctx: float
+    full_layers: int
+    windowed_layers: int
+    window_tokens: float
+    kv_full_held: float  # KV bytes per token per full layer set, replication included
+    kv_windowed_held: float
+    tp: int
+    num_layers: int
+    hidden_size: int
+    link: Link | None
+    overhead_ms: float
+    overlap: float
+
+    # ------------------------------------------------------------ shapes
+
+    def context_weight(self, tokens: float) -> float:
+        """Layer-weighted context ``L_full x s + L_window x min(s, window)`` (layer-tokens)."""
+        ctx = self.full_layers * tokens
+        if self.windowed_layers:
+            ctx += self.windowed_layers * min(tokens, self.window_tokens)
+        return ctx
+
+    def span(self, x: float) -> float:
+        """Integral of the layer-weighted context over positions 0..x (layer-tokens^2)."""
+        out = self.full_layers * x * x / 2.0
+        if self.windowed_layers:
+            w = self.window_tokens
+            out += self.windowed_layers * (x * x / 2.0 if x <= w else w * w / 2.0 + w * (x - w))
+        return out
+
+    def kv_held_bytes(self, tokens: float) -> float:
+        """KV bytes the replica holds for one sequence of ``tokens`` (replication included)."""
+        held = self.kv_full_held * tokens
+        if self.kv_windowed_held:
+            held += self.kv_windowed_held * min(tokens, self.window_tokens)
+        return held
+
+    # ------------------------------------------------------------ kernels
+
+    def gemm_ms(self, tokens: float) -> float:
+        """Dense weight GEMMs over ``tokens`` tokens:
+        ``max(tokens x 2 N_dense / F_gemm, dense bytes / W_eff)`` (ms; 0 with no tokens)."""
+        if tokens <= 0:
+            return 0.0
+        return max(
+            tokens * self.dense_flops_per_token / self.f_gemm_per_ms,
+            self.dense_weight_bytes / self.w_per_ms,
+        )
+
+    def experts_touched(self, tokens: float) -> float:
+        """Expected distinct routed experts per MoE layer for ``tokens`` tokens:
+        ``E x (1 - (1 - k/E)^tokens)`` (each token picks k of E uniformly)."""
+        if self.num_experts == 0 or tokens <= 0:
+            return 0.0
+        e, k = self.num_experts, self.experts_per_token
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    def moe_ms(self, tokens: float) -> float:
+        """Grouped expert GEMMs over ``tokens`` tokens (ms; 0 for dense models):
+        ``max(tokens x 2 N_routed / (F_gemm x g(m)), touched x expert bytes /
+        (W_eff x MOE_BANDWIDTH_EFFICIENCY))``, ``m = tokens x k / E``."""
+        if self.num_experts == 0 or tokens <= 0:
+            return 0.0
+        m = tokens * self.experts_per_token / self.num_experts
+        compute = (
+            tokens * self.routed_flops_per_token / (self.f_gemm_per_ms * grouped_gemm_efficiency(m))
+        )
+        memory = (
+            self.experts_touched(tokens)
+            * self.expert_bytes_all_layers
+            / (self.w_per_ms * MOE_BANDWIDTH_EFFICIENCY)
+        )
+        return max(compute, memory)
+
+    def decode_attention_parts_ms(self, batch: float, context: float) -> tuple[float, float]:
+        """(compute, memory) of ``batch`` decodes' attention at mean context (ms)."""
+        if batch <= 0:
+            return 0.0, 0.0
+        flops = batch * self.decode_attn_per_ctx * self.context_weight(context)
+        return flops / self.f_attn_per_ms, batch * self.kv_held_bytes(context) / self.w_per_ms
+
+    def chunk_attention_parts_ms(self, chunk: float, start: float) -> tuple[float, float]:
+        """(compute, memory) of a chunk's attention after ``start`` cached tokens (ms)."""
+        if chunk <= 0:
+            return 0.0, 0.0
+        flops = self.prefill_attn_per_ctx * (self.span(start + chunk) - self.span(start))
+        return flops / self.f_attn_per_ms, self.kv_held_bytes(start + chunk) / self.w_per_ms
+
+    def attention_ms(self, batch: float, context: float, chunk: float, start: float) -> float:
+        """Decode and chunk attention in one launch (ms): ``max(a_d, a_c) + (1 - o)
+        min(a_d, a_c)``, at least the sum of their compute times."""
+        dc, dm = self.decode_attention_parts_ms(batch, context)
+        cc, cm = self.chunk_attention_parts_ms(chunk, start)
+        a_d, a_c = max(dc, dm), max(cc, cm)
+        t = max(a_d, a_c) + (1.0 - self.overlap) * min(a_d, a_c)
+        return max(t, dc + cc)
+
+    def comm_ms(self, tokens: float) -> float:
+        """Two all-reduces per layer of ``tokens x hidden x 2`` bytes (ms; 0 at tp 1)."""
+        if self.tp <= 1 or tokens <= 0 or self.link is None:
+            return 0.0
+        message = tokens * self.hidden_size * ACTIVATION_BYTES
+        return 2 * self.num_layers * allreduce_ms(self.link, self.tp, message)
+
+    # ------------------------------------------------------------ steps
+
+    def kernels(
+        self,
+        batch: float,
+        context: float,
+        chunk: float = 0.0,
+        chunk_start: float = 0.0,
+        *,
+        include_overhead: bool = True,
+    ) -> StepKernels:
+        """The kernel times of one step (see the module docstring)."""
+        n = max(batch, 0.0) + max(chunk, 0.0)
+        busy = n > 0 and include_overhead
+        return StepKernels(
+            gemm_ms=self.gemm_ms(n),
+            moe_ms=self.moe_ms(n),
+            attention_ms=self.attention_ms(batch, context, chunk, chunk_start),
+            comm_ms=self.comm_ms(n) if busy else 0.0,
+            overhead_ms=self.overhead_ms if busy else 0.0,
+        )
+
+    def step_ms(
+        self,
+        batch: float,
+        context: float,
+        chunk: float = 0.0,
+        chunk_start: float = 0.0,
+        *,
+        include_overhead: bool = True,
+    ) -> float:
+        """One step's time, the sum of :meth:`kernels` (ms)."""
+        n = max(batch, 0.0) + max(chunk, 0.0)
+        t = self.gemm_ms(n) + self.moe_ms(n) + self.attention_ms(batch, context, chunk, chunk_start)
+        if include_overhead and n > 0:
+            t += self.comm_ms(n) + self.overhead_ms
+        return t
+
+    def chunk_compute_ms(self, chunk: float, start: float) -> float:
+        """Pure compute of a chunk (ms): ``T x 2 N_dense / F_gemm + T x 2 N_routed /
+        (F_gemm g(m)) + attention FLOPs / F_attn`` (no weight-read floor, no overhead)."""
+        if chunk <= 0:
+            return 0.0
+        t = chunk * self.dense_flops_per_token / self.f_gemm_per_ms
+        if self.num_experts:
+            m = chunk * self.experts_per_token / self.num_experts
+            t += (
+                chunk
+                * self.routed_flops_per_token
+                / (self.f_gemm_per_ms * grouped_gemm_efficiency(m))
+            )
+        return t + self.chunk_attention_parts_ms(chunk, start)[0]
+
+    def chunk_steps_array_ms(
+        self, batch: float, context: float, chunk: float, starts: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`step_ms` of equal chunks at many start contexts (ms), vectorized."""
+        n = batch + chunk
+        fixed = self.gemm_ms(n) + self.moe_ms(n) + self.comm_ms(n) + self.overhead_ms
+        dc, dm = self.decode_attention_parts_ms(batch, context)
+        a_d = max(dc, dm)
+
+        def span(x: np.ndarray) -> np.ndarray:
+            out = self.full_layers * x * x / 2.0
+            if self.windowed_layers:
+                w = self.window_tokens
+                out = out + self.windowed_layers * np.where(
+                    x <= w, x * x / 2.0, w * w / 2.0 + w * (x - w)
+                )
+            return out
+
+        cc = self.prefill_attn_per_ctx * (span(starts + chunk) - span(starts)) / self.f_attn_per_ms
+        ends = starts + chunk
+        held = self.kv_full_held * ends
+        if self.kv_windowed_held:
+            held = held + self.kv_windowed_held * np.minimum(ends, self.window_tokens)
+        a_c = np.maximum(cc, held / self.w_per_ms)
+        attn = np.maximum(a_d, a_c) + (1.0 - self.overlap) * np.minimum(a_d, a_c)
+        attn = np.maximum(attn, dc + cc)
+        return fixed + attn
+
+
+def coefficients_of(replica) -> StepCoefficients:
+    """The :class:`StepCoefficients` of a :class:`planner.roofline.Replica`."""
+    model, gpu, tp = replica.model, replica.gpu, replica.tp
+    peak_w = gpu.peak_tflops(replica.weight_dtype)
+    assert peak_w is not None  # checked when the replica was built
+    peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
+    b_w = DTYPE_BYTES[replica.weight_dtype]
+    windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
+    repl = arch.kv_replication(model, tp)
+    per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
+    moe = model.moe
+    return StepCoefficients(
+        f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu / 1e3,
+        f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
+        w_per_ms=tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3,
+        dense_flops_per_token=2.0 * arch.dense_weight_param_count(model),
+        dense_weight_bytes=arch.dense_weight_param_count(model) * b_w,
+        routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
+        num_experts=moe.num_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        expert_bytes_all_layers=arch.moe_layer_count(model) * arch.expert_param_count(model) * b_w,
+        decode_attn_per_ctx=arch.decode_attention_flops_per_context_token(model),
+        prefill_attn_per_ctx=arch.attention_flops_per_context_token(model),
+        full_layers=model.num_layers - windowed,
+        windowed_layers=windowed,
+        window_tokens=float(model.sliding_window.window_tokens) if model.sliding_window else 0.0,
+        kv_full_held=per_layer * (model.num_layers - windowed),
+        kv_windowed_held=per_layer * windowed,
+        tp=tp,
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        link=replica.scale_up_link,
+        overhead_ms=replica.step_overhead_ms,
+        overlap=replica.overlap_factor,
+    )
+
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "MOE_BANDWIDTH_EFFICIENCY",
+    "MOE_HALF_EFFICIENCY_TOKENS",
+    "StepCoefficients",
+    "StepKernels",
+    "allreduce_ms",
+    "coefficients_of",
+    "grouped_gemm_efficiency",
+]

@@ -1,0 +1,337 @@
+"""The shipped calibration data: the importer's refusals, the fit / holdout split,
+planner.fidelity's error and ratio functions, and whether a fit on the fit split
+helps on the held-out split (on the shipped measurements)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from catalog.loader import load_catalog
+from planner import calibration as cb
+from planner import fidelity as fd
+
+CAT = load_catalog()
+ROOT = Path(__file__).resolve().parent.parent
+H100 = "h100-sxm5-80gb"
+
+
+def _importer():
+    spec = importlib.util.spec_from_file_location(
+        "import_reference_measurements", ROOT / "scripts" / "import_reference_measurements.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+IMPORTER = _importer()
+
+
+def more_entry(ident: str, **update) -> dict:
+    """A measurements-more.json entry (an InferenceMAX DeepSeek-R1 run on 8 x H200)."""
+    entry = {
+        "category": "InferenceMAX / InferenceX (SemiAnalysis)",
+        "framework": "SGLang (lmsysorg/sglang:v0.5.12-cu130)",
+        "hardware": "NVIDIA H200 (SXM)",
+        "num_accelerators": 8,
+        "tp": 8,
+        "pp": 1,
+        "ep": 1,
+        "dp_attention": False,
+        "model": "DeepSeek-R1-0528 (deepseek-v3 architecture)",
+        "precision": "FP8",
+        "kv_dtype": None,
+        "isl": 921.6,
+        "osl": 921.6,
+        "concurrency": 4,
+        "request_rate_qps": None,
+        "metric": "serving",
+        "value": {"output_token_tput": 393.4, "mean_ttft_ms": 157.767, "mean_tpot_ms": 9.7},
+        "source": "https://example.org/run",
+        "notes": "decode TP8/EP1/dp-attn=False.",
+        "id": ident,
+    }
+    entry.update(update)
+    return entry
+
+
+def write_sources(tmp_path: Path, entries: list[dict]) -> tuple[Path, Path, Path]:
+    base = tmp_path / "calibration.json"
+    base.write_text(json.dumps({"measurements": []}))
+    more = tmp_path / "more.json"
+    more.write_text(json.dumps({"measurements": entries}, indent=1))
+    return base, more, tmp_path / "out" / "reference.json"
+
+
+# --------------------------------------------------------------------------- importer
+
+
+def test_importer_refuses_bad_records_with_file_line_and_reason(tmp_path, capsys):
+    entries = [
+        more_entry("x1"),
+        more_entry("x2", source=None),
+        more_entry("x3", value={"output_token_tput": -5.0}),
+        more_entry("x1"),
+        more_entry("x5", tp="eight"),
+    ]
+    base, more, out = write_sources(tmp_path, entries)
+    lines = cb._array_entry_lines(more.read_text(), "measurements")
+    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{more}:{lines[1]}: missing source" in err
+    assert f"{more}:{lines[2]}: value.output_token_tput must be a positive number" in err
+    assert f"{more}:{lines[3]}: duplicate id 'x1'" in err
+    assert f"{more}:{lines[4]}: tp must be a positive integer" in err
+    assert f"{more}:{lines[0]}" not in err
+    assert "4 bad entries: nothing written" in err
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_importer_keeps_unmodelled_parallelism_as_recorded_only(tmp_path):
+    entries = [
+        more_entry("a1"),
+        more_entry("a2", ep=8, notes="decode TP8/EP8/dp-attn=False."),
+        more_entry("a3", hardware="AMD Instinct MI355X"),
+    ]
+    base, more, out = write_sources(tmp_path, entries)
+    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    by_id = {m["id"]: m for m in doc["measurements"]}
+    assert set(by_id) == {"a1", "a2"}
+    assert doc["skipped"] == {"hardware 'AMD Instinct MI355X' not in the catalog": 1}
+    assert by_id["a1"]["model"] == "deepseek-v3" and "skip_reason" not in by_id["a1"]
+    assert (by_id["a1"]["isl"], by_id["a1"]["concurrency"]) == (922, 4)
+    assert by_id["a2"]["ep"] == 8 and "expert parallelism ep=8" in by_id["a2"]["skip_reason"]
+    assert all(m["split"] in ("fit", "holdout") for m in doc["measurements"])
+    got = cb.load_measurements([out], CAT)
+    assert [m.usable for m in got] == [True, False]
+    assert [m.id for m in cb.fit_points(got)] in (["a1"], [])
+
+
+def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
+    good = {
+        "model": "llama-3.1-8b",
+        "gpu": H100,
+        "tp": 1,
+        "dtype": "bf16",
+        "isl": 128,
+        "osl": 128,
+        "concurrency": 4,
+        "output_tok_s": 500.0,
+        "id": "g",
+    }
+    path = tmp_path / "m.json"
+    entries = [good, {**good, "id": "p", "pp": 2}, {**good, "id": "s", "split": "test"}]
+    path.write_text(json.dumps({"measurements": entries}, indent=1))
+    with pytest.raises(cb.MeasurementError) as info:
+        cb.load_measurements([path], CAT)
+    lines = cb._array_entry_lines(path.read_text(), "measurements")
+    issues = dict(info.value.issues)
+    assert "pp not modelled by the planner: give skip_reason" in issues[f"{path}:{lines[1]}"]
+    assert "split" in issues[f"{path}:{lines[2]}"]
+    assert f"{path}:{lines[0]}" not in issues
+
+
+# --------------------------------------------------------------------------- split
+
+
+def test_split_is_deterministic_and_stratified():
+    items = [(f"id{i}", "g1", "serving") for i in range(20)]
+    items += [(f"k{i}", "g1", "kernel") for i in range(3)]  # too few: no holdout of its own
+    items += [(f"s{i}", "g2", "serving") for i in range(2)] + [("t0", "g2", "kernel")]
+    items += [(f"u{i}", "g2", "recorded") for i in range(1)]  # g2 has 4 points in all
+    first = cb.assign_splits(items)
+    shuffled = items[:]
+    random.Random(7).shuffle(shuffled)
+    assert cb.assign_splits(shuffled) == first
+    held = Counter((g, s) for i, g, s in items if first[i] == cb.Split.HOLDOUT)
+    assert held[("g1", "serving")] == 5  # round(0.25 x 20)
+    assert held[("g1", "kernel")] == 0
+    assert sum(n for (g, _), n in held.items() if g == "g2") == 1  # the GPU's own minimum
+    # the held-out ids are the lowest SHA-256 ranks of their stratum
+    serving = sorted((i for i, g, s in items if (g, s) == ("g1", "serving")), key=cb.split_rank)
+    assert {i for i in serving if first[i] == cb.Split.HOLDOUT} == set(serving[:5])
+
+
+def test_shipped_split_is_the_assigned_one_and_every_gpu_with_data_has_holdout():
+    everything = cb.load_reference_measurements(CAT, include_skipped=True)
+    strata = [(m.id, m.gpu, "recorded" if not m.usable else m.kind.value) for m in everything]
+    assigned = cb.assign_splits(strata)
+    assert all(m.split == assigned[m.id] for m in everything)
+    usable = [m for m in everything if m.usable]
+    for gpu in {m.gpu for m in usable}:
+        pts = [m for m in usable if m.gpu == gpu]
+        if len(pts) >= cb.MIN_POINTS_FOR_HOLDOUT:
+            assert cb.holdout_points(pts), gpu
+    share = len(cb.holdout_points(usable)) / len(usable)
+    assert 0.2 <= share <= 0.3
+    assert not set(map(id, cb.fit_points(usable))) & set(map(id, cb.holdout_points(usable)))
+
+
+def test_a_fit_reads_only_the_fit_split():
+    pts = [m for m in cb.load_reference_measurements(CAT) if m.gpu == "a100-sxm-80gb"]
+    cal = cb.fit_calibration("a100", pts, CAT)
+    (f,) = cal.factors
+    assert f.points == len(cb.fit_points(pts)) < len(pts)
+    assert {r.point for r in cal.residuals} == {m.id for m in cb.fit_points(pts)}
+
+
+# --------------------------------------------------------------------------- fidelity functions
+
+
+def row(gpu, tp, measured, before, after, split="fit", model="m", shape="s", q="output_tok_s"):
+    isl, osl = {"s": (100, 200), "near": (101, 203)}.get(shape, (100, 900))
+    return fd.Row(
+        isl=isl,
+        osl=osl,
+        load="offline",
+        id=f"{gpu}-{shape}-{split}-{measured}",
+        gpu=gpu,
+        model=model,
+        dtype="fp8",
+        tp=tp,
+        engine="-",
+        shape=shape,
+        split=split,
+        quantity=q,
+        measured=measured,
+        before=before,
+        after=after,
+    )
+
+
+def test_summaries_are_medians_of_signed_and_absolute_errors_per_split():
+    rows = [
+        row("g", 1, 100.0, 120.0, 101.0),  # +20% / +1%
+        row("g", 1, 100.0, 70.0, 95.0),  # -30% / -5%
+        row("g", 1, 100.0, 110.0, 104.0),  # +10% / +4%
+        row("g", 1, 200.0, 100.0, None, split="holdout"),  # -50% / not predicted
+    ]
+    (fit, hold) = fd.summarize(rows, fd.overall)
+    assert (fit.split, fit.values, fit.predicted) == ("fit", 3, 3)
+    assert fit.median_abs_before == pytest.approx(0.2)
+    assert fit.median_signed_before == pytest.approx(0.1)
+    assert fit.median_abs_after == pytest.approx(0.04)
+    assert fit.median_signed_after == pytest.approx(0.01)
+    assert (hold.values, hold.predicted, hold.median_abs_after) == (1, 0, None)
+    assert hold.median_signed_before == pytest.approx(-0.5)
+
+
+def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
+    rows = [
+        row(H100, 2, 1000.0, 1100.0, 1050.0),
+        row("mi300x", 1, 800.0, 400.0, 700.0),
+        row("l40s", 4, 900.0, 800.0, 1000.0, shape="near"),  # 101/203: the same workload
+        row("mi300x", 1, 10.0, 10.0, 10.0, shape="other"),  # no H100 on that shape
+    ]
+    got = {x.gpu: x for x in fd.cross_vendor_ratios(rows)}
+    assert set(got) == {"mi300x", "l40s"}
+    r, n = got["mi300x"], got["l40s"]
+    assert r.shape == "s"
+    assert r.measured == pytest.approx(800.0 / (1000.0 / 2))
+    assert r.predicted_before == pytest.approx(400.0 / 550.0)
+    assert r.predicted_after == pytest.approx(700.0 / 525.0)
+    assert n.measured == pytest.approx(225.0 / 500.0)
+    assert (fd.round_sig(203.0), fd.round_sig(0.01234, 3), fd.round_sig(0.0)) == (200, 0.0123, 0)
+
+
+def test_shapes_and_gpus_without_data():
+    m = cb.Measurement(
+        model="llama-3.1-8b", gpu=H100, tp=1, dtype="bf16", isl=100, osl=50,
+        request_rate_rps=float("inf"), num_requests=64, output_tok_s=1.0,
+    )  # fmt: skip
+    assert fd.shape(m) == "100/50 rate=inf N=64"
+    assert fd.shape(m.model_copy(update={"request_rate_rps": None, "num_requests": None})) == (
+        "100/50 offline"
+    )
+    everything = cb.load_reference_measurements(CAT, include_skipped=True)
+    none = fd.gpus_without_data(CAT, everything)
+    assert {"l40s", "h100-pcie-80gb", "gaudi3", "a100-40gb"} <= set(none)
+    assert H100 not in none and "mi300x" not in none and "h100-nvl-94gb" not in none
+
+
+# --------------------------------------------------------------------------- fit vs holdout
+
+
+@pytest.fixture(scope="module")
+def shipped_rows():
+    points = cb.load_reference_measurements(CAT)
+    fits = fd.fit_per_gpu(points, CAT)
+    return fd.evaluate(points, CAT, {g: r.fit.factors for g, r in fits.items()})
+
+
+def _holdout_medians(rows, gpu=None):
+    sel = [r for r in rows if r.split == "holdout" and (gpu is None or r.gpu == gpu)]
+    sel = [r for r in sel if r.signed_before is not None and r.signed_after is not None]
+    return (
+        len(sel),
+        median(abs(r.signed_before) for r in sel),
+        median(abs(r.signed_after) for r in sel),
+    )
+
+
+def test_a_fit_on_the_fit_split_improves_held_out_a100_kernels(shipped_rows):
+    """Where the model represents what was measured (the linear layers of a layer,
+    Vidur's A100 profiles), factors fitted on the fit split predict the held-out
+    points better than the analogy factors."""
+    n, before, after = _holdout_medians(shipped_rows, "a100-sxm-80gb")
+    assert n >= 3
+    assert after < 0.8 * before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="on the shipped data the per-GPU fit does not generalize: held-out median "
+    "error 15.2% before, 17.8% after (docs/calibration.md); remove this marker when the "
+    "model (or the fit) makes the fit help on held-out points",
+)
+def test_a_fit_on_the_fit_split_improves_the_held_out_split(shipped_rows):
+    n, before, after = _holdout_medians(shipped_rows)
+    assert n > 80
+    assert after < before
+
+
+def _extractor():
+    spec = importlib.util.spec_from_file_location(
+        "extract_mlperf_v41", ROOT / "scripts" / "extract_mlperf_v41.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_mlperf_summaries_are_read_in_their_units():
+    ex = _extractor()
+    offline = "Samples per second: 84.4792\nTokens per second: 24524.9\nResult is : VALID\n"
+    assert ex.parse_summary(offline, "Offline") == {
+        "samples_per_s": 84.4792,
+        "tokens_per_s": 24524.9,
+    }
+    server = (
+        "Completed samples per second    : 74.42\nCompleted tokens per second: 21605.79\n"
+        "Result is : VALID\nMean First Token latency (ns)               : 275926440\n"
+        "Mean Time to Output Token (ns)                : 154960329\n"
+    )
+    got = ex.parse_summary(server, "Server")
+    assert got["ttft_ms"] == pytest.approx(275.92644) and got["tpot_ms"] == pytest.approx(
+        154.960329
+    )
+    with pytest.raises(ValueError, match="not VALID"):
+        ex.parse_summary(offline.replace("VALID", "INVALID"), "Offline")
+    # the shipped records: per replica, isl = the OpenOrca mean, osl = tokens / samples
+    doc = json.loads((ROOT / "catalog/measurements/sources/mlperf-inference-v4.1.json").read_text())
+    h100 = next(
+        m for m in doc["measurements"] if m["id"].endswith("dgx-h100_h100-sxm-80gbx8_trt-offline")
+    )
+    assert (h100["tp"], h100["isl"], h100["osl"]) == (2, 222, 290)
+    assert h100["output_tok_s"] == pytest.approx(24524.9 / 4, rel=1e-4)
+    assert all("inference_results_v4.1" in m["source"] for m in doc["measurements"])

@@ -1,0 +1,417 @@
+"""Uncertainty everywhere a number is shown (planner.risk): provenance in the catalog,
+derating at a confidence, capacity and cost bands, and what the plan says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from catalog.loader import DATA_DIR, build_catalog, load_catalog, parse_entry
+from catalog.schema import ANALOGY_SIGMA_LOG, Provenance
+from planner import risk
+from planner.calibration import (
+    Calibration,
+    GroupFit,
+    Residual,
+    apply_calibration,
+    group_sigma_log,
+    residual_sigma_log,
+)
+from planner.errors import PlanningError
+from planner.report.text import render_plan_text
+from planner.service import make_plan
+
+# --------------------------------------------------------------------------- band functions
+
+
+def test_z_for_confidence_worked():
+    assert risk.z_for_confidence(0.5) == 0.0
+    assert risk.z_for_confidence(0.8) == pytest.approx(0.841621, abs=1e-6)
+    assert risk.z_for_confidence(0.9) == pytest.approx(1.281552, abs=1e-6)
+    assert pytest.approx(1.644854, abs=1e-6) == risk.Z_BAND
+    for bad in (0.49, 1.0, 0.9995):
+        with pytest.raises(ValueError):
+            risk.z_for_confidence(bad)
+
+
+def test_capacity_derate_worked():
+    # exp(-0.8416 x 0.30) = 0.7769: an analogy GPU at the default confidence
+    assert risk.capacity_derate(0.30, 0.8) == pytest.approx(0.776867, abs=1e-6)
+    # exp(-0.8416 x 0.10) = 0.9193: a well-measured one
+    assert risk.capacity_derate(0.10, 0.8) == pytest.approx(0.919282, abs=1e-6)
+    assert risk.capacity_derate(0.30, 0.5) == 1.0
+
+
+def test_capacity_band_worked():
+    lo, hi = risk.capacity_band_rps(100.0, 0.30)
+    # 100 x exp(-/+1.6449 x 0.30) = 61.05 / 163.80 requests/s
+    assert lo == pytest.approx(61.0513, abs=1e-3)
+    assert hi == pytest.approx(163.7965, abs=1e-3)
+    assert risk.capacity_band_rps(100.0, 0.30, z_band=0.0) == (100.0, 100.0)
+
+
+def test_replicas_band_worked():
+    # nominal plan: ceil(10 x 0.6105) = 7, ceil(10 x 1.6379) = 17
+    assert risk.replicas_band(10, 1.0, 0.30) == (7, 17)
+    # the 80/20 agent pool at 0.8: 130 replicas bought for capacity x0.7769, so 100.99
+    # at the predicted capacity: ceil(61.66) = 62 and ceil(165.41) = 166
+    assert risk.replicas_band(130, risk.capacity_derate(0.30, 0.8), 0.30) == (62, 166)
+    # never below the redundancy minimum, and no replicas, no band
+    assert risk.replicas_band(1, 1.0, 0.30, min_replicas=2) == (2, 2)
+    assert risk.replicas_band(0, 1.0, 0.30) == (0, 0)
+    # an exact product is not rounded up past itself
+    assert risk.replicas_band(4, 1.0, 0.30, z_band=0.0) == (4, 4)
+
+
+def test_pool_and_plan_cost_band_worked():
+    # 10 replicas at $8/h: 7 and 17 replicas -> $56 and $136 per hour
+    assert risk.pool_cost_band_usd_per_hour(10, 8.0, 1.0, 0.30) == (56.0, 136.0)
+    assert risk.cost_band_usd_per_hour([(56.0, 136.0), (10.0, 20.0)]) == (66.0, 156.0)
+    assert risk.cost_band_usd_per_hour([]) == (0.0, 0.0)
+
+
+def test_robust_cost_band_takes_each_type_from_its_largest_scenario():
+    a = [("h100", 10.0, 30.0), ("h100", 5.0, 5.0), ("l4", 1.0, 2.0)]
+    b = [("h100", 12.0, 20.0), ("l4", 3.0, 4.0)]
+    # h100: max(15, 12) = 15 low, max(35, 20) = 35 high; l4: 3 and 4
+    assert risk.robust_cost_band_usd_per_hour([a, b]) == (18.0, 39.0)
+
+
+def test_residual_sigma_log_worked():
+    def res(measured: float, before: float | None, after: float | None) -> Residual:
+        return Residual(
+            point="p",
+            gpu="h100-sxm5-80gb",
+            dtype="bf16",
+            engine=None,
+            model="llama-3.1-8b",
+            quantity="output_tok_s",
+            measured=measured,
+            predicted_before=before,
+            predicted_after=after,
+            ape_before=None,
+            ape_after=None,
+        )
+
+    rs = [res(100.0, 120.0, 100.0 * math.exp(-0.1)), res(100.0, 90.0, 100.0 * math.exp(0.2))]
+    # after: sqrt((0.1^2 + 0.2^2) / (2 - 1)) with one fitted factor
+    assert residual_sigma_log(rs, fitted_factors=1) == pytest.approx(math.sqrt(0.05))
+    # before, no factor fitted: sqrt((ln(100/120)^2 + ln(100/90)^2) / 2)
+    want = math.sqrt((math.log(100 / 120) ** 2 + math.log(100 / 90) ** 2) / 2)
+    assert residual_sigma_log(rs, after=False) == pytest.approx(want)
+    # floored, and None without values
+    assert residual_sigma_log([res(100.0, 100.0, 100.0)]) == 0.05
+    assert residual_sigma_log([res(100.0, None, None)]) is None
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+def test_shipped_provenance():
+    cat = load_catalog()
+    fitted = {g for g, x in cat.gpus.items() if x.efficiency.provenance == Provenance.FITTED}
+    assert fitted == {"a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb"}
+    for g in fitted:
+        eff = cat.gpus[g].efficiency
+        assert eff.points >= 10 and 0.05 <= eff.sigma_log < ANALOGY_SIGMA_LOG
+    mi = cat.gpus["mi300x"].efficiency
+    assert (mi.provenance, mi.points, mi.sigma_log) == (Provenance.ANALOGY, 0, 0.30)
+
+
+def test_provenance_round_trips_through_the_loader():
+    text = (DATA_DIR / "gpus" / "h100-sxm5-80gb.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    data["efficiency"].update(provenance="fitted", points=7, sigma_log=0.123)
+    data["efficiency"]["by_dtype"] = {
+        "fp8": {
+            "prefill_mfu": 0.4,
+            "decode_mbu": 0.6,
+            "step_overhead_ms": 1.0,
+            "reason": "a test override fitted elsewhere",
+            "provenance": "fitted",
+            "points": 3,
+            "sigma_log": 0.2,
+        }
+    }
+    gpu = parse_entry("gpus", data, "test.yaml")
+    again = parse_entry("gpus", yaml.safe_load(yaml.safe_dump(gpu.model_dump(mode="json"))), "x")
+    assert again == gpu
+    assert (again.efficiency.provenance, again.efficiency.points) == (Provenance.FITTED, 7)
+    assert again.efficiency.sigma_log == 0.123
+    fp8 = again.efficiency_for("fp8")
+    assert (fp8.provenance, fp8.points, fp8.sigma_log) == (Provenance.FITTED, 3, 0.2)
+    assert again.efficiency_for("bf16").sigma_log == 0.123
+    # an old YAML without the fields is analogy with the wide prior
+    del data["efficiency"]["provenance"], data["efficiency"]["points"]
+    del data["efficiency"]["sigma_log"], data["efficiency"]["by_dtype"]
+    old = parse_entry("gpus", data, "old.yaml").efficiency
+    assert (old.provenance, old.points, old.sigma_log) == (Provenance.ANALOGY, 0, 0.30)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"provenance": "fitted", "points": 0}, "efficiency"),
+        ({"provenance": "analogy", "points": 4}, "efficiency"),
+        ({"sigma_log": 0}, "efficiency.sigma_log"),
+        ({"provenance": "guessed"}, "efficiency.provenance"),
+    ],
+)
+def test_bad_provenance_is_refused(change, field):
+    from catalog.loader import CatalogError
+
+    data = yaml.safe_load((DATA_DIR / "gpus" / "l4.yaml").read_text(encoding="utf-8"))
+    data["efficiency"].update(change)
+    with pytest.raises(CatalogError) as err:
+        parse_entry("gpus", data, "l4.yaml")
+    assert field in str(err.value)
+
+
+def _calibration(sigma: float | None) -> Calibration:
+    fit = GroupFit(
+        gpu="mi300x",
+        dtype="fp8",
+        engine=None,
+        prefill_mfu=0.45,
+        decode_mbu=0.62,
+        step_overhead_ms=2.5,
+        determined={"prefill_mfu": True, "decode_mbu": True, "step_overhead_ms": False},
+        std_errors={"prefill_mfu": 0.01, "decode_mbu": 0.01, "step_overhead_ms": None},
+        points=12,
+        values=20,
+        median_ape_before=0.2,
+        worst_ape_before=0.4,
+        median_ape_after=0.05,
+        worst_ape_after=0.1,
+        sigma_log=sigma,
+    )
+    residuals = [
+        Residual(
+            point=f"p{i}",
+            gpu="mi300x",
+            dtype="fp8",
+            engine=None,
+            model="llama-3.1-70b",
+            quantity="output_tok_s",
+            measured=100.0,
+            predicted_before=120.0,
+            predicted_after=100.0 * math.exp(0.1 if i % 2 else -0.1),
+            ape_before=0.2,
+            ape_after=0.1,
+        )
+        for i in range(4)
+    ]
+    return Calibration(name="ours", created_at="2026-11-30", factors=[fit], residuals=residuals)
+
+
+def test_apply_calibration_sets_fitted_with_its_spread():
+    cat = apply_calibration(load_catalog(), _calibration(0.081))
+    eff = cat.gpus["mi300x"].efficiency_for("fp8")
+    assert (eff.provenance, eff.points, eff.sigma_log) == (Provenance.FITTED, 12, 0.081)
+    # other dtypes keep the catalog's analogy
+    assert cat.gpus["mi300x"].efficiency_for("bf16").provenance == Provenance.ANALOGY
+    # a calibration stored before sigma_log was recorded: from its residuals,
+    # sqrt(4 x 0.1^2 / (4 - 2)) with two factors fitted
+    old = _calibration(None)
+    assert group_sigma_log(old, old.factors[0]) == pytest.approx(math.sqrt(0.02))
+    eff = apply_calibration(load_catalog(), old).gpus["mi300x"].efficiency_for("fp8")
+    assert eff.sigma_log == pytest.approx(math.sqrt(0.02))
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def _small(conf: float | None = None, **extra) -> dict:
+    req = {
+        "model": "llama-3.1-8b",
+        "traffic": {"rate_rps": 20, "classes": [{"workload": "chat", "share": 1.0}]},
+        "candidates": {"gpus": ["h100-sxm5-80gb", "l40s"], "tp": [1, 2]},
+        "verify": {"enabled": False},
+        "solver": {"rel_gap": 0.0},
+        **extra,
+    }
+    if conf is not None:
+        req["risk"] = {"confidence": conf}
+    return req
+
+
+@pytest.mark.parametrize("bad", [0.4, 0.9995, 1.0, -1, "high", None])
+def test_bad_confidence_is_refused_naming_the_field(bad):
+    with pytest.raises(PlanningError) as err:
+        make_plan(_small(risk={"confidence": bad}), alternatives=False)
+    assert [f for f, _ in err.value.issues] == ["risk.confidence"]
+
+
+def test_unknown_risk_key_is_refused():
+    with pytest.raises(PlanningError) as err:
+        make_plan(_small(risk={"confidense": 0.9}), alternatives=False)
+    assert err.value.issues[0][0] == "risk.confidense"
+
+
+def test_default_confidence_is_recorded_in_the_plan():
+    plan = make_plan(_small(), alternatives=False)
+    assert plan.risk is not None and plan.risk.confidence == risk.DEFAULT_CONFIDENCE == 0.8
+    assert plan.risk.z == pytest.approx(0.841621, abs=1e-6)
+
+
+def test_plan_bands_follow_from_its_pools():
+    plan = make_plan(_small(0.8, candidates={"gpus": ["l40s"], "tp": [1]}), alternatives=False)
+    assert plan.unmeasured_gpus == ["l40s"]
+    assert plan.cost_band_usd_per_hour is not None
+    lo_sum = hi_sum = 0.0
+    for p in plan.pools:
+        assert p.provenance == "analogy" and p.sigma_log == 0.30
+        assert p.capacity_derate == pytest.approx(risk.capacity_derate(0.30, 0.8))
+        nominal = p.capacity_rps / p.capacity_derate
+        assert p.capacity_band_rps == pytest.approx(risk.capacity_band_rps(nominal, 0.30))
+        per_replica = p.cost_usd_per_hour / p.replicas
+        lo, hi = risk.replicas_band(p.replicas, p.capacity_derate, 0.30)
+        assert p.cost_band_usd_per_hour == pytest.approx((lo * per_replica, hi * per_replica))
+        lo_sum += lo * per_replica
+        hi_sum += hi * per_replica
+        # at 80% confidence (z 0.84 < 1.645) the cost bought lies inside the band
+        assert lo * per_replica <= p.cost_usd_per_hour <= hi * per_replica
+    assert plan.cost_band_usd_per_hour == pytest.approx((lo_sum, hi_sum))
+    text = render_plan_text(plan.to_json_dict())
+    assert "unmeasured GPUs: l40s (" in text
+    band = plan.cost_band_usd_per_hour
+    assert f"(band ${band[0]:,.2f}-${band[1]:,.2f})" in text
+
+
+def test_measured_gpu_reports_no_unmeasured():
+    plan = make_plan(_small(0.8, candidates={"gpus": ["h100-sxm5-80gb"]}), alternatives=False)
+    assert plan.unmeasured_gpus == []
+    assert {p.provenance for p in plan.pools} == {"fitted"}
+    assert "unmeasured GPUs: none" in render_plan_text(plan.to_json_dict())
+    # the request's own MFU/MBU is no measurement
+    plan = make_plan(
+        _small(0.8, candidates={"gpus": ["h100-sxm5-80gb"]}, efficiency={"prefill_mfu": 0.5}),
+        alternatives=False,
+    )
+    assert plan.unmeasured_gpus == ["h100-sxm5-80gb"]
+
+
+def _twin_catalog():
+    """The shipped catalog plus ``h100-twin``: H100 SXM in every figure and price, but
+    its factors set by analogy (the H100's own are fitted, sigma below the prior)."""
+    base = load_catalog()
+    h100 = base.gpus["h100-sxm5-80gb"]
+    twin_eff = h100.efficiency.model_copy(
+        update={"provenance": Provenance.ANALOGY, "points": 0, "sigma_log": ANALOGY_SIGMA_LOG}
+    )
+    twin = h100.model_copy(update={"id": "h100-twin", "efficiency": twin_eff})
+    return build_catalog(
+        {
+            "gpus": {**base.gpus, "h100-twin": twin},
+            "models": base.models,
+            "workloads": base.workloads,
+            "links": base.links,
+        }
+    )
+
+
+def test_unmeasured_gpu_loses_to_a_measured_one_at_equal_nominal_cost():
+    cat = _twin_catalog()
+    assert cat.gpus["h100-sxm5-80gb"].efficiency.sigma_log < ANALOGY_SIGMA_LOG
+    gpus = {"gpus": ["h100-twin", "h100-sxm5-80gb"], "tp": [1]}
+    # enough traffic for tens of replicas, so a few percent of capacity is a replica
+    traffic = {"rate_rps": 400, "classes": [{"workload": "chat", "share": 1.0}]}
+
+    def cost(conf: float, only: list[str]) -> float:
+        req = _small(conf, candidates={"gpus": only, "tp": [1]}, traffic=traffic)
+        return make_plan(req, cat, alternatives=False).cost_usd_per_hour
+
+    # the same nominal cost on either GPU alone...
+    assert cost(0.5, ["h100-twin"]) == pytest.approx(cost(0.5, ["h100-sxm5-80gb"]))
+    # ...but above 0.5 the unmeasured one needs more replicas, and loses
+    for conf in (0.7, 0.8, 0.95):
+        plan = make_plan(_small(conf, candidates=gpus, traffic=traffic), cat, alternatives=False)
+        assert set(plan.gpus_by_type) == {"h100-sxm5-80gb"}, conf
+        assert plan.unmeasured_gpus == []
+        assert cost(conf, ["h100-twin"]) > plan.cost_usd_per_hour
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(
+    c1=st.floats(0.5, 0.999),
+    c2=st.floats(0.5, 0.999),
+    rate=st.floats(1.0, 80.0),
+    share=st.sampled_from([1.0, 0.7, 0.3]),
+    gpus=st.sampled_from(
+        [
+            ["l40s", "h100-sxm5-80gb"],
+            ["mi300x", "a100-sxm-80gb"],
+            ["l4", "h200-sxm-141gb", "l40s"],
+            ["a100-sxm-80gb"],
+        ]
+    ),
+)
+def test_cost_is_monotone_in_confidence(c1, c2, rate, share, gpus):
+    lo, hi = sorted((c1, c2))
+    classes = [{"workload": "chat", "share": share}]
+    if share < 1.0:
+        classes.append({"workload": "rag", "share": round(1.0 - share, 6)})
+    req = _small(
+        None,
+        traffic={"rate_rps": rate, "classes": classes},
+        candidates={"gpus": gpus, "tp": [1, 2]},
+    )
+    a = make_plan({**req, "risk": {"confidence": lo}}, alternatives=False)
+    b = make_plan({**req, "risk": {"confidence": hi}}, alternatives=False)
+    if a.cost_usd_per_hour is None:  # infeasible at the lower confidence: also above
+        assert b.cost_usd_per_hour is None
+        return
+    if b.cost_usd_per_hour is not None:
+        assert b.cost_usd_per_hour >= a.cost_usd_per_hour - 1e-6
+
+
+# --------------------------------------------------------------------------- where shown
+
+
+def test_analyze_capacity_shows_provenance_and_band():
+    from api.cli.calibrate import render_capacity
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    cat = load_catalog()
+    base = {"model": "llama-3.1-8b", "tp": 1, "prompt_tokens": 1000, "output_tokens": 200}
+    a = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", **base))
+    f = a.factors
+    assert (f.provenance, f.points, f.sigma_log) == (Provenance.FITTED, 59, 0.233)
+    rps = a.result.requests_per_s
+    assert f.requests_per_s_band == pytest.approx(risk.capacity_band_rps(rps, 0.233))
+    text = render_capacity(a)
+    assert "factors             fitted to 59 points, sigma_log 0.233" in text
+    lo, hi = f.requests_per_s_band
+    assert f"90% band            requests/s {lo:,.3f}-{hi:,.3f}" in text
+    b = capacity_analysis(cat, CapacityRequest(gpu="mi300x", **base))
+    assert "set by analogy (no measurement), sigma_log 0.300" in render_capacity(b)
+    # explicit factors are the user's guess, not a measurement
+    c = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", mfu=0.6, **base))
+    assert c.factors.provenance == Provenance.ANALOGY and c.factors.sigma_log == 0.30
+
+
+def test_report_shows_band_and_per_gpu_provenance():
+    from planner.report.markdown import render_markdown
+    from planner.report.plan_document import plan_document
+
+    cat = load_catalog()
+    req = _small(0.8, candidates={"gpus": ["l40s", "h100-sxm5-80gb"], "tp": [1]})
+    req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
+    req["operations"] = {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0}
+    plan = make_plan(req, alternatives=False).to_json_dict()
+    assert set(plan["gpus_by_type"]) == {"l40s", "h100-sxm5-80gb"}
+    md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
+    lo, hi = plan["cost_band_usd_per_hour"]
+    assert f"${lo:,.2f}–${hi:,.2f}/h (90% band)" in md
+    assert "No measurement backs l40s" in md
+    assert "| fitted 59 pts, sigma 0.23 |" in md
+    assert "| analogy, sigma 0.30 |" in md
