@@ -282,7 +282,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
     provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
     candidates carry them), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
-    first = {}
+    first: dict[str, Any] = {}
     for c in screening.candidates:
         first.setdefault(c.config.gpu, c)
     return {

@@ -67,7 +67,7 @@ def model_at(root: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | Non
     for part in loc:
         if isinstance(part, int):
             continue  # list index: the element type is what the field's models are
-        models = _models_in(current) if not isinstance(current, type) else [current]
+        models: list[Any] = _models_in(current) if not isinstance(current, type) else [current]
         model = next((m for m in models if part in m.model_fields), None)
         if model is None:
             return None

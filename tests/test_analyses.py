@@ -1,4 +1,4 @@
-"""The user-facing analyses (planner/analyses.py) against DOMAIN.md's worked checks."""
+"""The user-facing analyses (planner/analyses/) against DOMAIN.md's worked checks."""
 
 from __future__ import annotations
 

@@ -376,7 +376,7 @@ def test_html_is_deterministic(small_record, catalog):
 
 
 def test_markdown_table_cells_escape_pipes_and_newlines():
-    from planner.report.content import Table
+    from planner.report.document import Table
     from planner.report.markdown import table
 
     out = table(Table(["a", "b"], [["x | y", "line\nbreak <b>"]], [False, False]))

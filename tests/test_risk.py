@@ -400,8 +400,8 @@ def test_analyze_capacity_shows_provenance_and_band():
 
 
 def test_report_shows_band_and_per_gpu_provenance():
-    from planner.report.content import plan_document
     from planner.report.markdown import render_markdown
+    from planner.report.plan_document import plan_document
 
     cat = load_catalog()
     req = _small(0.8, candidates={"gpus": ["l40s", "h100-sxm5-80gb"], "tp": [1]})

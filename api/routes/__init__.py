@@ -1,1 +1,1 @@
-"""HTTP routes. Thin: parse -> planner -> repository -> response schema."""
+"""HTTP routes. Thin: parse -> one api.services call -> response schema (or status)."""

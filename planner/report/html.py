@@ -1,4 +1,4 @@
-"""A report :class:`~planner.report.content.Document` as one stand-alone HTML
+"""A report :class:`~planner.report.document.Document` as one stand-alone HTML
 page: inline CSS, inline SVG charts, no scripts, fonts or images fetched from
 anywhere, and a print stylesheet (A4, big tables start on a new page).
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from planner.report.content import (
+from planner.report.document import (
     Block,
     Bullets,
     Charts,

@@ -1,11 +1,11 @@
-"""A report :class:`~planner.report.content.Document` as GitHub-flavoured
+"""A report :class:`~planner.report.document.Document` as GitHub-flavoured
 Markdown: the same sections as the HTML report, tables as pipe tables, launch
 commands and the request as fenced code. Charts are HTML-only; their numbers
 are in the tables."""
 
 from __future__ import annotations
 
-from planner.report.content import (
+from planner.report.document import (
     Block,
     Bullets,
     Charts,

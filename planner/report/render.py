@@ -20,10 +20,11 @@ from typing import Any
 from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.report.bom import build_bom
-from planner.report.content import comparison_document, plan_document
+from planner.report.comparison_document import comparison_document
 from planner.report.csv_bom import render_bom_csv, render_boms_csv
 from planner.report.html import render_html
 from planner.report.markdown import render_markdown
+from planner.report.plan_document import plan_document
 
 FORMATS = ("html", "md", "csv", "json")
 MEDIA_TYPES = {
@@ -276,9 +277,9 @@ def sensitivity(
             "verified": False,
             "note": c.get("note", ""),
         }
-        r = by_name.get(c["name"]) if c["request"] is not None else None
-        if r is not None and r.get("ok"):
-            plan = r["plan"]
+        outcome = by_name.get(c["name"]) if c["request"] is not None else None
+        if outcome is not None and outcome.get("ok"):
+            plan = outcome["plan"]
             cost = plan.get("cost_usd_per_hour")
             ver = plan.get("verification") or {}
             row.update(
@@ -295,8 +296,10 @@ def sensitivity(
                 row["note"] = "; ".join(plan.get("infeasible_reasons") or [])
             elif ver.get("passed") is not True and ver.get("summary"):
                 row["note"] = f"not verified: {ver['summary']}"
-        elif r is not None:
-            row.update(status="error", note=str(r.get("detail") or r.get("error") or ""))
+        elif outcome is not None:
+            row.update(
+                status="error", note=str(outcome.get("detail") or outcome.get("error") or "")
+            )
         rows.append(row)
     return {
         "base_cost_usd_per_hour": base,

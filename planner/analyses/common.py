@@ -1,0 +1,97 @@
+"""What every analysis shares: defaults, the replica summary, input checks."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from catalog.schema import Catalog, Dtype, Model
+from planner import roofline as rl
+from planner.candidates import KV_STREAM_OVERLAP
+from planner.errors import PlanningError, UnknownEntryError
+
+#: Smallest default chunk budget (tokens); defaults double from here up to the prompt.
+DEFAULT_MIN_BUDGET_TOKENS = 256
+
+#: Default share of a KV transfer that layer-wise streaming can hide (the planner's value).
+DEFAULT_KV_STREAM_OVERLAP = KV_STREAM_OVERLAP
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReplicaSummary(_Result):
+    """The replica an analysis priced: ``tp`` GPUs of ``gpu`` serving ``model``.
+
+    ``effective_tflops`` = ``tp x peak x MFU`` / 1e12 (:func:`planner.roofline.effective_flops`);
+    ``effective_bandwidth_tb_per_s`` = ``tp x HBM x MBU`` / 1e12.
+    """
+
+    model: str
+    gpu: str
+    tp: int
+    dtype: str
+    kv_dtype: str
+    mfu: float
+    mbu: float
+    overlap_factor: float
+    step_overhead_ms: float
+    effective_tflops: float
+    effective_bandwidth_tb_per_s: float
+
+    @classmethod
+    def of(cls, replica: rl.Replica) -> ReplicaSummary:
+        return cls(
+            model=replica.model.id,
+            gpu=replica.gpu.id,
+            tp=replica.tp,
+            dtype=str(replica.weight_dtype),
+            kv_dtype=str(replica.kv_dtype),
+            mfu=replica.prefill_mfu,
+            mbu=replica.decode_mbu,
+            overlap_factor=replica.overlap_factor,
+            step_overhead_ms=replica.step_overhead_ms,
+            effective_tflops=rl.effective_flops(replica) / 1e12,
+            effective_bandwidth_tb_per_s=rl.effective_bandwidth_bytes_per_s(replica) / 1e12,
+        )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_prompt(model: Model, prompt_tokens: int, field: str = "prompt_tokens") -> None:
+    if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 1:
+        raise PlanningError.for_field(field, f"must be a positive integer, got {prompt_tokens!r}")
+    if prompt_tokens > model.max_context_tokens:
+        raise PlanningError.for_field(
+            field,
+            f"{prompt_tokens:,} tokens exceed {model.id}'s context window "
+            f"({model.max_context_tokens:,})",
+        )
+
+
+def _check_positive(field: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise PlanningError.for_field(field, f"must be > 0, got {value}")
+
+
+def _kv_dtype(value: Dtype | str) -> Dtype:
+    """The KV-cache format, one of :data:`planner.roofline.KV_DTYPES` (field ``kv_dtype``)."""
+    try:
+        k_dtype = Dtype(value)
+    except ValueError:
+        k_dtype = None
+    if k_dtype not in rl.KV_DTYPES:
+        known = ", ".join(d.value for d in rl.KV_DTYPES)
+        raise PlanningError.for_field("kv_dtype", f"unsupported KV dtype {value!r} (use {known})")
+    return k_dtype
+
+
+def _get_model(catalog: Catalog, model_id: str) -> Model:
+    model = catalog.models.get(model_id)
+    if model is None:
+        known = ", ".join(sorted(catalog.models))
+        raise UnknownEntryError.for_field("model", f"unknown model {model_id!r} (known: {known})")
+    return model

@@ -1,0 +1,472 @@
+"""A stored plan's report: :func:`plan_document` turns the plan (and its request,
+sensitivity and catalog) into a :class:`~planner.report.document.Document`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from catalog.schema import Catalog
+from planner.report import charts
+from planner.report import text as _text
+from planner.report.alternatives import (
+    alternatives_table,
+    next_cheapest,
+    sensitivity_blocks,
+    sensitivity_sentence,
+    uncertainty_sentence,
+    why_not_table,
+)
+from planner.report.blocks import (
+    bom_notes,
+    bom_table,
+    classes_table,
+    launch_blocks,
+    mode_bullets,
+    pools_table,
+    price_blocks,
+    request_yaml,
+    slo_sentence,
+    solver_para,
+    traffic_table,
+    verification_blocks,
+)
+from planner.report.bom import Bom, build_bom
+from planner.report.document import (
+    Block,
+    Bullets,
+    Chart,
+    Charts,
+    Code,
+    Document,
+    Figure,
+    Heading,
+    Para,
+    Run,
+    Section,
+    Strong,
+    Table,
+)
+from planner.report.formatting import (
+    _list,
+    _map,
+    is_num,
+    kw,
+    model_name,
+    ms,
+    num,
+    pct,
+    pct_delta,
+    per_mtok,
+    pool_class,
+    rps,
+    s,
+    usd,
+    usd_delta,
+    usd_short,
+)
+from solver.problem import has_solution
+
+# --------------------------------------------------------------------------- plans
+
+
+def _buy_text(bom: Bom) -> str:
+    return " + ".join(f"{ln.gpus:,} × {ln.gpu_name}" for ln in bom.lines)
+
+
+def _meta(
+    record: Mapping[str, Any], plan: Mapping[str, Any], catalog: Catalog
+) -> list[tuple[str, str]]:
+    out = []
+    if record.get("id") is not None:
+        out.append(("Plan", str(record["id"])))
+    if record.get("created_at"):
+        out.append(("Created", str(record["created_at"])))
+    out.append(("Model", model_name(plan.get("model"), catalog)))
+    out.append(("Objective", s(plan.get("objective"))))
+    out.append(("Status", s(plan.get("status"))))
+    out.append(("Catalog", s(plan.get("catalog_hash"))))
+    return out
+
+
+def plan_document(
+    record: Mapping[str, Any], catalog: Catalog, *, with_charts: bool = True
+) -> Document:
+    """The procurement report of one stored plan (see the module docstring)."""
+    plan = _map(record.get("plan"))
+    request = _map(record.get("request"))
+    sens = record.get("sensitivity")
+    bom = build_bom(plan, catalog)
+    status = str(plan.get("status") or "")
+    solved = has_solution(status)
+    robust = bool(plan.get("scenarios"))
+    name = request.get("name") or (f"plan {record['id']}" if record.get("id") else "fleet plan")
+    cost = plan.get("cost_usd_per_hour")
+    t = bom.total
+
+    summary: list[Block] = []
+    figures: list[Figure] = []
+    if solved and bom.lines:
+        headline = f"Buy {_buy_text(bom)}"
+        doc_status = "ok"
+        figures = [
+            Figure("per hour", usd(cost), "list price, on demand"),
+            Figure("per month", usd_short(t.usd_per_month), "730 hours"),
+            Figure("over 3 years", usd_short(t.usd_3y), "26,280 hours"),
+            Figure("GPUs", num(t.gpus), f"in {num(t.nodes)} servers, {num(t.rack_units)} RU"),
+            Figure("power", kw(t.power_kw), "GPUs + server share"),
+            Figure(
+                "per million tokens",
+                per_mtok(plan.get("cost_usd_per_million_tokens")),
+                "prompt + output",
+            ),
+        ]
+        band: Any = plan.get("cost_band_usd_per_hour")
+        if _text.usd_band(band) != _text.MISSING:
+            risk = _map(plan.get("risk"))
+            figures.insert(
+                1,
+                Figure(
+                    "cost band per hour",
+                    f"{usd_short(band[0])}–{usd_short(band[1])}",
+                    f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                ),
+            )
+        if t.capital_usd is not None:
+            figures.insert(3, Figure("capital", usd_short(t.capital_usd), "purchase price"))
+        classes = [c for c in _list(plan.get("classes"))]
+        total_rate = sum(c.get("rate_rps") or 0 for c in classes)
+        lead: list[Run] = [
+            Strong(f"{_buy_text(bom)}"),
+            f" in {num(t.nodes)} servers ({num(t.rack_units)} rack units, {kw(t.power_kw)}) "
+            f"for {usd(cost)}/hour at list prices: {usd_short(t.usd_per_month)} a month, "
+            f"{usd_short(t.usd_per_year)} a year, {usd_short(t.usd_3y)} over three years",
+        ]
+        if t.capital_usd is not None:
+            lead.append(f"; {usd_short(t.capital_usd)} to purchase outright")
+        lead.append(".")
+        summary.append(Para(lead, kind="lead"))
+        if robust:
+            scen = _list(plan.get("scenarios"))
+            names = ", ".join(str(x.get("name")) for x in scen)
+            alone = _map(plan.get("assumptions")).get("weighted_cost_alone_usd_per_hour")
+            summary.append(
+                Para(
+                    [
+                        f"One fleet for {len(scen)} traffic scenarios of "
+                        f"{model_name(plan.get('model'), catalog)} ({names}): GPUs are "
+                        "re-assigned between pools per scenario. Planned alone, the weighted "
+                        f"scenarios would cost {usd(alone)}/h; the difference buys the ability "
+                        "to follow the mix."
+                    ]
+                )
+            )
+        else:
+            summary.append(
+                Para(
+                    [
+                        f"It serves {model_name(plan.get('model'), catalog)} at {rps(total_rate)} "
+                        f"requests/s in {len(classes)} traffic "
+                        f"class{'es' if len(classes) != 1 else ''}. Why this shape:"
+                    ]
+                )
+            )
+        bullets = mode_bullets(plan)
+        slo = slo_sentence(plan)
+        if slo:
+            bullets.append(slo.runs)
+        v = _map(plan.get("verification"))
+        if v.get("enabled") and v.get("summary"):
+            bullets.append([Strong("Simulation: "), str(v["summary"])])
+        binding = _list(plan.get("binding"))
+        if not robust:
+            bullets.append(
+                [
+                    Strong("Binding constraints: "),
+                    "; ".join(str(b.get("detail") or b.get("name")) for b in binding)
+                    if binding
+                    else "none — no budget, stock, power or configuration limit is active; "
+                    "the fleet is as small as the latency objectives allow.",
+                ]
+            )
+        alt = next_cheapest(plan)
+        if alt is not None and is_num(cost) and cost:
+            d = alt["cost_usd_per_hour"] - cost
+            bullets.append(
+                [
+                    Strong("Next-cheapest: "),
+                    f"“{alt.get('name')}” at {usd(alt['cost_usd_per_hour'])}/h "
+                    f"({usd_delta(d)}/h, {pct_delta(100 * d / cost)}).",
+                ]
+            )
+        unc = uncertainty_sentence(plan)
+        if unc:
+            bullets.append(unc)
+        sens_run = sensitivity_sentence(sens)
+        if sens_run:
+            bullets.append(sens_run)
+        if bullets:
+            summary.append(Bullets(bullets))
+        if status == "feasible":
+            gap = _map(plan.get("solver")).get("gap")
+            summary.append(
+                Para(
+                    [
+                        "The solver stopped at its time limit: this fleet is feasible and within "
+                        f"{pct(gap, 2)} of the cheapest possible."
+                    ],
+                    kind="warn",
+                )
+            )
+    elif solved:
+        headline = "Nothing to buy"
+        doc_status = "warn"
+        summary.append(Para(["The plan needs no GPUs (no traffic)."]))
+    else:
+        headline = "No fleet meets this request"
+        doc_status = "bad"
+        summary.append(
+            Para(
+                [Strong("No fleet meets this request"), f" (status {status or 'unknown'})."],
+                kind="warn",
+            )
+        )
+        reasons: list[list[Run]] = [[str(r)] for r in _list(plan.get("infeasible_reasons"))]
+        if reasons:
+            summary.append(Bullets(reasons))
+
+    if with_charts and solved:
+        items = []
+        if robust:
+            svg = charts.chart_robust_usage(plan, {})
+            if svg:
+                items.append(
+                    Chart(svg, "Solid: GPUs serving the scenario; light: bought but idle.")
+                )
+        else:
+            svg = charts.chart_cost_by_pool(plan)
+            if svg:
+                items.append(Chart(svg, "Hourly cost of each pool, by GPU type."))
+            svg = charts.chart_gpus_per_class(plan)
+            if svg:
+                items.append(Chart(svg, "GPUs each class uses, by role."))
+        if items:
+            summary.append(Charts(items))
+
+    sections: list[Section] = []
+    if not solved:
+        blocks: list[Block] = [Bullets([[str(r)] for r in _list(plan.get("infeasible_reasons"))])]
+        relax = _map(plan.get("relaxation"))
+        if relax:
+            blocks.append(
+                Table(
+                    ["Limit", "Must grow by"],
+                    [[str(k), num(v, 2)] for k, v in sorted(relax.items())],
+                    [False, True],
+                )
+            )
+        sections.append(Section("infeasible", "Why no fleet meets this request", blocks))
+
+    if bom.lines:
+        sections.append(
+            Section(
+                "bom",
+                "Bill of materials",
+                [bom_table(bom, catalog), *bom_notes(bom)],
+            )
+        )
+
+    if robust:
+        sections += robust_sections(plan, catalog)
+    elif _list(plan.get("pools")):
+        pools = _list(plan.get("pools"))
+        sections.append(
+            Section(
+                "pools",
+                "Pools and launch settings",
+                [
+                    pools_table(pools),
+                    Para(
+                        [
+                            "Load = the pool's request rate over its capacity within the latency "
+                            "objectives (not GPU busy time). TTFT and TPOT are predicted at the "
+                            "SLO percentile. Each replica is one engine process on TP GPUs."
+                        ],
+                        kind="note",
+                    ),
+                    *kv_transfer_paras(pools),
+                    *launch_blocks(pools, catalog),
+                ],
+                page_break=True,
+            )
+        )
+    if _list(plan.get("classes")):
+        class_reasons: list[list[Run]] = [
+            [Strong(f"{c.get('name')}: "), str(c.get("mode_reason"))]
+            for c in _list(plan.get("classes"))
+            if c.get("mode_reason")
+        ]
+        blocks = [classes_table(plan)]
+        if class_reasons:
+            blocks += [Heading("Why each class is served the way it is"), Bullets(class_reasons)]
+        blocks += verification_blocks(plan)
+        sections.append(Section("classes", "Traffic classes and predicted SLO attainment", blocks))
+
+    if solved and not robust:
+        binding = _list(plan.get("binding"))
+        blocks = [
+            Heading("Binding constraints"),
+            Bullets(
+                [[str(b.get("name")), f": {b.get('detail')}"] for b in binding]
+                if binding
+                else [["None: no budget, stock, power or configuration limit is active."]]
+            ),
+        ]
+        alt_t = alternatives_table(plan)
+        if alt_t:
+            blocks += [Heading("Alternatives (the next-cheapest fleets)"), alt_t]
+        wn = why_not_table(plan)
+        if wn:
+            blocks += [Heading("Why not other GPUs"), wn]
+        sections.append(Section("why", "Binding constraints and alternatives", blocks))
+
+    if solved:
+        sections.append(
+            Section("sensitivity", "Sensitivity", sensitivity_blocks(sens, cost, with_charts))
+        )
+
+    assumptions: list[Block] = [
+        Table(
+            ["Item", "Value"],
+            [
+                ["Catalog hash", s(plan.get("catalog_hash"))],
+                ["Current catalog", catalog.content_hash],
+                ["Model", model_name(plan.get("model"), catalog)],
+                ["Objective", s(plan.get("objective"))],
+                [
+                    "Pools",
+                    str(
+                        _map(plan.get("assumptions")).get("pools_per_class")
+                        or "each pool serves one class"
+                    ),
+                ],
+            ],
+            [False, False],
+        ),
+        *price_blocks([ln.gpu for ln in bom.lines], plan, catalog),
+    ]
+    tt = traffic_table(plan)
+    if tt:
+        assumptions += [Heading("Traffic figures per class"), tt]
+    sp = solver_para(plan)
+    if sp:
+        assumptions.append(sp)
+    if request:
+        assumptions += [
+            Heading("The request (to reproduce this plan)"),
+            Code("YAML", request_yaml(dict(request))),
+        ]
+    sections.append(Section("assumptions", "Assumptions", assumptions, page_break=True))
+
+    return Document(
+        title=str(name),
+        kicker="Procurement report · fleet plan",
+        meta=_meta(record, plan, catalog),
+        headline=headline,
+        status=doc_status,
+        figures=figures,
+        summary=summary,
+        sections=sections,
+        footer=(
+            "Generated by fleetplan from the stored plan. Prices are list on-demand rates per "
+            "GPU-hour from the catalog (estimates where marked), not quotes."
+        ),
+    )
+
+
+def kv_transfer_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
+    out: list[Block] = []
+    for p in pools:
+        if p.get("kv_transfer_link") and is_num(p.get("kv_transfer_exposed_ms")):
+            out.append(
+                Para(
+                    [
+                        f"{pool_class(p)} prefill on {p.get('gpu')}: the KV cache ships over "
+                        f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, "
+                        "included in TTFT)."
+                    ],
+                    kind="note",
+                )
+            )
+    return out
+
+
+def robust_sections(plan: Mapping[str, Any], catalog: Catalog) -> list[Section]:
+    scen = _list(plan.get("scenarios"))
+    rows = []
+    for sc in scen:
+        sub = _map(sc.get("plan"))
+        modes = ", ".join(
+            f"{c.get('name')} {c.get('mode') or '–'}" for c in _list(sub.get("classes"))
+        )
+        rows.append(
+            [
+                s(sc.get("name")),
+                num(sc.get("weight"), 2),
+                usd(sub.get("cost_usd_per_hour")),
+                usd(sc.get("cost_alone_usd_per_hour")),
+                usd(sc.get("premium_usd_per_hour")),
+                ", ".join(f"{g} {n:,}" for g, n in _map(sc.get("gpus_used")).items()) or "–",
+                ", ".join(f"{g} {n:,}" for g, n in _map(sc.get("gpus_idle")).items()) or "none",
+                modes,
+            ]
+        )
+    out = [
+        Section(
+            "scenarios",
+            "Scenarios",
+            [
+                Table(
+                    [
+                        "Scenario",
+                        "Weight",
+                        "GPUs in use, $/h",
+                        "Cheapest alone, $/h",
+                        "Premium, $/h",
+                        "GPUs in use",
+                        "GPUs idle",
+                        "Modes",
+                    ],
+                    rows,
+                    [False, True, True, True, True, False, False, False],
+                    small=True,
+                ),
+                Para(
+                    [
+                        "Premium = the robust fleet's cost minus the cheapest fleet for that "
+                        "scenario alone: what buying for the whole range costs in that scenario."
+                    ],
+                    kind="note",
+                ),
+            ],
+            page_break=True,
+        )
+    ]
+    for sc in scen:
+        sub = _map(sc.get("plan"))
+        pools = _list(sub.get("pools"))
+        blocks: list[Block] = []
+        if pools:
+            blocks += [pools_table(pools), *kv_transfer_paras(pools)]
+        if _list(sub.get("classes")):
+            blocks += [Heading("Classes"), classes_table(sub)]
+        blocks += launch_blocks(pools, catalog)
+        out.append(
+            Section(
+                f"scenario-{len(out)}",
+                f"Scenario {sc.get('name')}: pools and launch settings",
+                blocks,
+                page_break=True,
+            )
+        )
+    return out
