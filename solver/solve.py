@@ -209,6 +209,10 @@ def solve(
             problem, r.replicas
         ):
             return _replace(r, runtime_s=time.perf_counter() - t0)
+        if r.status != SolveStatus.INFEASIBLE:
+            split = _solve_pair_cases(problem, options, t0, cache)
+            if split is not None:
+                return split
 
     if (
         options.decompose
@@ -276,6 +280,57 @@ def solve(
         num_variables=prob.numVariables(),
         num_constraints=prob.numConstraints(),
     )
+
+
+def _solve_pair_cases(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None
+) -> SolveResult | None:
+    """One class with KV pairing rules, solved exactly by cases instead of with the
+    pairing rows: either no prefill pool priced on a link restricted to some decode
+    GPU types is used (drop those candidates), or one such set R is used (keep
+    only decode candidates on GPU types in R and restricted prefill candidates
+    whose set is R). Each case has no pairing left to enforce; the cheapest
+    feasible case is the optimum. None when a case runs out of time."""
+    from dataclasses import replace as _replace
+
+    restricted = sorted(
+        {c.pairs_with for c in problem.candidates if c.pairs_with is not None}, key=sorted
+    )
+    cases = [tuple(c for c in problem.candidates if c.pairs_with is None)]
+    for reach in restricted:
+        cases.append(
+            tuple(
+                c
+                for c in problem.candidates
+                if (c.pairs_with is None or c.pairs_with == reach)
+                and (c.role != PoolRole.DECODE or c.gpu in reach)
+            )
+        )
+    best: SolveResult | None = None
+    statuses = []
+    for cands in cases:
+        left = options.time_limit_s - (time.perf_counter() - t0)
+        if left <= 0.05:
+            return None
+        sub = _replace(problem, candidates=tuple(_replace(c, pairs_with=None) for c in cands))
+        if _unservable(sub):
+            continue
+        r = solve(sub, _replace(options, time_limit_s=left), cache)
+        statuses.append(r.status)
+        if r.status == SolveStatus.ERROR:
+            return None
+        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
+            best is None or (r.objective or 0.0) < (best.objective or 0.0)
+        ):
+            best = r
+    if best is None:
+        return None  # every case infeasible: the model with the rows explains it
+    status = (
+        SolveStatus.OPTIMAL
+        if all(st in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE) for st in statuses)
+        else SolveStatus.FEASIBLE
+    )
+    return _replace(best, status=status, runtime_s=time.perf_counter() - t0)
 
 
 def pairs_respected(problem: Problem, replicas: dict[str, int]) -> bool:
@@ -651,7 +706,12 @@ def _solve_by_gpu_types(
             if out is not None:
                 best = (out[0], full)  # type: ignore[assignment]
         used_first = {gpu_of[k] for r in full if r is not None for k in r.replicas}
-        for g in sorted(types, key=lambda t: (t not in used_first, t)):
+
+        def single_bound(t: str) -> float:
+            return sum(quick(i, frozenset([t])) for i in range(len(problem.classes)))
+
+        # most promising first, so that the cheap bound skips the rest
+        for g in sorted(types, key=lambda t: (t not in used_first, single_bound(t), t)):
             consider(frozenset([g]), 1)
         if best is None and all(r is None for r in full):
             return None  # nothing serves every class: the monolithic model says why
