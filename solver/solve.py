@@ -195,29 +195,25 @@ def solve(
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
-    if any(c.pairs_with is not None for c in problem.candidates):
-        # The KV pairing rows only forbid some (prefill, decode) combinations: solve
-        # without them first (a relaxation, smaller after pruning and much faster);
-        # when its fleet pairs only over priced links it is optimal with them too.
+    if len(problem.classes) == 1 and any(c.pairs_with is not None for c in problem.candidates):
+        # One class (the subproblems of the decompositions): the KV pairing rows only
+        # forbid some (prefill, decode) combinations, so solve without them first (a
+        # relaxation, faster) with at most half the time; when its fleet pairs only
+        # over priced links it is optimal with the rows too.
         from dataclasses import replace as _replace
 
         relaxed = _replace(
             problem, candidates=tuple(_replace(c, pairs_with=None) for c in problem.candidates)
         )
-        r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining())), cache)
+        r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining() / 2)), cache)
         if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and pairs_respected(
             problem, r.replicas
         ):
             return _replace(r, runtime_s=time.perf_counter() - t0)
-        if remaining() <= 0.05 and r.status != SolveStatus.INFEASIBLE:
-            return _replace(
-                r,
-                status=SolveStatus.ERROR,
-                objective=None,
-                replicas={},
-                rates_rps={},
-                message="time limit reached before a fleet with valid KV links was found",
-            )
+        if r.status != SolveStatus.INFEASIBLE:
+            split = _solve_pair_cases(problem, options, t0, cache)
+            if split is not None:
+                return split
 
     if (
         options.decompose
@@ -283,6 +279,57 @@ def solve(
         num_variables=prob.numVariables(),
         num_constraints=prob.numConstraints(),
     )
+
+
+def _solve_pair_cases(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None
+) -> SolveResult | None:
+    """One class with KV pairing rules, solved exactly by cases instead of with the
+    pairing rows: either no prefill pool priced on a link restricted to some decode
+    GPU types is used (drop those candidates), or one such set R is used (keep
+    only decode candidates on GPU types in R and restricted prefill candidates
+    whose set is R). Each case has no pairing left to enforce; the cheapest
+    feasible case is the optimum. None when a case runs out of time."""
+    from dataclasses import replace as _replace
+
+    restricted = sorted(
+        {c.pairs_with for c in problem.candidates if c.pairs_with is not None}, key=sorted
+    )
+    cases = [tuple(c for c in problem.candidates if c.pairs_with is None)]
+    for reach in restricted:
+        cases.append(
+            tuple(
+                c
+                for c in problem.candidates
+                if (c.pairs_with is None or c.pairs_with == reach)
+                and (c.role != PoolRole.DECODE or c.gpu in reach)
+            )
+        )
+    best: SolveResult | None = None
+    statuses = []
+    for cands in cases:
+        left = options.time_limit_s - (time.perf_counter() - t0)
+        if left <= 0.05:
+            return None
+        sub = _replace(problem, candidates=tuple(_replace(c, pairs_with=None) for c in cands))
+        if _unservable(sub):
+            continue
+        r = solve(sub, _replace(options, time_limit_s=left), cache)
+        statuses.append(r.status)
+        if r.status == SolveStatus.ERROR:
+            return None
+        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
+            best is None or (r.objective or 0.0) < (best.objective or 0.0)
+        ):
+            best = r
+    if best is None:
+        return None  # every case infeasible: the model with the rows explains it
+    status = (
+        SolveStatus.OPTIMAL
+        if all(st in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE) for st in statuses)
+        else SolveStatus.FEASIBLE
+    )
+    return _replace(best, status=status, runtime_s=time.perf_counter() - t0)
 
 
 def pairs_respected(problem: Problem, replicas: dict[str, int]) -> bool:
@@ -462,6 +509,38 @@ def _solve_by_class(
     )
 
 
+def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
+    """A lower bound on one class's cost ($/hour) on these candidates, without a MILP:
+    every pool j carries at most e_j = max_n capacity_j(n) / n requests/s per replica
+    (n up to its replica cap), so carrying the rate lambda in one role costs at
+    least lambda x min_j c_j / e_j; aggregated needs one role and one configuration,
+    disaggregated prefill and decode (two configurations), each priced at
+    ``usd_per_hour_per_configuration``. inf when no mode has candidates."""
+    from solver.prune import capacity_table
+
+    best_role: dict[PoolRole, float] = {}
+    for c in cands:
+        if c.id not in tables:
+            tables[c.id] = capacity_table(c)
+        t = tables[c.id]
+        if not len(t):
+            continue
+        per_replica = float(max(t[n - 1] / n for n in range(1, len(t) + 1)))
+        if per_replica <= 0:
+            continue
+        unit = c.cost_usd_per_hour_per_replica / per_replica
+        best_role[c.role] = min(best_role.get(c.role, math.inf), unit)
+    conf = ops.usd_per_hour_per_configuration
+    options = []
+    if Mode.AGGREGATED in cls.modes and PoolRole.AGGREGATED in best_role:
+        options.append(cls.rate_rps * best_role[PoolRole.AGGREGATED] + conf)
+    if Mode.DISAGGREGATED in cls.modes and {PoolRole.PREFILL, PoolRole.DECODE} <= set(best_role):
+        options.append(
+            cls.rate_rps * (best_role[PoolRole.PREFILL] + best_role[PoolRole.DECODE]) + 2 * conf
+        )
+    return min(options) if options else math.inf
+
+
 def _class_limits_only(limits: Limits) -> Limits:
     """The limits that act on one pool at a time (kept in per-class subproblems)."""
     return Limits(
@@ -578,10 +657,21 @@ def _solve_by_gpu_types(
     proved = timed_out = False
     m_reached = 1
 
+    def quick(i: int, allowed: frozenset[str]) -> float:
+        """Class i's cheap lower bound on ``allowed`` (0 if unknown)."""
+        cls = problem.classes[i]
+        return class_lower_bound(
+            cls, [c for c in per_class[cls.id] if c.gpu in allowed], ops, tables
+        )
+
     def consider(allowed: frozenset[str], m: int) -> None:
         nonlocal best
         results: list[SolveResult] = []
         partial = per_type * m
+        if best is not None:
+            cheap = [quick(i, allowed) for i in range(len(problem.classes))]
+            if any(math.isinf(b) for b in cheap) or partial + sum(cheap) >= best[0]:
+                return  # some class cannot run on this set, or it cannot beat the best
         for i, cls in enumerate(problem.classes):
             if best is not None and bound_k is not None and partial + sum(bound_k[i:]) >= best[0]:
                 return
@@ -598,19 +688,32 @@ def _solve_by_gpu_types(
         # Each class on every GPU type: its lower bound (objective x (1 - gap)), and a
         # fleet; capped so that single GPU types still get their turn.
         cap = max(0.2, 0.5 * options.time_limit_s / max(1, len(problem.classes)))
-        full = [class_result(cls, frozenset(types), cap) for cls in problem.classes]
-        if all(r is not None and r.gap is not None for r in full):
-            bound_k = [(r.objective or 0.0) * (1 - (r.gap or 0.0)) for r in full]  # type: ignore[union-attr]
+        everything = frozenset(types)
+        cheap_k = [quick(i, everything) for i in range(len(problem.classes))]
+        if any(math.isinf(b) for b in cheap_k):
+            return None  # some class has no mode with candidates: the monolithic model says so
+        full = [class_result(cls, everything, cap) for cls in problem.classes]
+        # each class's bound: its MILP optimum x (1 - gap) when solved, else the cheap one
+        bound_k = [
+            max(cheap_k[i], (r.objective or 0.0) * (1 - r.gap))
+            if r is not None and r.gap is not None
+            else cheap_k[i]
+            for i, r in enumerate(full)
+        ]
+        if all(r is not None for r in full):
             out = combine(full)  # type: ignore[arg-type]
             if out is not None:
                 best = (out[0], full)  # type: ignore[assignment]
         used_first = {gpu_of[k] for r in full if r is not None for k in r.replicas}
-        for g in sorted(types, key=lambda t: (t not in used_first, t)):
+
+        def single_bound(t: str) -> float:
+            return sum(quick(i, frozenset([t])) for i in range(len(problem.classes)))
+
+        # most promising first, so that the cheap bound skips the rest
+        for g in sorted(types, key=lambda t: (t not in used_first, single_bound(t), t)):
             consider(frozenset([g]), 1)
         if best is None and all(r is None for r in full):
             return None  # nothing serves every class: the monolithic model says why
-        if bound_k is None:
-            raise TimeoutError  # no bound: the best fleet so far, gap unknown
         for m in range(2, g_max + 1):
             m_reached = m
             if best is not None and per_type * m + sum(bound_k) >= best[0] * (1 - options.rel_gap):

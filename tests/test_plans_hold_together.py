@@ -380,3 +380,16 @@ def test_api_422_body_is_explained(migrated_sqlite_url):
     assert issues["traffic.classes[1].prompt_tokens"].startswith(
         "expected {mean_tokens, p90_tokens}"
     )
+
+
+def test_cheap_class_bound_never_exceeds_the_class_optimum():
+    from solver.solve import class_lower_bound
+
+    p = _two_class_two_types(usd_per_hour_per_configuration=5.0)
+    for cls in p.classes:
+        cands = [c for c in p.candidates if c.class_id == cls.id]
+        sub = Problem(classes=(cls,), candidates=tuple(cands), operations=p.operations)
+        opt = solve(sub).objective
+        lb = class_lower_bound(cls, cands, p.operations, {})
+        assert lb <= opt + 1e-9
+        assert lb == pytest.approx(5 * 1.0 + 5.0)  # 50 rps at $1 per 10 rps, one configuration
