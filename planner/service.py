@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
-from planner.candidates import Screening, prune_by_cost_curves, screen_candidates
+from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.errors import PlanningError
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
@@ -297,7 +297,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
     provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
     candidates carry them), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
-    first = {}
+    first: dict[str, Candidate] = {}
     for c in screening.candidates:
         first.setdefault(c.config.gpu, c)
     return {
