@@ -57,7 +57,7 @@ def test_capacity_band_worked():
 def test_replicas_band_worked():
     # nominal plan: ceil(10 x 0.6105) = 7, ceil(10 x 1.6379) = 17
     assert risk.replicas_band(10, 1.0, 0.30) == (7, 17)
-    # the 80/20 agent pool at 0.8: 130 replicas bought for capacity x0.7769, so 100.99
+    # an analogy pool at 0.8: 130 replicas bought for capacity x0.7769, so 100.99
     # at the predicted capacity: ceil(61.66) = 62 and ceil(165.41) = 166
     assert risk.replicas_band(130, risk.capacity_derate(0.30, 0.8), 0.30) == (62, 166)
     # never below the redundancy minimum, and no replicas, no band

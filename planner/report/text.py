@@ -99,11 +99,19 @@ def per_mtok(value: Any, missing: str = MISSING) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def band_of(value: Any) -> tuple[float, float] | None:
+    """A [low, high] band read from plan JSON; None unless it is two numbers."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(map(_is_num, value)):
+        return (float(value[0]), float(value[1]))
+    return None
+
+
 def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
     """A [low, high] dollar band as ``$low-$high`` (missing unless two numbers)."""
-    if not (isinstance(band, list | tuple) and len(band) == 2 and all(map(_is_num, band))):
+    b = band_of(band)
+    if b is None:
         return missing
-    return f"{usd(band[0], digits)}-{usd(band[1], digits)}"
+    return f"{usd(b[0], digits)}-{usd(b[1], digits)}"
 
 
 def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
