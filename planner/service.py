@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
-<<<<<<< HEAD
-from planner.candidates import Screening, prune_by_cost_curves, screen_candidates
-=======
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
-from planner.errors import PlanningError
->>>>>>> risk
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.problem_build import build_problem, parse_request
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
@@ -287,11 +282,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
     provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
     candidates carry them), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
-<<<<<<< HEAD
-    first: dict[str, Any] = {}
-=======
     first: dict[str, Candidate] = {}
->>>>>>> risk
     for c in screening.candidates:
         first.setdefault(c.config.gpu, c)
     return {

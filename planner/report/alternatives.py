@@ -156,8 +156,8 @@ def sensitivity_blocks(
 def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
     """The plan's cost band, its confidence and the GPUs with no measurement, in a
     sentence (None for plans stored before bands were recorded)."""
-    band: Any = plan.get("cost_band_usd_per_hour")
-    if _text.usd_band(band) == _text.MISSING:
+    band = _text.band_of(plan.get("cost_band_usd_per_hour"))
+    if band is None:
         return None
     risk = _map(plan.get("risk"))
     runs: list[Run] = [

@@ -121,8 +121,8 @@ def plan_document(
                 "prompt + output",
             ),
         ]
-        band: Any = plan.get("cost_band_usd_per_hour")
-        if _text.usd_band(band) != _text.MISSING:
+        band = _text.band_of(plan.get("cost_band_usd_per_hour"))
+        if band is not None:
             risk = _map(plan.get("risk"))
             figures.insert(
                 1,
