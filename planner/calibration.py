@@ -501,7 +501,7 @@ def _array_entry_lines(text: str, key: str) -> list[int]:
     if m is None:
         return []
     dec = json.JSONDecoder()
-    pos, lines = m.end(), []
+    pos, lines = m.end(), list[int]()
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1
@@ -533,8 +533,10 @@ def _metric(data: Mapping[str, Any], key: str, to_ms: bool) -> float | None:
 
 
 def _genai_perf_raw(data: Mapping[str, Any]) -> dict[str, Any]:
-    cfg = data.get("input_config") if isinstance(data.get("input_config"), Mapping) else {}
-    loadgen = cfg.get("loadgen") if isinstance(cfg.get("loadgen"), Mapping) else {}
+    raw_cfg = data.get("input_config")
+    cfg: Mapping[str, Any] = raw_cfg if isinstance(raw_cfg, Mapping) else {}
+    raw_loadgen = cfg.get("loadgen")
+    loadgen: Mapping[str, Any] = raw_loadgen if isinstance(raw_loadgen, Mapping) else {}
     stim = cfg.get("perf_analyzer", {}).get("stimulus", {}) if isinstance(cfg, Mapping) else {}
     concurrency = loadgen.get("concurrency", cfg.get("concurrency", stim.get("concurrency")))
     rate = loadgen.get("request_rate", cfg.get("request_rate", stim.get("request_rate")))
@@ -968,7 +970,9 @@ class _Problem:
             ]
         )
 
-    def full(self, free: Sequence[bool], x: np.ndarray) -> tuple[float, float, float]:
+    def full(
+        self, free: Sequence[bool], x: np.ndarray | Sequence[float]
+    ) -> tuple[float, float, float]:
         it = iter(x)
         vals = [float(next(it)) if f else self.prior[i] for i, f in enumerate(free)]
         return (vals[0], vals[1], vals[2])
@@ -1048,6 +1052,11 @@ class _Problem:
 
 def _se_limit(i: int, factors: Sequence[float]) -> float:
     return MAX_OVERHEAD_STD_ERROR_MS if i == 2 else MAX_REL_STD_ERROR * factors[i]
+
+
+def _looseness(err: float | None, limit: float) -> float:
+    """How far a factor's standard error is past its limit (inf when undetermined)."""
+    return math.inf if err is None else err / limit
 
 
 def _free(mask: Sequence[bool], factors: Sequence[float]) -> list[float]:
@@ -1143,7 +1152,7 @@ def fit_group(
             if 2 in loose
             else max(
                 loose,
-                key=lambda i: math.inf if errs[i] is None else errs[i] / _se_limit(i, fitted),
+                key=lambda i: _looseness(errs[i], _se_limit(i, fitted)),
             )
         )
         mask[worst] = False
@@ -1311,7 +1320,7 @@ def apply_calibration(
                 "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
             )
         eff = gpu.efficiency
-        spread = {
+        spread: dict[str, Any] = {
             "provenance": Provenance.FITTED,
             "points": max(f.points, 1),
             "sigma_log": group_sigma_log(calibration, f),

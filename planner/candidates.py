@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import NormalDist
 
 import numpy as np
 
-from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Link
 from planner import architecture as arch
 from planner import queueing
 from planner import roofline as rl
@@ -352,12 +353,12 @@ def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) ->
 RACK_SCALE_DOMAIN = 16
 
 
-def _slower(a, b):
+def _slower(a: Link, b: Link) -> Link:
     """The slower of two links: less bandwidth, then more latency."""
     return min((a, b), key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
 
 
-def kv_pair_link(catalog: Catalog, prefill_gpu: str, decode_gpu: str):
+def kv_pair_link(catalog: Catalog, prefill_gpu: str, decode_gpu: str) -> Link:
     """Link a prefill replica on ``prefill_gpu`` ships its KV cache over to a decode
     replica on ``decode_gpu`` (a catalog Link):
 
@@ -383,7 +384,9 @@ def kv_link_for(catalog: Catalog, gpu_id: str):
     return kv_pair_link(catalog, gpu_id, gpu_id)
 
 
-def prefill_link_options(catalog: Catalog, prefill_gpu: str, decode_gpus) -> list[tuple]:
+def prefill_link_options(
+    catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[str]
+) -> list[tuple[Link, frozenset[str] | None]]:
     """The KV links a prefill replica on ``prefill_gpu`` may be priced on, each with
     the decode GPU types it may pair with (None: any):
 
@@ -394,7 +397,7 @@ def prefill_link_options(catalog: Catalog, prefill_gpu: str, decode_gpus) -> lis
       :func:`restrict_prefill_links`), so every pairing is at least that fast.
     """
     decode_gpus = list(decode_gpus)
-    out = []
+    out: list[tuple[Link, frozenset[str] | None]] = []
     same = kv_pair_link(catalog, prefill_gpu, prefill_gpu)
     if prefill_gpu in decode_gpus and same.kind.value == "scale_up":
         out.append((same, frozenset([prefill_gpu])))
@@ -404,7 +407,7 @@ def prefill_link_options(catalog: Catalog, prefill_gpu: str, decode_gpus) -> lis
     return out
 
 
-def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus) -> object:
+def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[str]) -> Link:
     """The slowest network pair link from ``prefill_gpu`` to any of ``decode_gpus``
     (:func:`kv_pair_link` across types; the GPU's own NIC for its own type)."""
     links = [catalog.links[catalog.gpus[prefill_gpu].network_link]]
@@ -708,11 +711,11 @@ def screen_candidates(
     pruned = unpaired + pruned
     final: list[Candidate] = []
     for cand in survivors:
-        err = attach_capacity(cand)
-        if err is None:
+        failed = attach_capacity(cand)
+        if failed is None:
             final.append(cand)
         else:
-            rejections.append(err)
+            rejections.append(failed)
     final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
     return Screening(final, pruned + dominated, rejections, considered, dominated)
 

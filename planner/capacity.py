@@ -528,8 +528,8 @@ def replica_capacity(
         )
     x = pt.requests_per_s
     out = x * cm.g
-    conc = concurrency if concurrency is not None else cm.concurrency_of(pt)
-    if not math.isfinite(conc):
+    conc: float | None = concurrency if concurrency is not None else cm.concurrency_of(pt)
+    if conc is not None and not math.isfinite(conc):
         conc = None
     return CapacityResult(
         mode=mode,

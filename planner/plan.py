@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner import engines, queueing, risk, sizing
 from planner import roofline as rl
-from planner.candidates import Candidate, ClassFigures, Screening
+from planner.candidates import Candidate, ClassFigures, Rejection, Screening
 from planner.request import ResolvedRequest
 from planner.simulate.results import Verification
 from solver.problem import Mode, PoolRole, SolveResult, SolveStatus
@@ -695,6 +695,7 @@ def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
         )
     if name == "max_replicas_per_pool":
         cur = lim.max_replicas_per_pool
+        assert cur is not None  # the row exists only when the limit is set
         return (
             f"allow {cur + math.ceil(amount - 1e-6)} replicas per pool instead of {cur} "
             "(constraints.max_replicas_per_pool)"
@@ -707,6 +708,7 @@ def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
             "(the replica minimum leaves no fleet within the other limits)"
         )
     if name == "budget":
+        assert lim.budget_usd_per_hour is not None  # the row exists only with a budget
         return (
             f"budget ${lim.budget_usd_per_hour:,.2f}/h is short by ${amount:,.2f}/h "
             f"(the cheapest fleet meeting the SLOs needs about "
@@ -742,7 +744,7 @@ def fill_gpu_seconds(
                 w_pre += p.rate_rps
             if p.role in (PoolRole.DECODE, PoolRole.AGGREGATED) and cand.step_ms:
                 dec += p.rate_rps * sizing.decode_gpu_s(
-                    cand.config.tp, rc.output.mean_tokens, cand.step_ms, cand.config.max_batch
+                    cand.config.tp, rc.output.mean_tokens, cand.step_ms, cand.config.max_batch or 1
                 )
                 w_dec += p.rate_rps
         cp.prefill_gpu_s_per_request = pre / w_pre if w_pre else None
@@ -753,7 +755,7 @@ def fill_gpu_seconds(
             cp.prefill_load_share = cp.prefill_gpu_s_per_request * cp.served_rps / total
 
 
-def _most_capable(rejections: list) -> object:
+def _most_capable(rejections: list[Rejection]) -> Rejection:
     """The rejection of the most capable configuration tried: largest TP, then FP8."""
     return max(rejections, key=lambda r: (r.tp or 0, r.dtype == "fp8", r.chunk_budget_tokens or 0))
 

@@ -27,7 +27,7 @@ def define_kv_pairs(prob: pulp.LpProblem, problem: Problem, v: Variables) -> Non
             c for c in problem.candidates_of(cls.id, PoolRole.PREFILL) if c.pairs_with is not None
         ]
         gpus = sorted({d.gpu for d in decodes})
-        needed = sorted({g for p in prefills for g in gpus if g not in p.pairs_with})
+        needed = sorted({g for p in prefills for g in gpus if g not in (p.pairs_with or ())})
         if not needed:
             continue
         k = safe_name(cls.id)
@@ -37,7 +37,7 @@ def define_kv_pairs(prob: pulp.LpProblem, problem: Problem, v: Variables) -> Non
                 prob += v.used[d.id] <= has[d.gpu], f"kv_decode_gpu__{safe_name(d.id)}"
         for p in prefills:
             for g in needed:
-                if g not in p.pairs_with:
+                if g not in (p.pairs_with or ()):
                     prob += (
                         v.used[p.id] + has[g] <= 1,
                         f"kv_pair__{safe_name(p.id)}__{safe_name(g)}",
