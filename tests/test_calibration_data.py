@@ -254,8 +254,10 @@ def test_shapes_and_gpus_without_data():
     )
     everything = cb.load_reference_measurements(CAT, include_skipped=True)
     none = fd.gpus_without_data(CAT, everything)
-    assert {"l40s", "h100-pcie-80gb", "gaudi3", "a100-40gb"} <= set(none)
-    assert H100 not in none and "mi300x" not in none and "h100-nvl-94gb" not in none
+    assert {"h100-pcie-80gb", "gaudi3", "a100-40gb"} <= set(none)
+    # L40S at tp 4 runs over PCIe (cost model v2), so MLPerf's L40S points are priced
+    for gpu in (H100, "mi300x", "h100-nvl-94gb", "l40s"):
+        assert gpu not in none
 
 
 # --------------------------------------------------------------------------- fit vs holdout
@@ -287,13 +289,9 @@ def test_a_fit_on_the_fit_split_improves_held_out_a100_kernels(shipped_rows):
     assert after < 0.8 * before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on the shipped data the per-GPU fit does not generalize: held-out median "
-    "error 15.2% before, 17.8% after (docs/calibration.md); remove this marker when the "
-    "model (or the fit) makes the fit help on held-out points",
-)
 def test_a_fit_on_the_fit_split_improves_the_held_out_split(shipped_rows):
+    # With cost model v2 and source-weighted fits, factors fitted on the fit split
+    # predict the held-out split better (docs/calibration.md: 21.3% -> 19.0%).
     n, before, after = _holdout_medians(shipped_rows)
     assert n > 80
     assert after < before
