@@ -541,6 +541,14 @@ def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
     return min(options) if options else math.inf
 
 
+def _replace_limits(sub: Limits, lim: Limits, classes: int) -> Limits:
+    """Per-class limits plus the configuration cap, which every class must meet on
+    its own (exact for one class; necessary, not sufficient, for several)."""
+    from dataclasses import replace
+
+    return replace(sub, max_configurations=lim.max_configurations)
+
+
 def _class_limits_only(limits: Limits) -> Limits:
     """The limits that act on one pool at a time (kept in per-class subproblems)."""
     return Limits(
@@ -607,7 +615,15 @@ def _solve_by_gpu_types(
             lim.max_replicas_per_pool,
             tables,
         )
-        key = ("types", cls, cands, lim.min_replicas_per_pool, lim.max_replicas_per_pool, sub_ops)
+        key = (
+            "types",
+            cls,
+            cands,
+            lim.min_replicas_per_pool,
+            lim.max_replicas_per_pool,
+            lim.max_configurations,
+            sub_ops,
+        )
         if key in local:
             return local[key]
         key_rel = (*key, options.rel_gap)
@@ -619,7 +635,7 @@ def _solve_by_gpu_types(
             sub = Problem(
                 classes=(cls,),
                 candidates=cands,
-                limits=_class_limits_only(lim),
+                limits=_replace_limits(_class_limits_only(lim), lim, len(problem.classes)),
                 objective=Objective.MIN_COST,
                 operations=sub_ops,
             )
@@ -739,7 +755,9 @@ def _solve_by_gpu_types(
         served.update(r.served_rps)
     gaps = [r.gap for r in results]
     sub_gap = max(gaps) if all(g is not None for g in gaps) else None  # type: ignore[type-var]
-    exact = proved and not timed_out and lim.max_configurations is None
+    exact = (
+        proved and not timed_out and (lim.max_configurations is None or len(problem.classes) == 1)
+    )
     if exact and all(r.status == SolveStatus.OPTIMAL for r in results):
         status, gap = SolveStatus.OPTIMAL, sub_gap
     else:
