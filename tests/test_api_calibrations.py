@@ -72,12 +72,12 @@ def test_a_name_is_stored_once(client):
 @pytest.mark.parametrize(
     ("bad", "field", "words"),
     [
-        (point(2, 504, -23, 8), "measurements.1.ttft_ms", "greater than 0"),
+        (point(2, 504, -23, 8), "measurements[1].ttft_ms", "greater than 0"),
         ({**point(2, 504, 23, 8), "gpu": "tpu-v9"}, "measurements.1", "unknown gpu"),
         ({**point(2, 504, 23, 8), "model": "gpt-2"}, "measurements.1", "unknown model"),
         (
             {k: v for k, v in point(2, 504, 23, 8).items() if k != "osl"},
-            "measurements.1",
+            "measurements[1]",
             "isl and osl",
         ),
     ],

@@ -213,12 +213,12 @@ def test_wait_gives_up_after_the_limit_and_answers_202(client, monkeypatch):
         ),
         (
             spec(variants=[{"name": "scale", "rate_scale": -2}]),
-            "variants.0.rate_scale",
+            "variants[0].rate_scale",
             "invalid_input",
         ),
         (
             spec(variants=[{"name": "x", "typo": 1}]),
-            "variants.0.typo",
+            "variants[0].typo",
             "invalid_input",
         ),
         (

@@ -115,7 +115,7 @@ def test_every_example_plans(capsys, example):
             "fleetplan: error: traffic: class shares must sum to 1, got 0.9",
         ),
         (small(model="gpt-17"), "fleetplan: error: model: unknown model 'gpt-17'"),
-        (small(colour="red"), "fleetplan: error: colour: Extra inputs are not permitted"),
+        (small(colour="red"), "fleetplan: error: colour: unknown field 'colour'; expected one of"),
         ([1, 2], "fleetplan: error: FILE: "),
         ("just text", "fleetplan: error: FILE: "),
     ],
