@@ -707,15 +707,15 @@ def _kv_dtype(m: Measurement) -> Dtype:
 
 
 def source_weights(points: Sequence[Measurement]) -> list[float]:
-    """Least-squares weight of each point (dimensionless): ``1 / sqrt(n)`` with ``n`` the
-    number of points sharing its source and model, so a sweep of many correlated points
-    from one benchmark counts like about sqrt(n) independent ones rather than n (one
-    long sweep with an engine-specific bottleneck does not set a GPU's factors alone)."""
+    """Least-squares weight of each point (dimensionless): ``1 / n`` with ``n`` the
+    number of points sharing its source and model, so each benchmark (one sweep of
+    correlated points) counts once: a long sweep with an engine-specific bottleneck
+    does not set a GPU's factors alone against a vendor-tuned run of two points."""
     groups: dict[tuple[str, str], int] = {}
     for m in points:
         k = (m.source or m.id or "", m.model)
         groups[k] = groups.get(k, 0) + 1
-    return [1.0 / math.sqrt(groups[(m.source or m.id or "", m.model)]) for m in points]
+    return [1.0 / groups[(m.source or m.id or "", m.model)] for m in points]
 
 
 def measurement_engine(m: Measurement) -> str:
@@ -1076,19 +1076,28 @@ def _determined(factors: Sequence[float], errs: Sequence[float | None]) -> list[
 MIN_SIGMA_LOG = 0.05
 
 
+#: Normal-consistency constant of the median absolute deviation: for normal errors
+#: ``MAD_TO_SIGMA x median |x|`` estimates their standard deviation.
+MAD_TO_SIGMA = 1.4826
+
+
 def residual_sigma_log(
     residuals: Sequence[Residual], *, after: bool = True, fitted_factors: int = 0
 ) -> float | None:
-    """The spread of a fit in log space: the residual standard deviation
-    ``sqrt(sum ln(measured / predicted)^2 / (n - k))`` over the ``n`` measured values
-    that were predicted (after the fit, or with ``after=False`` before it), with
-    ``k = fitted_factors`` degrees of freedom used by the fit (``n - k`` at least 1);
-    floored at :data:`MIN_SIGMA_LOG`. Dimensionless (natural log); None without values.
+    """The spread of a fit in log space, robustly: ``1.4826 x median |ln(measured /
+    predicted)| x sqrt(n / (n - k))`` over the ``n`` measured values that were predicted
+    (after the fit, or with ``after=False`` before it), with ``k = fitted_factors``
+    degrees of freedom used by the fit (``n - k`` at least 1); floored at
+    :data:`MIN_SIGMA_LOG`. Dimensionless (natural log); None without values.
 
-    It is the root mean square about zero, not about the mean: a bias of the model is
-    part of its error. This is ``Efficiency.sigma_log`` of fitted factors."""
+    The median is taken about zero, not about the mean: a bias of the model is part
+    of its error. It is a median, not a root mean square, so that a few points the
+    model cannot represent (a benchmark with its own bottleneck, 2-6x off) widen the
+    band no more than their share: with a root mean square one such sweep made every
+    fitted GPU look less certain than a GPU set by analogy. This is
+    ``Efficiency.sigma_log`` of fitted factors."""
     logs = [
-        math.log(r.measured / p)
+        abs(math.log(r.measured / p))
         for r in residuals
         if (p := (r.predicted_after if after else r.predicted_before)) is not None
         and p > 0
@@ -1096,8 +1105,9 @@ def residual_sigma_log(
     ]
     if not logs:
         return None
-    dof = max(len(logs) - fitted_factors, 1)
-    return max(math.sqrt(sum(x * x for x in logs) / dof), MIN_SIGMA_LOG)
+    n = len(logs)
+    dof = max(n - fitted_factors, 1)
+    return max(MAD_TO_SIGMA * float(np.median(logs)) * math.sqrt(n / dof), MIN_SIGMA_LOG)
 
 
 def _errors(
