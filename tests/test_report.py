@@ -28,6 +28,7 @@ from planner.report.csv_bom import COLUMNS, TOTAL
 from planner.report.render import (
     check_format,
     mix_shift,
+    objective_cost_usd_per_hour,
     render_comparison_report,
     render_plan_report,
     sensitivity,
@@ -493,7 +494,7 @@ def test_sensitivity_cases():
 
 
 def test_sensitivity_replans(small_record, catalog):
-    base = small_record["plan"]["cost_usd_per_hour"]
+    base = objective_cost_usd_per_hour(small_record["plan"])
     s = sensitivity(SMALL, catalog, base_cost_usd_per_hour=base, workers=1)
     assert s["base_cost_usd_per_hour"] == base
     rows = {r["name"]: r for r in s["rows"]}

@@ -99,9 +99,7 @@ def test_residual_sigma_log_worked():
 
     rs = [res(100.0, 120.0, 100.0 * math.exp(-0.1)), res(100.0, 90.0, 100.0 * math.exp(0.2))]
     # after: 1.4826 x median(0.1, 0.2) x sqrt(2 / (2 - 1)) with one fitted factor
-    assert residual_sigma_log(rs, fitted_factors=1) == pytest.approx(
-        1.4826 * 0.15 * math.sqrt(2.0)
-    )
+    assert residual_sigma_log(rs, fitted_factors=1) == pytest.approx(1.4826 * 0.15 * math.sqrt(2.0))
     # before, no factor fitted: 1.4826 x median(|ln(100/120)|, |ln(100/90)|)
     want = 1.4826 * (abs(math.log(100 / 120)) + abs(math.log(100 / 90))) / 2
     assert residual_sigma_log(rs, after=False) == pytest.approx(want)

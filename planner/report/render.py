@@ -147,6 +147,14 @@ def mix_shift(request: Mapping[str, Any], points: float) -> tuple[dict[str, Any]
     return doc, change
 
 
+def objective_cost_usd_per_hour(plan: Mapping[str, Any]) -> float | None:
+    """The cost a plan's optimizer minimized ($/hour): ``total_cost_usd_per_hour`` (GPUs
+    plus the operations cost of GPU types and configurations) when the plan has one,
+    else ``cost_usd_per_hour`` (plans stored before operations were priced)."""
+    total = plan.get("total_cost_usd_per_hour")
+    return total if total is not None else plan.get("cost_usd_per_hour")
+
+
 def sensitivity_cases(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The cases: ``{name, change, request}`` (``request`` None with a
     ``status``/``note`` when a case does not apply)."""
@@ -218,6 +226,8 @@ def sensitivity(
     a fleet carrying f r carries f' r). Each case is simulated (unless the request
     turns verification off); ``verified`` says whether its plan met every SLO.
 
+    Costs are what the optimizer minimizes, GPUs plus operations
+    (:func:`objective_cost_usd_per_hour`), so the guarantee above holds for them.
     Returns ``{"base_cost_usd_per_hour", "rows": [{name, change, status,
     cost_usd_per_hour, delta_usd_per_hour, delta_pct, gpus_total,
     gpus_by_type, verified, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
@@ -242,11 +252,11 @@ def sensitivity(
     base = base_cost_usd_per_hour
     base_corr: list[Any] | None = None
     if base_plan is not None:
-        base = base_plan.get("cost_usd_per_hour") if base is None else base
+        base = objective_cost_usd_per_hour(base_plan) if base is None else base
         base_corr = (base_plan.get("verification") or {}).get("corrections")
     elif base is None:
         (r,) = run([{"name": "base", "request": request}])
-        base = (r.get("plan") or {}).get("cost_usd_per_hour") if r.get("ok") else None
+        base = objective_cost_usd_per_hour(r.get("plan") or {}) if r.get("ok") else None
         base_corr = corrections_of(r)
     todo = [c for c in cases if c["request"] is not None]
     traffic = [c for c in todo if c["name"].startswith("traffic")]
@@ -280,7 +290,7 @@ def sensitivity(
         outcome = by_name.get(c["name"]) if c["request"] is not None else None
         if outcome is not None and outcome.get("ok"):
             plan = outcome["plan"]
-            cost = plan.get("cost_usd_per_hour")
+            cost = objective_cost_usd_per_hour(plan)
             ver = plan.get("verification") or {}
             row.update(
                 status=plan.get("status"),
