@@ -711,9 +711,9 @@ def source_weights(points: Sequence[Measurement]) -> list[float]:
     number of points sharing its source and model, so a sweep of many correlated points
     from one benchmark counts like about sqrt(n) independent ones rather than n (one
     long sweep with an engine-specific bottleneck does not set a GPU's factors alone).
-    Measured on the shipped data: 1/sqrt(n) takes the held-out median error from 21.3%
-    to 19.0%; 1/n (every benchmark once) leaves it at 21.9%, 1 (every point once) 17.8%
-    from 15.2% before v2's kernels."""
+    Measured on the shipped data with cost model v2 (bench/fidelity.py): 1/sqrt(n) takes
+    the held-out median error from 21.3% (analogy factors) to 19.0%; 1/n (every
+    benchmark once) to 21.9%."""
     groups: dict[tuple[str, str], int] = {}
     for m in points:
         k = (m.source or m.id or "", m.model)
