@@ -119,12 +119,16 @@ def test_residual_sigma_log_worked():
 def test_shipped_provenance():
     cat = load_catalog()
     fitted = {g for g, x in cat.gpus.items() if x.efficiency.provenance == Provenance.FITTED}
-    assert fitted == {"a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb"}
-    for g in fitted:
+    # every GPU whose priced measurements determined a fit (docs/calibration.md)
+    assert {"a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "mi300x"} <= fitted
+    for g in ("a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "mi300x"):
         eff = cat.gpus[g].efficiency
+        # well measured: spread below the analogy prior, so measured beats unmeasured
         assert eff.points >= 10 and 0.05 <= eff.sigma_log < ANALOGY_SIGMA_LOG
-    mi = cat.gpus["mi300x"].efficiency
-    assert (mi.provenance, mi.points, mi.sigma_log) == (Provenance.ANALOGY, 0, 0.30)
+    for g in fitted:
+        assert cat.gpus[g].efficiency.points >= 1
+    gb = cat.gpus["gb200-per-gpu"].efficiency  # no priceable measurement
+    assert (gb.provenance, gb.points, gb.sigma_log) == (Provenance.ANALOGY, 0, ANALOGY_SIGMA_LOG)
 
 
 def test_provenance_round_trips_through_the_loader():
@@ -154,7 +158,11 @@ def test_provenance_round_trips_through_the_loader():
     del data["efficiency"]["provenance"], data["efficiency"]["points"]
     del data["efficiency"]["sigma_log"], data["efficiency"]["by_dtype"]
     old = parse_entry("gpus", data, "old.yaml").efficiency
-    assert (old.provenance, old.points, old.sigma_log) == (Provenance.ANALOGY, 0, 0.30)
+    assert (old.provenance, old.points, old.sigma_log) == (
+        Provenance.ANALOGY,
+        0,
+        ANALOGY_SIGMA_LOG,
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,7 +186,7 @@ def test_bad_provenance_is_refused(change, field):
 
 def _calibration(sigma: float | None) -> Calibration:
     fit = GroupFit(
-        gpu="mi300x",
+        gpu="b200",
         dtype="fp8",
         engine=None,
         prefill_mfu=0.45,
@@ -197,7 +205,7 @@ def _calibration(sigma: float | None) -> Calibration:
     residuals = [
         Residual(
             point=f"p{i}",
-            gpu="mi300x",
+            gpu="b200",
             dtype="fp8",
             engine=None,
             model="llama-3.1-70b",
@@ -215,16 +223,17 @@ def _calibration(sigma: float | None) -> Calibration:
 
 def test_apply_calibration_sets_fitted_with_its_spread():
     cat = apply_calibration(load_catalog(), _calibration(0.081))
-    eff = cat.gpus["mi300x"].efficiency_for("fp8")
+    eff = cat.gpus["b200"].efficiency_for("fp8")
     assert (eff.provenance, eff.points, eff.sigma_log) == (Provenance.FITTED, 12, 0.081)
     # other dtypes keep the catalog's analogy
-    assert cat.gpus["mi300x"].efficiency_for("bf16").provenance == Provenance.ANALOGY
+    assert cat.gpus["b200"].efficiency_for("bf16").provenance == Provenance.ANALOGY
     # a calibration stored before sigma_log was recorded: from its residuals,
-    # sqrt(4 x 0.1^2 / (4 - 2)) with two factors fitted
+    # 1.4826 x median |log error| (0.1) x sqrt(4 / (4 - 2)) with two factors fitted
     old = _calibration(None)
-    assert group_sigma_log(old, old.factors[0]) == pytest.approx(math.sqrt(0.02))
-    eff = apply_calibration(load_catalog(), old).gpus["mi300x"].efficiency_for("fp8")
-    assert eff.sigma_log == pytest.approx(math.sqrt(0.02))
+    want = 1.4826 * 0.1 * math.sqrt(2.0)
+    assert group_sigma_log(old, old.factors[0]) == pytest.approx(want)
+    eff = apply_calibration(load_catalog(), old).gpus["b200"].efficiency_for("fp8")
+    assert eff.sigma_log == pytest.approx(want)
 
 
 # --------------------------------------------------------------------------- requests
@@ -264,17 +273,19 @@ def test_default_confidence_is_recorded_in_the_plan():
 
 
 def test_plan_bands_follow_from_its_pools():
-    plan = make_plan(_small(0.8, candidates={"gpus": ["l40s"], "tp": [1]}), alternatives=False)
-    assert plan.unmeasured_gpus == ["l40s"]
+    plan = make_plan(_small(0.8, candidates={"gpus": ["a100-40gb"], "tp": [1]}), alternatives=False)
+    assert plan.unmeasured_gpus == ["a100-40gb"]
     assert plan.cost_band_usd_per_hour is not None
     lo_sum = hi_sum = 0.0
     for p in plan.pools:
-        assert p.provenance == "analogy" and p.sigma_log == 0.30
-        assert p.capacity_derate == pytest.approx(risk.capacity_derate(0.30, 0.8))
+        assert p.provenance == "analogy" and p.sigma_log == ANALOGY_SIGMA_LOG
+        assert p.capacity_derate == pytest.approx(risk.capacity_derate(ANALOGY_SIGMA_LOG, 0.8))
         nominal = p.capacity_rps / p.capacity_derate
-        assert p.capacity_band_rps == pytest.approx(risk.capacity_band_rps(nominal, 0.30))
+        assert p.capacity_band_rps == pytest.approx(
+            risk.capacity_band_rps(nominal, ANALOGY_SIGMA_LOG)
+        )
         per_replica = p.cost_usd_per_hour / p.replicas
-        lo, hi = risk.replicas_band(p.replicas, p.capacity_derate, 0.30)
+        lo, hi = risk.replicas_band(p.replicas, p.capacity_derate, ANALOGY_SIGMA_LOG)
         assert p.cost_band_usd_per_hour == pytest.approx((lo * per_replica, hi * per_replica))
         lo_sum += lo * per_replica
         hi_sum += hi * per_replica
@@ -282,7 +293,7 @@ def test_plan_bands_follow_from_its_pools():
         assert lo * per_replica <= p.cost_usd_per_hour <= hi * per_replica
     assert plan.cost_band_usd_per_hour == pytest.approx((lo_sum, hi_sum))
     text = render_plan_text(plan.to_json_dict())
-    assert "unmeasured GPUs: l40s (" in text
+    assert "unmeasured GPUs: a100-40gb (" in text
     band = plan.cost_band_usd_per_hour
     assert f"(band ${band[0]:,.2f}-${band[1]:,.2f})" in text
 
@@ -390,18 +401,24 @@ def test_analyze_capacity_shows_provenance_and_band():
     base = {"model": "llama-3.1-8b", "tp": 1, "prompt_tokens": 1000, "output_tokens": 200}
     a = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", **base))
     f = a.factors
-    assert (f.provenance, f.points, f.sigma_log) == (Provenance.FITTED, 59, 0.233)
+    h100 = cat.gpus["h100-sxm5-80gb"].efficiency
+    assert (f.provenance, f.points, f.sigma_log) == (Provenance.FITTED, h100.points, h100.sigma_log)
     rps = a.result.requests_per_s
-    assert f.requests_per_s_band == pytest.approx(risk.capacity_band_rps(rps, 0.233))
+    assert f.requests_per_s_band == pytest.approx(risk.capacity_band_rps(rps, h100.sigma_log))
     text = render_capacity(a)
-    assert "factors             fitted to 59 points, sigma_log 0.233" in text
+    assert (
+        f"factors             fitted to {h100.points} points, sigma_log {h100.sigma_log:.3f}"
+        in (text)
+    )
     lo, hi = f.requests_per_s_band
     assert f"90% band            requests/s {lo:,.3f}-{hi:,.3f}" in text
-    b = capacity_analysis(cat, CapacityRequest(gpu="mi300x", **base))
-    assert "set by analogy (no measurement), sigma_log 0.300" in render_capacity(b)
+    b = capacity_analysis(cat, CapacityRequest(gpu="a100-40gb", **base))
+    want = f"set by analogy (no measurement), sigma_log {ANALOGY_SIGMA_LOG:.3f}"
+    assert want in render_capacity(b)
     # explicit factors are the user's guess, not a measurement
     c = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", mfu=0.6, **base))
-    assert c.factors.provenance == Provenance.ANALOGY and c.factors.sigma_log == 0.30
+    assert c.factors.provenance == Provenance.ANALOGY
+    assert c.factors.sigma_log == ANALOGY_SIGMA_LOG
 
 
 def test_report_shows_band_and_per_gpu_provenance():
@@ -409,14 +426,15 @@ def test_report_shows_band_and_per_gpu_provenance():
     from planner.report.plan_document import plan_document
 
     cat = load_catalog()
-    req = _small(0.8, candidates={"gpus": ["l40s", "h100-sxm5-80gb"], "tp": [1]})
+    req = _small(0.8, candidates={"gpus": ["a100-40gb", "h100-sxm5-80gb"], "tp": [1]})
     req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
     req["operations"] = {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0}
     plan = make_plan(req, alternatives=False).to_json_dict()
-    assert set(plan["gpus_by_type"]) == {"l40s", "h100-sxm5-80gb"}
+    assert set(plan["gpus_by_type"]) == {"a100-40gb", "h100-sxm5-80gb"}
     md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
     lo, hi = plan["cost_band_usd_per_hour"]
     assert f"${lo:,.2f}–${hi:,.2f}/h (90% band)" in md
-    assert "No measurement backs l40s" in md
-    assert "| fitted 59 pts, sigma 0.23 |" in md
-    assert "| analogy, sigma 0.30 |" in md
+    h100 = cat.gpus["h100-sxm5-80gb"].efficiency
+    assert "No measurement backs a100-40gb" in md
+    assert f"| fitted {h100.points} pts, sigma {h100.sigma_log:.2f} |" in md
+    assert f"| analogy, sigma {ANALOGY_SIGMA_LOG:.2f} |" in md
