@@ -80,13 +80,13 @@ class Provenance(StrEnum):
 #: analogy. Where analogy factors could be checked against the public measurements
 #: under cost model v2 (scripts/calibrate_defaults.py: the robust spread of the
 #: prediction with the analogy factors), they were off by 0.25 (A100 80GB), 0.32
-#: (H200), 0.37 (H100 SXM), 0.73 (L40S), 1.11 (H100 NVL) and 1.24 (MI325X): median
-#: 0.72 over the GPUs checked. A GPU never checked is known no better than the median
-#: checked one, so 0.72 (a 90% band of x0.31 to x3.3 on its capacity; at the default
-#: risk confidence 0.8 its capacity is derated x0.55). Smaller would let an unmeasured
-#: GPU look more certain than a measured one (with 0.30, the 80/20 example bought only
-#: unmeasured GB200 because measured H100/H200 spreads were wider).
-ANALOGY_SIGMA_LOG = 0.72
+#: (H200), 0.37 (H100 SXM), 0.73 (L40S), 0.85 (MI300X), 1.11 (H100 NVL) and 1.24
+#: (MI325X): median 0.73 over the seven GPUs checked. A GPU never checked is known no
+#: better than the median checked one, so 0.73 (a 90% band of x0.30 to x3.3 on its
+#: capacity; at the default risk confidence 0.8 it is derated x0.54). Smaller would let
+#: an unmeasured GPU look more certain than a measured one (with 0.30, the 80/20 example
+#: bought only unmeasured GB200 because measured H100/H200 spreads were wider).
+ANALOGY_SIGMA_LOG = 0.73
 
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
 

@@ -38,9 +38,9 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Provenance
 #: Default ``risk.confidence``. 0.5 would be the nominal plan, in which a GPU known only
 #: by analogy competes on its median guess (the 80/20 example bought MI300X, a GPU with
 #: no measurement, on it). 0.8 (z = 0.84), the usual P80 of capacity planning, prices
-#: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.72)
-#: is derated by 45%, the well-measured ones by 19% (A100 80GB, sigma 0.25) to 32%
-#: (MI300X, 0.45), so an unmeasured GPU must be 20-45% cheaper per predicted capacity
+#: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.73)
+#: is derated by 46%, the well-measured ones by 19% (A100 80GB, sigma 0.25) to 27%
+#: (H100 SXM, 0.37), so an unmeasured GPU must be 25-35% cheaper per predicted capacity
 #: than a measured one to win. 0.9 would derate analogy GPUs by 60%: spare capacity
 #: for errors most pools do not have, which the 90% cost band already shows and a
 #: request can still ask for.

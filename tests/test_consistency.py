@@ -150,6 +150,7 @@ def test_a_correction_covers_the_whole_family_and_every_variant_reuses_it():
         "solver": EXACT,
         "verify": {"requests": 10000, "burst_cv": 4.0},
         "constraints": {"max_utilization": 1.0},  # no headroom: the burst makes it miss
+        "risk": {"confidence": 0.5},  # nominal capacities, no risk margin either
     }
     plan = make_plan(req, CAT, alternatives=False, verify=True)
     fixes = plan.verification.corrections
@@ -340,7 +341,6 @@ def test_oracle_alternatives_and_gpu_offers_are_consistent(case):
                 assert _total(fewer) >= cost * (1 - SLACK), (drop, truth)
 
 
-@pytest.mark.xfail(strict=True, reason=MAX_BATCH_NOT_MONOTONE)
 @settings(
     max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -386,11 +386,13 @@ def test_issue_11_a_corrected_family_does_not_make_without_gpu_x_cheaper():
     with mock.patch.object(sv, "verify_plan", oracle(truth)):
         plan = make_plan(req, CAT, alternatives=True)
     assert plan.verification.passed
-    (fix,) = plan.verification.corrections
     # the side that misses first depends on the headroom (max_utilization 0.85 by
-    # default): prefill (TTFT) or decode (TPOT) of the H100 aggregated family
-    assert (fix.class_name, fix.role, fix.gpu) == ("chat", "aggregated", "h100-sxm5-80gb")
-    assert fix.side in ("prefill", "decode") and fix.factor < 1
+    # default): prefill (TTFT) or decode (TPOT) of the H100 aggregated family, or both
+    fixes = plan.verification.corrections
+    assert fixes and all(
+        (f.class_name, f.role, f.gpu) == ("chat", "aggregated", "h100-sxm5-80gb") for f in fixes
+    )
+    assert all(f.side in ("prefill", "decode") and f.factor < 1 for f in fixes)
     without = {a.name: a.cost_usd_per_hour for a in plan.alternatives}
     for name, cost in without.items():
         assert cost is None or cost >= _total(plan) * (1 - SLACK), name

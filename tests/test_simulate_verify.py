@@ -37,6 +37,10 @@ def small(**verify):
         "traffic": {"rate_rps": 40, "classes": [{"workload": "chat", "share": 1.0}]},
         "candidates": {"gpus": ["h100-sxm5-80gb"], "dtypes": ["fp8"], "modes": ["disaggregated"]},
         "verify": {"requests": 10000, **verify},
+        # no headroom and nominal capacities, so a burst the queueing model does not
+        # expect makes the plan miss (the defaults, 0.85 and confidence 0.8, absorb it)
+        "constraints": {"max_utilization": 1.0},
+        "risk": {"confidence": 0.5},
     }
 
 
@@ -95,7 +99,10 @@ def test_bursty_traffic_misses_and_the_optimizer_corrects_the_plan():
 def test_a_correction_blocked_by_the_budget_says_why():
     plain = make_plan(small(), CAT, alternatives=False, verify=False)
     req = small(burst_cv=4.0)
-    req["constraints"] = {"budget_usd_per_hour": plain.cost_usd_per_hour * 1.01}
+    req["constraints"] = {
+        **req["constraints"],
+        "budget_usd_per_hour": plain.cost_usd_per_hour * 1.01,
+    }
     plan = make_plan(req, CAT, alternatives=False, verify=True)
     ver = plan.verification
     assert ver.passed is False
