@@ -38,7 +38,7 @@ lint: $(STAMP)
 
 # mypy's settings (packages, pydantic plugin, strictness) are in pyproject.toml.
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	$(BIN)/mypy .   # the packages, and tests, scripts and bench too
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -78,7 +78,8 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"uvicorn exited: {proc.stderr.read().decode()[-2000:]}")
+            err = proc.stderr.read().decode() if proc.stderr is not None else ""
+            raise SystemExit(f"uvicorn exited: {err[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                 return proc

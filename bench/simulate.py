@@ -89,8 +89,8 @@ def main() -> None:
         planned = {c["name"]: c for c in plan["classes"]}
         for cls in sims[(name, 1)].classes:
             runs = [next(c for c in sims[(name, s)].classes if c.name == cls.name) for s in SEEDS]
-            ttft = [c.ttft_ms.at_target for c in runs]
-            tpot = [c.tpot_ms.at_target for c in runs]
+            ttft = [x for c in runs if (x := c.ttft_ms.at_target) is not None]
+            tpot = [x for c in runs if (x := c.tpot_ms.at_target) is not None]
             att = [c.attainment for c in runs]
             p = planned[cls.name]
             rows.append(

@@ -20,6 +20,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -57,7 +58,8 @@ def table(headers, rows):
 def synthetic_catalog(base: Catalog, n_gpus: int, n_classes: int, seed: int = 7) -> Catalog:
     """Clone GPUs and workloads with perturbed figures until there are enough."""
     rng = random.Random(seed)
-    gpus, workloads = {}, {}
+    gpus: dict[str, Any] = {}
+    workloads: dict[str, Any] = {}
     base_gpus = sorted(base.gpus.values(), key=lambda g: g.id)
     i = 0
     while len(base.gpus) + len(gpus) < n_gpus:

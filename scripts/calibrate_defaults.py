@@ -161,8 +161,10 @@ def spread(r: dict) -> float:
     factors kept (the prediction before the fit) on the same points."""
     fit: cb.GroupFit = r["fit"]
     if r["adopt"]:
-        return cb.residual_sigma_log(r["residuals"], fitted_factors=sum(fit.determined.values()))
-    return cb.residual_sigma_log(r["residuals"], after=False)
+        got = cb.residual_sigma_log(r["residuals"], fitted_factors=sum(fit.determined.values()))
+    else:
+        got = cb.residual_sigma_log(r["residuals"], after=False)
+    return cb.MIN_SIGMA_LOG if got is None else got
 
 
 def write_uncertainty(r: dict) -> None:

@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
@@ -175,7 +176,7 @@ def records(repo: Path, commit: str) -> list[dict]:
             )
             v = parse_summary(_git_show(repo, commit, path), scenario)
             replicas = gpus // tp
-            rec = {
+            rec: dict[str, Any] = {
                 "id": f"mlperf41-{sub.lower()}-{system.lower()}-{scenario.lower()}",
                 "model": "llama-2-70b",
                 "gpu": gpu,

@@ -151,7 +151,7 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         rate = entry.get("request_rate_qps")
         return {
             **base,
-            "request_rate_rps": math.inf if str(rate).upper() == "INF" else float(rate),
+            "request_rate_rps": math.inf if str(rate).upper() == "INF" else float(str(rate)),
             "num_requests": _num_requests(entry),
             "output_tok_s": value["output_token_tput"],
             "ttft_ms": value["mean_ttft_ms"],
@@ -444,7 +444,7 @@ def _rows(
         if entry.get("id") in seen:
             bad.append((here, f"duplicate id {entry['id']!r}"))
             continue
-        seen.add(entry.get("id"))
+        seen.add(str(entry.get("id")))
         try:
             row, why = convert_fn(entry)
         except BadEntry as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -144,7 +145,7 @@ def test_imperfect_overlap_charges_part_of_the_chunk(catalog: Catalog) -> None:
 
 
 def test_chunk_budget_bad_input(catalog: Catalog) -> None:
-    kwargs = {"prompt_tokens": P, "tpot_budget_ms": BUDGET_MS}
+    kwargs: dict[str, Any] = {"prompt_tokens": P, "tpot_budget_ms": BUDGET_MS}
     with pytest.raises(UnknownEntryError, match="model"):
         an.chunk_budget_table(catalog, "gpt-9", H100, **kwargs)
     with pytest.raises(PlanningError) as err:
@@ -247,7 +248,7 @@ def test_catalog_links(catalog: Catalog) -> None:
 
 
 def test_kv_transfer_bad_input(catalog: Catalog) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"link_ids": ["warp-drive"]}, "links"),
         ({"bandwidths_gb_per_s": [0.0]}, "bandwidths_gb_per_s"),
         ({"kv_dtype": "fp4"}, "kv_dtype"),
@@ -395,7 +396,7 @@ def test_pool_ratio_tpot_budget_or_batch_alone(catalog: Catalog, llama8b: rl.Rep
 
 
 def test_pool_ratio_bad_input(catalog: Catalog) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"workload_ids": ["nope"]}, "workloads"),
         ({"workload_ids": [], "mix": {"chat": 1.0, "nope": 1.0}}, "mix"),
         ({"mix": {"chat": 0.0}}, "mix"),

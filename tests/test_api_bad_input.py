@@ -3,8 +3,9 @@ offending field, and none of them changes the database."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ class Bad:
     field: str | None  # the first issue's field (None: no issue expected)
     body: Any = None  # sent as JSON ...
     raw: bytes | None = None  # ... or these bytes
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
     code: str | None = None
 
     def send(self, client):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
-from catalog.schema import Model
+from catalog.schema import Dtype, Mla, Model, Moe, ReferenceFigures, SlidingWindow
 from planner import architecture as arch
 from planner import roofline as rl
 from planner import sizing as sz
@@ -19,7 +19,7 @@ CAT = load_catalog()
 H100 = CAT.gpus["h100-sxm5-80gb"]
 LLAMA = CAT.models["llama-2-7b"]
 
-_REF = {"total_params_b": 1.0, "active_params_b": 1.0, "kv_bytes_per_token_bf16": 1.0}
+_REF = ReferenceFigures(total_params_b=1.0, active_params_b=1.0, kv_bytes_per_token_bf16=1.0)
 MOE_WINDOWED = Model(
     id="t-moe-window",
     name="test MoE with sliding windows",
@@ -31,8 +31,8 @@ MOE_WINDOWED = Model(
     intermediate_size=2048,
     vocab_size=100_000,
     max_context_tokens=131_072,
-    moe={"num_experts": 32, "experts_per_token": 4, "expert_intermediate_size": 1024},
-    sliding_window={"window_tokens": 512, "windowed_layers": 12},
+    moe=Moe(num_experts=32, experts_per_token=4, expert_intermediate_size=1024),
+    sliding_window=SlidingWindow(window_tokens=512, windowed_layers=12),
     reference=_REF,
     sources=["test"],
 )
@@ -47,13 +47,9 @@ MLA = Model(
     intermediate_size=8192,
     vocab_size=50_000,
     max_context_tokens=131_072,
-    mla={
-        "q_lora_rank": 512,
-        "kv_lora_rank": 256,
-        "qk_nope_head_dim": 64,
-        "qk_rope_head_dim": 32,
-        "v_head_dim": 64,
-    },
+    mla=Mla(
+        q_lora_rank=512, kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64
+    ),
     reference=_REF,
     sources=["test"],
 )
@@ -70,8 +66,8 @@ def replicas(draw: st.DrawFn) -> rl.Replica:
         model=model,
         tp=tp,
         scale_up_link=NVLINK if tp > 1 else None,
-        weight_dtype=draw(st.sampled_from(["bf16", "fp8"])),
-        kv_dtype=draw(st.sampled_from(["bf16", "fp8"])),
+        weight_dtype=draw(st.sampled_from([Dtype.BF16, Dtype.FP8])),
+        kv_dtype=draw(st.sampled_from([Dtype.BF16, Dtype.FP8])),
         prefill_mfu=draw(st.floats(0.05, 1.0)),
         decode_mbu=draw(st.floats(0.05, 1.0)),
         step_overhead_ms=draw(st.floats(0.0, 5.0)),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from catalog.loader import load_catalog
-from catalog.schema import Model
+from catalog.schema import Model, ReferenceFigures
 from planner import architecture as arch
 
 
@@ -43,7 +43,7 @@ def make_model(
         intermediate_size=intermediate,
         vocab_size=vocab,
         max_context_tokens=extra.pop("max_context_tokens", 131072),
-        reference=ref,
+        reference=ReferenceFigures.model_validate(ref),
         sources=["/work/shared/reference/hardware-and-models.md"],
         **extra,
     )

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import DATA_DIR, build_catalog, load_catalog, parse_entry
-from catalog.schema import ANALOGY_SIGMA_LOG, Provenance
+from catalog.schema import ANALOGY_SIGMA_LOG, Dtype, Provenance
 from planner import risk
 from planner.calibration import (
     Calibration,
@@ -86,7 +86,7 @@ def test_residual_sigma_log_worked():
         return Residual(
             point="p",
             gpu="h100-sxm5-80gb",
-            dtype="bf16",
+            dtype=Dtype.BF16,
             engine=None,
             model="llama-3.1-8b",
             quantity="output_tok_s",
@@ -187,7 +187,7 @@ def test_bad_provenance_is_refused(change, field):
 def _calibration(sigma: float | None) -> Calibration:
     fit = GroupFit(
         gpu="b200",
-        dtype="fp8",
+        dtype=Dtype.FP8,
         engine=None,
         prefill_mfu=0.45,
         decode_mbu=0.62,
@@ -206,7 +206,7 @@ def _calibration(sigma: float | None) -> Calibration:
         Residual(
             point=f"p{i}",
             gpu="b200",
-            dtype="fp8",
+            dtype=Dtype.FP8,
             engine=None,
             model="llama-3.1-70b",
             quantity="output_tok_s",
@@ -339,7 +339,9 @@ def test_unmeasured_gpu_loses_to_a_measured_one_at_equal_nominal_cost():
 
     def cost(conf: float, only: list[str]) -> float:
         req = _small(conf, candidates={"gpus": only, "tp": [1]}, traffic=traffic)
-        return make_plan(req, cat, alternatives=False).cost_usd_per_hour
+        cost_usd_per_hour = make_plan(req, cat, alternatives=False).cost_usd_per_hour
+        assert cost_usd_per_hour is not None
+        return cost_usd_per_hour
 
     # the same nominal cost on either GPU alone...
     assert cost(0.5, ["h100-twin"]) == pytest.approx(cost(0.5, ["h100-sxm5-80gb"]))

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from catalog.loader import load_catalog
-from catalog.schema import Model
+from catalog.schema import Model, ReferenceFigures
 from planner import roofline as rl
 from planner import sizing as sz
 from planner.errors import PlanningError
@@ -26,7 +26,9 @@ LLAMA_31_8B = Model(
     intermediate_size=14336,
     vocab_size=128256,
     max_context_tokens=131072,
-    reference={"total_params_b": 8.03, "active_params_b": 8.03, "kv_bytes_per_token_bf16": 131072},
+    reference=ReferenceFigures(
+        total_params_b=8.03, active_params_b=8.03, kv_bytes_per_token_bf16=131072
+    ),
     sources=["https://github.com/meta-llama/llama-models (sku_list.py)"],
 )
 
