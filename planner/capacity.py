@@ -206,9 +206,7 @@ class StepModel:
         n = batch + chunk_tokens
         if n <= 0:
             return 0.0
-        dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
-        a_d, a_c = max(dc, dm), max(cc, cm)
-        attn = max(max(a_d, a_c) + (1.0 - c.overlap) * min(a_d, a_c), dc + cc)
+        attn = c.shared_attention_ms(*self._attention_parts(batch, chunk_tokens))
         return c.gemm_ms(n) + c.moe_ms(n) + attn + c.comm_ms(n) + c.overhead_ms
 
     def is_compute_bound(self, batch: float, chunk_tokens: float) -> bool:

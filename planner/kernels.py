@@ -216,14 +216,22 @@ class StepCoefficients:
         flops = self.prefill_attn_per_ctx * (self.span(start + chunk) - self.span(start))
         return flops / self.f_attn_per_ms, self.kv_held_bytes(start + chunk) / self.w_per_ms
 
-    def attention_ms(self, batch: float, context: float, chunk: float, start: float) -> float:
-        """Decode and chunk attention in one launch (ms): ``max(a_d, a_c) + (1 - o)
-        min(a_d, a_c)``, at least the sum of their compute times."""
-        dc, dm = self.decode_attention_parts_ms(batch, context)
-        cc, cm = self.chunk_attention_parts_ms(chunk, start)
-        a_d, a_c = max(dc, dm), max(cc, cm)
+    def shared_attention_ms(
+        self, decode_compute: float, decode_memory: float, chunk_compute: float, chunk_memory: float
+    ) -> float:
+        """Decode and chunk attention in one launch from their (compute, memory) parts (ms):
+        ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` with ``a = max(compute, memory)``, at
+        least the sum of their compute times."""
+        a_d, a_c = max(decode_compute, decode_memory), max(chunk_compute, chunk_memory)
         t = max(a_d, a_c) + (1.0 - self.overlap) * min(a_d, a_c)
-        return max(t, dc + cc)
+        return max(t, decode_compute + chunk_compute)
+
+    def attention_ms(self, batch: float, context: float, chunk: float, start: float) -> float:
+        """Decode and chunk attention in one launch (:meth:`shared_attention_ms`, ms)."""
+        return self.shared_attention_ms(
+            *self.decode_attention_parts_ms(batch, context),
+            *self.chunk_attention_parts_ms(chunk, start),
+        )
 
     def comm_ms(self, tokens: float) -> float:
         """Two all-reduces per layer of ``tokens x hidden x 2`` bytes (ms; 0 at tp 1)."""
