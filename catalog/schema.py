@@ -69,11 +69,20 @@ class Link(Frozen):
 
 class Provenance(StrEnum):
     """Where a set of efficiency factors comes from: ``fitted`` to measurements (its
-    ``points`` and the fit's residual spread), or set by ``analogy`` with another SKU
-    (no measurement: the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
+    ``points`` and the fit's residual spread); ``scaled``: the analogy's split between
+    compute and bandwidth with its level scaled to the GPU's measured throughput
+    (``level_scale``; ``points`` and the spread of the scaled factors on them); or set
+    by ``analogy`` with another SKU (no measurement: level
+    :data:`ANALOGY_LEVEL_SCALE` or lower, the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
 
     FITTED = "fitted"
+    SCALED = "scaled"
     ANALOGY = "analogy"
+
+    @property
+    def measured(self) -> bool:
+        """True when measurements back the factors (fitted or scaled)."""
+        return self != Provenance.ANALOGY
 
 
 #: Spread (standard deviation of ln(measured / predicted)) assumed for factors set by
@@ -88,27 +97,46 @@ class Provenance(StrEnum):
 #: bought only unmeasured GB200 because measured H100/H200 spreads were wider).
 ANALOGY_SIGMA_LOG = 0.73
 
+#: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
+#: analogy guesses could be checked against measured saturated throughput, relative to
+#: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
+#: docs/calibration.md), they were optimistic: B200 0.48, MI325X 0.55, A100 40GB 0.64,
+#: A10G 0.76, L40S 0.80, L4 0.82, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98, H200 0.99,
+#: H100 SXM 1.00: median 0.82 (make calibrate-defaults computes it and scales the GPUs
+#: never measured by it). A GPU never checked is scaled by it, or by the lowest level of
+#: a checked GPU of its architecture when that is lower (GB200 as B200): an unmeasured
+#: GPU must not look better than a measured one (planner.fidelity.analogy_level_scale).
+ANALOGY_LEVEL_SCALE = 0.82
+
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
 
 
 class Uncertainty(Frozen):
     """Provenance and spread of a set of efficiency factors.
 
-    ``provenance``: ``fitted`` (to ``points`` measured points) or ``analogy`` (none).
-    ``points``: measured points the factors were fitted to (0 for analogy).
+    ``provenance``: ``fitted`` or ``scaled`` (to ``points`` measured points) or
+    ``analogy`` (none).
+    ``points``: measured points the factors were fitted or scaled to (0 for analogy).
     ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
     measured values (dimensionless, natural log): the fit's residual spread; for
     analogy the prior :data:`ANALOGY_SIGMA_LOG`.
+    ``level_scale``: the factor the analogy guesses of MFU and MBU were multiplied by
+    to give these factors (dimensionless, <= 1; ``prefill_mfu`` and ``decode_mbu``
+    already include it): measured for ``scaled``, :data:`ANALOGY_LEVEL_SCALE` or lower
+    for ``analogy``, 1 for ``fitted`` and hand-set factors.
     """
 
     provenance: Provenance = Provenance.ANALOGY
     points: Annotated[int, Field(ge=0)] = 0
     sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
+    level_scale: Annotated[float, Field(gt=0, le=1.0)] = 1.0
 
     @model_validator(mode="after")
     def _points_match(self) -> Uncertainty:
-        if self.provenance == Provenance.FITTED and self.points < 1:
-            raise ValueError("provenance fitted needs points >= 1 (the measured points)")
+        if self.provenance.measured and self.points < 1:
+            raise ValueError(
+                f"provenance {self.provenance.value} needs points >= 1 (the measured points)"
+            )
         if self.provenance == Provenance.ANALOGY and self.points:
             raise ValueError("provenance analogy has no measured points (points: 0)")
         return self

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import NormalDist
@@ -34,7 +34,7 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Link
 from planner import architecture as arch
 from planner import queueing
 from planner import roofline as rl
-from planner.capacity import decode_slots, largest_batch  # noqa: F401 (largest_batch re-exported)
+from planner.capacity import decode_slots, largest_batch
 from planner.errors import PlanningError
 from planner.request import ResolvedClass, ResolvedRequest
 from planner.risk import capacity_derate, factor_uncertainty
@@ -172,6 +172,7 @@ class Candidate:
     # every capacity below is the predicted one times risk_derate.
     provenance: str = "analogy"
     factor_points: int = 0
+    level_scale: float = 1.0
     sigma_log: float = ANALOGY_SIGMA_LOG
     risk_derate: float = 1.0
 
@@ -580,7 +581,24 @@ def _screen_config(
             f"a mixed step with a {budget}-token chunk takes {step_of(1):.1f} ms at batch 1, "
             f"over the TPOT SLO {slo.tpot_ms:g} ms",
         )
-    b, step = best
+    b_tpot = best[0]
+
+    def service_at(b: int, p: float) -> float:
+        return fast_chunked_ttft_ms(replica, p, budget, step_of(b), p * h)
+
+    def decode_rps(b: int) -> float:
+        return b / (fig.output_mean_tokens * step_of(b) / 1000.0)
+
+    def prefill_rps(b: int) -> float:
+        return 1000.0 / _expect(fig, lambda p: service_at(b, p))[0]
+
+    b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
+    # a smaller batch shortens the step, hence the chunked prefill: where the
+    # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
+    if slo.ttft_ms - service_at(b, fig.prompt_q_tokens) <= 0:
+        fits = largest_batch(b, lambda x: service_at(x, fig.prompt_q_tokens), slo.ttft_ms)
+        b = fits[0] if fits is not None else 1
+    step = step_of(b)
 
     def service_agg(p: float) -> float:
         return fast_chunked_ttft_ms(replica, p, budget, step, p * h)
@@ -597,6 +615,36 @@ def _screen_config(
             f"{s_q:.0f} ms of {budget}-token chunks, over the TTFT SLO {slo.ttft_ms:g} ms",
         )
     return cand
+
+
+def capacity_maximizing_batch(
+    b_max: int, decode_rps: Callable[[int], float], prefill_rps: Callable[[int], float]
+) -> int:
+    """The decode batch of an aggregated replica (count, in [1, ``b_max``]): the B
+    that maximizes ``min(decode_rps(B), prefill_rps(B))`` (requests/s per replica).
+
+    ``decode_rps(B) = B / (G x step(B))`` grows with B (more sequences share each
+    read of the weights); ``prefill_rps(B) = 1 / E[chunked prefill time]`` falls with
+    B (each chunk waits for a longer step). Their minimum peaks where they cross: the
+    smallest B with ``decode_rps(B) >= prefill_rps(B)`` or the one below it, whichever
+    has the larger minimum (bisection); ``b_max`` (the largest batch within the TPOT
+    SLO and the KV cache, ``decode_slots``) when decode stays the bottleneck.
+
+    Taking ``b_max`` itself, as the planner did before, made a looser TPOT SLO buy
+    *less* capacity (longer steps, slower chunks): the feasible set only grows with the
+    SLO, so its maximum never falls."""
+    if b_max <= 1 or decode_rps(b_max) <= prefill_rps(b_max):
+        return max(b_max, 1)
+    lo, hi = 1, b_max  # decode_rps(hi) > prefill_rps(hi)
+    if decode_rps(lo) >= prefill_rps(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if decode_rps(mid) >= prefill_rps(mid):
+            hi = mid
+        else:
+            lo = mid
+    return max((lo, hi), key=lambda b: min(decode_rps(b), prefill_rps(b)))
 
 
 def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
@@ -703,6 +751,7 @@ def screen_candidates(
                                     unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
                                     out.provenance = unc.provenance.value
                                     out.factor_points = unc.points
+                                    out.level_scale = unc.level_scale
                                     out.sigma_log = unc.sigma_log
                                     out.risk_derate = capacity_derate(unc.sigma_log, confidence)
                                     kept.append(out)

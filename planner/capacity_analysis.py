@@ -73,6 +73,7 @@ class FactorSpread(BaseModel):
     provenance: Provenance
     points: int
     sigma_log: float
+    level_scale: float
     band_confidence: float
     requests_per_s_band: tuple[float, float] | None
     output_tokens_per_s_band: tuple[float, float] | None
@@ -93,6 +94,7 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
         provenance=unc.provenance,
         points=unc.points,
         sigma_log=unc.sigma_log,
+        level_scale=unc.level_scale,
         band_confidence=risk.BAND_CONFIDENCE,
         requests_per_s_band=band(result.requests_per_s),
         output_tokens_per_s_band=band(result.output_tokens_per_s),

@@ -76,6 +76,7 @@ class PoolPlan(Out):
     # applied to capacity_rps at the request's confidence, and the 90% bands.
     provenance: str | None = None
     factor_points: int | None = None
+    level_scale: float | None = None
     sigma_log: float | None = None
     capacity_derate: float | None = None
     capacity_band_rps: tuple[float, float] | None = None
@@ -466,6 +467,7 @@ def plan_from_result(
                 ),
                 provenance=cand.provenance,
                 factor_points=cand.factor_points,
+                level_scale=cand.level_scale,
                 sigma_log=cand.sigma_log,
                 capacity_derate=cand.risk_derate,
                 capacity_band_rps=cap_band,
@@ -845,7 +847,12 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
                     + (
                         f"fitted to {c.factor_points} points, sigma {c.sigma_log:.2f})"
                         if c.provenance == "fitted"
-                        else f"by analogy, sigma {c.sigma_log:.2f})"
+                        else (
+                            f"scaled x{c.level_scale:.2f} to {c.factor_points} points, "
+                            f"sigma {c.sigma_log:.2f})"
+                        )
+                        if c.provenance == "scaled"
+                        else f"by analogy x{c.level_scale:.2f}, sigma {c.sigma_log:.2f})"
                     )
                     if c.risk_derate < 1.0
                     else ""

@@ -2,7 +2,7 @@
 
 Every GPU's efficiency factors carry their provenance and spread
 (:class:`catalog.schema.Uncertainty`): ``sigma_log`` is the standard deviation of
-ln(measured / predicted), the fit's residual spread for fitted factors and the
+ln(measured / predicted), the residual spread for measured (fitted or scaled) factors and the
 wide prior :data:`catalog.schema.ANALOGY_SIGMA_LOG` for factors set by analogy.
 A pool's true capacity is taken as the predicted one times ``exp(e)``, ``e ~
 N(0, sigma_log^2)``: a first-order model in which the factors' error scales the
@@ -80,10 +80,12 @@ class FactorUncertainty:
     provenance: Provenance
     points: int
     sigma_log: float
+    level_scale: float = 1.0
 
     @property
     def measured(self) -> bool:
-        return self.provenance == Provenance.FITTED
+        """True when measurements back the factors (fitted or scaled)."""
+        return self.provenance.measured
 
 
 def factor_uncertainty(
@@ -96,7 +98,7 @@ def factor_uncertainty(
     if overridden:
         return FactorUncertainty(Provenance.ANALOGY, 0, ANALOGY_SIGMA_LOG)
     eff = catalog.gpus[gpu_id].efficiency_for(dtype)
-    return FactorUncertainty(eff.provenance, eff.points, eff.sigma_log)
+    return FactorUncertainty(eff.provenance, eff.points, eff.sigma_log, eff.level_scale)
 
 
 def capacity_band_rps(

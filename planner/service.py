@@ -294,6 +294,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 "decode_mbu": first[g].replica.decode_mbu,
                 "provenance": first[g].provenance,
                 "points": first[g].factor_points,
+                "level_scale": first[g].level_scale,
                 "sigma_log": first[g].sigma_log,
             }
             for g in gpus

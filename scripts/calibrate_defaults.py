@@ -13,12 +13,15 @@ measures (``planner.fidelity``):
 - the leave-one-out error: each fit point predicted by a fit on the GPU's other
   fit points.
 
-A GPU's YAML defaults are replaced only when the fit is well-determined and helps:
-at least ``MIN_POINTS`` fit points, a leave-one-out median error at least
+A GPU's YAML defaults are replaced only when the fit is well-determined, plausible
+and helps: fit points from at least ``MIN_SOURCES`` publishers, at least
+``MIN_POINTS`` fit points, factors in the plausible ranges, a leave-one-out median
+error at least
 ``MIN_GAIN`` (relative) below the in-sample error before, and a leave-one-out worst
 error no larger than the worst before. The rule reads the fit split only, so the
-held-out error stays an independent check of it. Factors the data does not
-determine stay at their previous value. Then it writes ``docs/calibration.md``.
+held-out error stays an independent check of it. Elsewhere the analogy factors are
+scaled to the GPU's measured level (:func:`level_plan`). Then it writes
+``docs/calibration.md``.
 Deterministic: the same data gives the same files.
 
     .venv/bin/python scripts/calibrate_defaults.py [--dry-run] [--no-catalog]
@@ -38,10 +41,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.loader import DATA_DIR, load_catalog  # noqa: E402
+from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG  # noqa: E402
 from planner import calibration as cb  # noqa: E402
 from planner import fidelity as fd  # noqa: E402
 
 MIN_POINTS = 10
+#: Independent publishers (planner.fidelity.source_roots) a GPU's fit points must come
+#: from before a two-factor fit is adopted or a spread narrower than a guess's is
+#: believed: one vendor page or one benchmark repository is one set of runs (Intel's
+#: static-batch Gaudi 3 table alone fitted MBU 0.79 with sigma 0.12).
+MIN_SOURCES = 2
 MIN_GAIN = 0.10
 DOC = ROOT / "docs" / "calibration.md"
 
@@ -78,7 +87,8 @@ def fit_gpu(catalog, gpu: str, res: cb._GroupResult, points: list[cb.Measurement
     fit = res.fit
     loo_apes = [x.ape for x in loo]
     adopt = (
-        any(fit.determined.values())
+        len(fd.source_roots(points)) >= MIN_SOURCES
+        and any(fit.determined.values())
         and plausible(fit.factors)
         and len(points) >= MIN_POINTS
         and bool(loo_apes)
@@ -183,8 +193,166 @@ def write_uncertainty(r: dict) -> None:
     path.write_text(text.replace(m.group(0), new), encoding="utf-8")
 
 
+#: Where the generated part of a GPU's ``reason`` starts (the analogy's own reasoning
+#: before it is kept; a rerun replaces what follows).
+LEVEL_MARK = "Calibration (`make calibrate-defaults`):"
+
+
+def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) -> dict:
+    """Per catalog GPU whose fit is not adopted: the factors the catalog keeps.
+
+    A GPU with saturated-throughput fit points keeps the analogy's MFU / MBU split
+    scaled to its measured level (``planner.fidelity.level_scale``, provenance
+    ``scaled``, spread of the scaled factors on its fit points, no narrower than
+    :data:`ANALOGY_SIGMA_LOG` with fewer than ``MIN_POINTS`` fit points or fewer than
+    ``MIN_SOURCES`` publishers). Any other GPU
+    keeps the
+    analogy scaled by ``planner.fidelity.analogy_level_scale`` (the median level of the
+    scaled GPUs, :data:`ANALOGY_LEVEL_SCALE`, or a lower same-architecture level;
+    provenance ``analogy``, spread :data:`ANALOGY_SIGMA_LOG`)."""
+    fit_pts = cb.fit_points(points)
+    plan: dict[str, dict] = {}
+    levels: dict[str, float] = {}
+    # the reference GPUs first (absolute levels), then every other GPU relative to
+    # them on the same LLM (planner.fidelity.level_targets)
+    order = [g for g in fd.LEVEL_REFERENCE_GPUS if g in catalog.gpus]
+    order += [g for g in sorted(catalog.gpus) if g not in order]
+    targets: dict[str, float] | None = None
+    for gpu in order:
+        if targets is None and gpu not in fd.LEVEL_REFERENCE_GPUS:
+            targets = fd.level_targets(fit_pts, catalog, {g: e["factors"] for g, e in plan.items()})
+            print(
+                "level targets (reference GPUs' median measured / predicted per LLM): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in sorted(targets.items()))
+            )
+        r = results.get(gpu)
+        if r is not None and r["adopt"]:
+            continue
+        prior = fd.prior_factors(catalog, gpu)
+        pts = [m for m in fit_pts if m.gpu == gpu]
+        lv = fd.level_scale(pts, catalog, gpu, prior, targets)
+        if lv is None:
+            continue  # measured but no saturated throughput: handled below
+        factors = (prior[0] * lv.scale, prior[1] * lv.scale, prior[2])
+        sigma = fd.factor_spread(pts, catalog, factors) or cb.MIN_SIGMA_LOG
+        if len(pts) < MIN_POINTS or len(fd.source_roots(pts)) < MIN_SOURCES:
+            # a few points, or one publisher's runs, cannot show a spread narrower than
+            # a guess's (B200's four DeepSeek points alone gave 0.28)
+            sigma = max(sigma, ANALOGY_SIGMA_LOG)
+        levels[gpu] = lv.scale
+        plan[gpu] = {
+            "provenance": "scaled",
+            "factors": factors,
+            "prior": prior,
+            "level": lv,
+            "points": len(pts),
+            "sigma_log": sigma,
+        }
+    # the level of a GPU never measured: the median measured level (2 decimals), which
+    # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
+    median_level = round(median(levels.values()), 2) if levels else ANALOGY_LEVEL_SCALE
+    if abs(median_level - ANALOGY_LEVEL_SCALE) > 0.005:
+        print(
+            f"note: the median level of the scaled GPUs is {median_level:.2f}; "
+            f"set catalog.schema.ANALOGY_LEVEL_SCALE (now {ANALOGY_LEVEL_SCALE}) to it"
+        )
+    for gpu in sorted(catalog.gpus):
+        r = results.get(gpu)
+        if gpu in plan or (r is not None and r["adopt"]):
+            continue
+        if r is not None:
+            # measured (kernel timings, say) but no level to scale to: the catalog's
+            # factors stay as they are (A100 80GB keeps its earlier adopted fit)
+            continue
+        prior = fd.prior_factors(catalog, gpu)
+        level = fd.analogy_level_scale(gpu, catalog, levels, median_level)
+        plan[gpu] = {
+            "provenance": "analogy",
+            "factors": (prior[0] * level, prior[1] * level, prior[2]),
+            "prior": prior,
+            "level": level,
+            "points": 0,
+            "sigma_log": ANALOGY_SIGMA_LOG,
+        }
+    return plan
+
+
+def level_of(e: dict) -> float:
+    """The level of one :func:`level_plan` entry (scaled: measured; analogy: assumed)."""
+    lv = e["level"]
+    return float(lv.scale) if isinstance(lv, fd.LevelScale) else float(lv)
+
+
+def level_reason(gpu: str, e: dict) -> str:
+    prior = e["prior"]
+    if e["provenance"] == "scaled":
+        lv: fd.LevelScale = e["level"]
+        per = ", ".join(f"{m} {v:.2f}" for m, v in lv.by_model)
+        ref = gpu in fd.LEVEL_REFERENCE_GPUS
+        return (
+            f"{LEVEL_MARK} the analogy MFU {prior[0]:g} / MBU {prior[1]:g} scaled by "
+            f"{lv.scale:.3f}: the median over LLMs ({per}) of the level at which its "
+            f"{lv.values} saturated throughputs (of {e['points']} fit points) are predicted "
+            + (
+                "as measured (a reference GPU)"
+                if ref
+                else "as the reference GPUs' are on the same LLM"
+            )
+            + f"; with the analogy the median measured / predicted was {lv.median_ratio:.2f}. "
+            "The two-factor fit is not adopted (docs/calibration.md). Spread of these "
+            f"factors on the fit points: sigma_log {e['sigma_log']:.2f}."
+        )
+    return (
+        f"{LEVEL_MARK} no measurement the planner can price; the analogy MFU {prior[0]:g} / "
+        f"MBU {prior[1]:g} scaled by {e['level']:.2f} (where analogy guesses were checked "
+        "they were optimistic: the median level of the checked GPUs, or a lower level of a "
+        "checked GPU of the same architecture), with the analogy spread."
+    )
+
+
+def write_level(gpu: str, e: dict) -> None:
+    """Rewrite ``gpu``'s efficiency block with the factors of :func:`level_plan`,
+    keeping its overlap factor and the analogy's reasoning (before :data:`LEVEL_MARK`)."""
+    path = DATA_DIR / "gpus" / f"{gpu}.yaml"
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r"^efficiency:\n((?:[ ].*\n|\n)*?)(?=^\S)", text, flags=re.M)
+    if m is None:
+        raise SystemExit(f"{path}: no efficiency block")
+    block = m.group(0)
+    overlap = re.search(r"overlap_factor:\s*([0-9.]+)", block)
+    rm = re.search(r"^  reason: >-\n((?:    .*\n)+)", block, flags=re.M)
+    old = " ".join(rm.group(1).split()) if rm else ""
+    old = old.split(LEVEL_MARK)[0].strip()
+    words = (old + " " + level_reason(gpu, e)).split()
+    lines, cur = [], "   "
+    for w in words:
+        if len(cur) + 1 + len(w) > 94:
+            lines.append(cur)
+            cur = "   "
+        cur += " " + w
+    lines.append(cur)
+    f = e["factors"]
+    level = level_of(e)
+    new = (
+        "efficiency:\n"
+        f"  prefill_mfu: {f[0]:.4g}\n"
+        f"  decode_mbu: {f[1]:.4g}\n"
+        f"  step_overhead_ms: {float(f[2]):.1f}\n"
+        f"  overlap_factor: {overlap.group(1) if overlap else '0.8'}\n"
+        f"  provenance: {e['provenance']}\n"
+        + (f"  points: {e['points']}\n" if e["points"] else "")
+        + f"  sigma_log: {e['sigma_log']:.3f}\n"
+        f"  level_scale: {level:.3f}\n"
+        "  reason: >-\n" + "\n".join(lines) + "\n"
+    )
+    path.write_text(text.replace(block, new), encoding="utf-8")
+
+
 def gpu_dtype_table(
-    results: dict[str, dict], rows: list[fd.Row], all_points: list[cb.Measurement]
+    results: dict[str, dict],
+    rows: list[fd.Row],
+    all_points: list[cb.Measurement],
+    levels: dict[str, dict],
 ) -> list[list[str]]:
     """Per GPU and dtype: points (fit / holdout / recorded only), in-sample and held-out
     median |error| before and after, leave-one-out median |error|, and the defaults."""
@@ -210,14 +378,17 @@ def gpu_dtype_table(
         fit_s, hold_s = summ.get(((gpu, dtype), "fit")), summ.get(((gpu, dtype), "holdout"))
         r = results.get(gpu)
         loo = [x.ape for x in r["loo"] if x.dtype == dtype] if r else []
-        if nf + nh == 0:
-            action = "recorded only" if r else "by analogy (recorded only)"
-        elif r is None:
-            action = "by analogy (no fit point)"
-        elif not any(r["fit"].determined.values()):
-            action = "by analogy (fit undetermined)"
+        e = levels.get(gpu)
+        if r is not None and r["adopt"]:
+            action = "fitted"
+        elif e is not None and e["provenance"] == "scaled":
+            action = f"scaled x{e['level'].scale:.2f}"
+        elif e is not None:
+            action = f"by analogy x{e['level']:.2f}"
         else:
-            action = "replaced" if r["adopt"] else "kept"
+            action = "kept"
+        if nf + nh == 0:
+            action += " (recorded only)"
         body.append(
             [
                 gpu,
@@ -236,6 +407,7 @@ def gpu_dtype_table(
 
 def render_doc(
     results: dict[str, dict],
+    levels: dict[str, dict],
     rows: list[fd.Row],
     all_points: list[cb.Measurement],
     reference: dict,
@@ -246,7 +418,8 @@ def render_doc(
     n_fit = len(cb.fit_points(usable))
     n_hold = len(cb.holdout_points(usable))
     no_data = fd.gpus_without_data(catalog, all_points)
-    undetermined = sorted(g for g, r in results.items() if not any(r["fit"].determined.values()))
+    undetermined = sorted(g for g, e in levels.items() if e["provenance"] == "analogy")
+    undetermined = [g for g in undetermined if g in results]
     out = [
         "# Calibration of the default efficiency factors",
         "",
@@ -276,10 +449,13 @@ def render_doc(
         "(output tokens/s, mean TTFT, mean TPOT, kernel time); tables give the median of its",
         "absolute value and, in parentheses, the median signed error (positive: predicted",
         "throughput too high or latency too long). *Before*: the analogy factors; *after*:",
-        "the GPU's fit. *Leave-one-out*: each fit point predicted by a fit on the GPU's",
-        "other fit points.",
-        f"A GPU's defaults are replaced when its fit determined a factor, it has at least "
-        f"{MIN_POINTS} fit points,",
+        "the factors the catalog keeps (the GPU's fit where adopted, else the analogy scaled",
+        "to its measured level, below). *Leave-one-out*: each fit point predicted by a fit",
+        "on the GPU's other fit points.",
+        f"A GPU's defaults are replaced when its fit determined a factor, its fit points come "
+        f"from at least {MIN_SOURCES} publishers (`planner.fidelity.source_roots`), it has at "
+        f"least {MIN_POINTS} fit points, the factors are plausible (MFU {PLAUSIBLE_MFU[0]}-"
+        f"{PLAUSIBLE_MFU[1]}, MBU {PLAUSIBLE_MBU[0]}-{PLAUSIBLE_MBU[1]}),",
         f"and the leave-one-out median error is at least {100 * MIN_GAIN:.0f}% (relative) "
         "below the in-sample",
         "error before, with a worst error no larger.",
@@ -312,12 +488,49 @@ def render_doc(
     ]
     out += fd.markdown(fd.summary_table(fd.summarize(rows, fd.overall), ["values of"]))
     out += ["", "## Per GPU and dtype", ""]
-    out += fd.markdown(gpu_dtype_table(results, rows, all_points))
+    out += fd.markdown(gpu_dtype_table(results, rows, all_points, levels))
+    out += [
+        "",
+        "## Levels: analogy factors scaled to measured throughput",
+        "",
+        "Where the two-factor fit is not adopted, the catalog keeps the analogy's split",
+        "between prefill MFU and decode MBU and scales both by one level",
+        "(`planner.fidelity.level_scale`), from the GPU's saturated throughputs (offline,",
+        "all-at-once or closed-loop runs of its fit split; a finite request rate measures the",
+        "offered load, not the GPU). The reference GPUs",
+        f"({', '.join(fd.LEVEL_REFERENCE_GPUS)}) get the level at which their throughputs",
+        "are predicted as measured; every other GPU the level at which the model errs on it",
+        "as it errs on the reference GPUs for the same LLM (`planner.fidelity.level_targets`),",
+        "so a miss of the model on one LLM (Llama-3.1-405B on an old engine, DeepSeek's MoE",
+        "kernels) is not charged to the GPU measured on it, and the GPU's throughput relative",
+        "to the reference's is what was measured. Per LLM a fixed point; the GPU's level is",
+        "the median over its LLMs, never above 1 (a guess is not raised by a few good runs).",
+        "A GPU without such points is scaled by the median level of the scaled GPUs",
+        f"(`catalog.schema.ANALOGY_LEVEL_SCALE` = {ANALOGY_LEVEL_SCALE}) or by a lower level",
+        "of a measured GPU of its architecture (`planner.fidelity.analogy_level_scale`),",
+        "so a guessed GPU never looks better than a measured one.",
+        "",
+        "| GPU | provenance | level | per LLM | saturated values | measured / predicted with "
+        "the analogy | MFU / MBU / overhead ms | sigma_log |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for gpu, e in sorted(levels.items()):
+        fac = e["factors"]
+        lv = e["level"]
+        scaled = e["provenance"] == "scaled"
+        out.append(
+            f"| {gpu} | {e['provenance']} | {(lv.scale if scaled else lv):.3f} | "
+            + (", ".join(f"{m} {v:.2f}" for m, v in lv.by_model) if scaled else "-")
+            + " | "
+            f"{lv.values if scaled else '-'} | {f'{lv.median_ratio:.2f}' if scaled else '-'} | "
+            f"{fac[0]:.4g} / {fac[1]:.4g} / {fac[2]:g} | {e['sigma_log']:.2f} |"
+        )
     out += [
         "",
         "## GPUs by analogy",
         "",
-        "Their factors are the analogy values; the optimizer should treat them as guesses:",
+        "Their factors are the analogy values scaled by the analogy level (above); the",
+        "optimizer treats them as guesses (spread `ANALOGY_SIGMA_LOG`):",
         "",
     ]
     for g in no_data:
@@ -330,8 +543,8 @@ def render_doc(
         out.append(f"- {g}: {why}")
     for g in undetermined:
         out.append(
-            f"- {g}: {results[g]['fit'].points} fit points, but no factor determined "
-            "(standard errors above the limit)"
+            f"- {g}: {results[g]['fit'].points} fit points, but no saturated throughput "
+            "to scale the level to"
         )
     out += ["", "## Fitted factors", ""]
     out += [
@@ -349,7 +562,7 @@ def render_doc(
         out.append(
             f"| {gpu} | {f.points} ({f.values}) | {factors} | {errs} | "
             f"{pct(r['loo_median'])} / {pct(r['loo_worst'])} | "
-            f"{'replaced' if r['adopt'] else 'kept'} |"
+            f"{'replaced' if r['adopt'] else 'not adopted'} |"
         )
     out += ["", "## Per GPU, model and dtype", ""]
     out += fd.markdown(
@@ -436,17 +649,30 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         results[gpu] = r
-    rows = fd.evaluate(points, catalog, {g: r["fit"].factors for g, r in results.items()})
+    levels = level_plan(catalog, results, points)
+    for gpu, e in levels.items():
+        f = e["factors"]
+        print(
+            f"{gpu}: {e['provenance']} x{level_of(e):.3f}"
+            f" -> MFU {f[0]:.4g} MBU {f[1]:.4g}, sigma_log {e['sigma_log']:.3f}",
+            flush=True,
+        )
+    # "after": the factors the catalog keeps (an earlier adopted fit stays as it is)
+    kept = {g: fd.catalog_factors(catalog, g) for g in catalog.gpus}
+    kept.update({g: r["fit"].factors for g, r in results.items() if r["adopt"]})
+    kept.update({g: e["factors"] for g, e in levels.items()})
+    rows = fd.evaluate(points, catalog, kept)
     if args.dry_run:
         return 0
     if not args.no_catalog:
         for r in results.values():
             if r["adopt"]:
                 write_yaml(r)
-            if any(r["fit"].determined.values()):
                 write_uncertainty(r)
+        for gpu, e in levels.items():
+            write_level(gpu, e)
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    doc = render_doc(results, rows, all_points, reference, catalog, not args.no_catalog)
+    doc = render_doc(results, levels, rows, all_points, reference, catalog, not args.no_catalog)
     DOC.write_text(doc, encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
     return 0

@@ -48,6 +48,9 @@ from planner.calibration import (  # noqa: E402
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "measurements-calibration.json"
 DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
 #: MLPerf Inference v4.1 Llama-2-70B results per replica (scripts/extract_mlperf_v41.py).
+#: More measurements gathered for the GPUs without data (Gaudi 3, A100 40GB, L4): same
+#: entry shape as measurements-more.json, committed beside the MLPerf records.
+DEFAULT_MORE_2 = ROOT / "catalog" / "measurements" / "sources" / "measurements-more-2.json"
 DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "reference.json"
 
@@ -203,6 +206,7 @@ HARDWARE_MORE = {
     "NVIDIA L4 24GB": ("l4", ""),
     "NVIDIA L4 24GB (GKE)": ("l4", ""),
     "Intel Gaudi 3 (HL-325L, 128 GiB)": ("gaudi3", ""),
+    "NVIDIA A100-SXM4-40GB": ("a100-40gb", ""),
 }
 
 #: measurements-more.json model names -> catalog model id, with what the mapping assumes.
@@ -221,6 +225,23 @@ MODELS_MORE = {
     "Llama-2-70B (JumpStart meta-textgeneration-llama-2-70b)": ("llama-2-70b", ""),
     "Mistral-7B (JumpStart huggingface-llm-mistral-7b, v0.1 base)": ("mistral-7b-v0.1", ""),
     "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
+    "LLaMA 2 7b (Intel Gaudi page; llama-2-7b)": ("llama-2-7b", ""),
+    "LLaMA 2 70b (Intel Gaudi page; llama-2-70b)": ("llama-2-70b", ""),
+    "LLaMA 3.1 8B (Intel Gaudi page; llama-3.1-8b)": ("llama-3.1-8b", ""),
+    "LLaMA 3.1 70B (Intel Gaudi page; llama-3.1-70b)": ("llama-3.1-70b", ""),
+    "Mistral 7b (Intel Gaudi page, version not stated; mistral-7b-v0.1 architecture)": (
+        "mistral-7b-v0.1",
+        "Mistral 7B version not stated on the page; mapped to mistral-7b-v0.1 (same layer shapes)",
+    ),
+    "meta-llama/Meta-Llama-3-8B-Instruct (llama-3.1-8b architecture)": (
+        "llama-3.1-8b",
+        "Llama-3-8B mapped to llama-3.1-8b (same layer shapes; 8K native context)",
+    ),
+    "meta-llama/Meta-Llama-3-70B-Instruct (llama-3.1-70b architecture)": (
+        "llama-3.1-70b",
+        "Llama-3-70B mapped to llama-3.1-70b (same layer shapes; 8K native context)",
+    ),
+    "meta-llama/Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""),
 }
 
 #: measurements-more.json precision -> catalog dtype (weights).
@@ -302,6 +323,16 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
+def kv_dtype_more(text: Any) -> str | None:
+    """The KV-cache dtype a measurements-more entry states (``FP8 (FP8-KV checkpoint)``
+    -> fp8, ``BF16 (default)`` -> bf16), or None when it states none (the engine's
+    default then applies, planner.engines)."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    head = text.strip().split()[0].upper()
+    return {"FP8": "fp8", "BF16": "bf16", "FP16": "bf16"}.get(head)
+
+
 def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """An entry of measurements-more.json: (measurement fields, None) or (None, reason
     skipped); raises :class:`BadEntry` for a malformed entry."""
@@ -349,6 +380,7 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         "pp": entry.get("pp") if (entry.get("pp") or 1) > 1 else None,
         "dp_attention": True if entry.get("dp_attention") else None,
         "skip_reason": skip,
+        "kv_dtype": kv_dtype_more(entry.get("kv_dtype")),
         "output_tok_s": out_tok_s,
         "ttft_ms": ttft,
         "tpot_ms": tpot,
@@ -470,7 +502,12 @@ def _split_stratum(row: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", nargs="?", default=str(DEFAULT_SOURCE))
-    ap.add_argument("--more", default=str(DEFAULT_MORE), help="measurements-more.json")
+    ap.add_argument(
+        "--more",
+        action="append",
+        help="a file shaped like measurements-more.json (repeatable; default: the shared "
+        "measurements-more.json and catalog/measurements/sources/measurements-more-2.json)",
+    )
     ap.add_argument(
         "--mlperf", default=str(DEFAULT_MLPERF), help="MLPerf v4.1 records ('' for none)"
     )
@@ -479,8 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     skipped: Counter[str] = Counter()
     bad: list[tuple[str, str]] = []
     rows = _rows(Path(args.source), convert, skipped, bad)
-    if args.more:
-        rows += _rows(Path(args.more), convert_more, skipped, bad)
+    for more in args.more or [str(DEFAULT_MORE), str(DEFAULT_MORE_2)]:
+        if more:
+            rows += _rows(Path(more), convert_more, skipped, bad)
     if args.mlperf:
         rows += _rows(Path(args.mlperf), convert_mlperf, skipped, bad)
     if bad:
@@ -513,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         "description": (
             "Public LLM serving measurements usable to calibrate fleetplan's cost model, "
             "imported by scripts/import_reference_measurements.py from "
-            "shared/reference/measurements-calibration.json, measurements-more.json and "
+            "shared/reference/measurements-calibration.json, measurements-more.json, "
+            "catalog/measurements/sources/measurements-more-2.json and "
             "catalog/measurements/sources/mlperf-inference-v4.1.json; each "
             "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "
             'concurrency (closed loop) or request_rate_rps (open loop, "inf" = all at once; '

@@ -4,6 +4,7 @@ derating at a confidence, capacity and cost bands, and what the plan says."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 import yaml
@@ -11,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import DATA_DIR, build_catalog, load_catalog, parse_entry
-from catalog.schema import ANALOGY_SIGMA_LOG, Dtype, Provenance
+from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Dtype, Provenance
 from planner import risk
 from planner.calibration import (
+    UNCALIBRATED_DEFAULTS,
     Calibration,
     GroupFit,
     Residual,
@@ -118,17 +120,46 @@ def test_residual_sigma_log_worked():
 
 def test_shipped_provenance():
     cat = load_catalog()
-    fitted = {g for g, x in cat.gpus.items() if x.efficiency.provenance == Provenance.FITTED}
-    # every GPU whose priced measurements determined a fit (docs/calibration.md)
-    assert {"a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "mi300x"} <= fitted
+    prov = {g: x.efficiency.provenance for g, x in cat.gpus.items()}
+    # the fit adopted where it is well determined and plausible; elsewhere the analogy's
+    # split scaled to the measured level (docs/calibration.md)
+    assert prov["a100-sxm-80gb"] == Provenance.FITTED
+    for g in ("h100-sxm5-80gb", "h200-sxm-141gb", "mi300x", "mi325x", "b200"):
+        assert prov[g] == Provenance.SCALED, g
     for g in ("a100-sxm-80gb", "h100-sxm5-80gb", "h200-sxm-141gb"):
         eff = cat.gpus[g].efficiency
         # well measured: spread below the analogy prior, so measured beats unmeasured
         assert eff.points >= 10 and 0.05 <= eff.sigma_log < ANALOGY_SIGMA_LOG
-    for g in fitted:
-        assert cat.gpus[g].efficiency.points >= 1
+    for g, p in prov.items():
+        assert (cat.gpus[g].efficiency.points >= 1) == p.measured
     gb = cat.gpus["gb200-per-gpu"].efficiency  # no priceable measurement
     assert (gb.provenance, gb.points, gb.sigma_log) == (Provenance.ANALOGY, 0, ANALOGY_SIGMA_LOG)
+
+
+def test_shipped_levels_never_favour_a_guess():
+    """Scaled factors are the analogy's times their level; a GPU known only by analogy
+    is scaled no higher than the median checked level nor than a measured GPU of its
+    architecture, and that median is the schema's constant."""
+    cat = load_catalog()
+    scaled = {
+        g: x.efficiency.level_scale
+        for g, x in cat.gpus.items()
+        if x.efficiency.provenance == Provenance.SCALED
+    }
+    assert len(scaled) >= 5 and all(0 < v <= 1.0 for v in scaled.values())
+    assert statistics.median(scaled.values()) == pytest.approx(ANALOGY_LEVEL_SCALE, abs=0.01)
+    for g, x in cat.gpus.items():
+        eff = x.efficiency
+        prior = UNCALIBRATED_DEFAULTS[g]
+        if eff.provenance == Provenance.FITTED:
+            continue
+        assert eff.prefill_mfu == pytest.approx(prior[0] * eff.level_scale, abs=1e-3)
+        assert eff.decode_mbu == pytest.approx(prior[1] * eff.level_scale, abs=1e-3)
+        if eff.provenance == Provenance.ANALOGY:
+            siblings = [v for s, v in scaled.items() if cat.gpus[s].arch == x.arch]
+            assert eff.level_scale == pytest.approx(min([ANALOGY_LEVEL_SCALE, *siblings]), abs=1e-3)
+    # GB200 is B200's silicon: never rated above the measured B200
+    assert cat.gpus["gb200-per-gpu"].efficiency.level_scale <= scaled["b200"] + 1e-3
 
 
 def test_provenance_round_trips_through_the_loader():
@@ -225,8 +256,8 @@ def test_apply_calibration_sets_fitted_with_its_spread():
     cat = apply_calibration(load_catalog(), _calibration(0.081))
     eff = cat.gpus["b200"].efficiency_for("fp8")
     assert (eff.provenance, eff.points, eff.sigma_log) == (Provenance.FITTED, 12, 0.081)
-    # other dtypes keep the catalog's analogy
-    assert cat.gpus["b200"].efficiency_for("bf16").provenance == Provenance.ANALOGY
+    # other dtypes keep the catalog's own (B200: scaled to its measured level)
+    assert cat.gpus["b200"].efficiency_for("bf16").provenance == Provenance.SCALED
     # a calibration stored before sigma_log was recorded: from its residuals,
     # 1.4826 x median |log error| (0.1) x sqrt(4 / (4 - 2)) with two factors fitted
     old = _calibration(None)
@@ -273,8 +304,10 @@ def test_default_confidence_is_recorded_in_the_plan():
 
 
 def test_plan_bands_follow_from_its_pools():
-    plan = make_plan(_small(0.8, candidates={"gpus": ["a100-40gb"], "tp": [1]}), alternatives=False)
-    assert plan.unmeasured_gpus == ["a100-40gb"]
+    plan = make_plan(
+        _small(0.8, candidates={"gpus": ["h100-pcie-80gb"], "tp": [1]}), alternatives=False
+    )
+    assert plan.unmeasured_gpus == ["h100-pcie-80gb"]
     assert plan.cost_band_usd_per_hour is not None
     lo_sum = hi_sum = 0.0
     for p in plan.pools:
@@ -293,7 +326,7 @@ def test_plan_bands_follow_from_its_pools():
         assert lo * per_replica <= p.cost_usd_per_hour <= hi * per_replica
     assert plan.cost_band_usd_per_hour == pytest.approx((lo_sum, hi_sum))
     text = render_plan_text(plan.to_json_dict())
-    assert "unmeasured GPUs: a100-40gb (" in text
+    assert "unmeasured GPUs: h100-pcie-80gb (" in text
     band = plan.cost_band_usd_per_hour
     assert f"(band ${band[0]:,.2f}-${band[1]:,.2f})" in text
 
@@ -301,7 +334,7 @@ def test_plan_bands_follow_from_its_pools():
 def test_measured_gpu_reports_no_unmeasured():
     plan = make_plan(_small(0.8, candidates={"gpus": ["h100-sxm5-80gb"]}), alternatives=False)
     assert plan.unmeasured_gpus == []
-    assert {p.provenance for p in plan.pools} == {"fitted"}
+    assert {p.provenance for p in plan.pools} == {"scaled"}
     assert "unmeasured GPUs: none" in render_plan_text(plan.to_json_dict())
     # the request's own MFU/MBU is no measurement
     plan = make_plan(
@@ -404,18 +437,22 @@ def test_analyze_capacity_shows_provenance_and_band():
     a = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", **base))
     f = a.factors
     h100 = cat.gpus["h100-sxm5-80gb"].efficiency
-    assert (f.provenance, f.points, f.sigma_log) == (Provenance.FITTED, h100.points, h100.sigma_log)
+    assert (f.provenance, f.points, f.sigma_log) == (Provenance.SCALED, h100.points, h100.sigma_log)
     rps = a.result.requests_per_s
     assert f.requests_per_s_band == pytest.approx(risk.capacity_band_rps(rps, h100.sigma_log))
     text = render_capacity(a)
     assert (
-        f"factors             fitted to {h100.points} points, sigma_log {h100.sigma_log:.3f}"
-        in (text)
+        f"factors             analogy scaled x{h100.level_scale:.2f} to {h100.points} points, "
+        f"sigma_log {h100.sigma_log:.3f}" in (text)
     )
     lo, hi = f.requests_per_s_band
     assert f"90% band            requests/s {lo:,.3f}-{hi:,.3f}" in text
-    b = capacity_analysis(cat, CapacityRequest(gpu="a100-40gb", **base))
-    want = f"set by analogy (no measurement), sigma_log {ANALOGY_SIGMA_LOG:.3f}"
+    b = capacity_analysis(cat, CapacityRequest(gpu="h100-pcie-80gb", **base))
+    pcie = cat.gpus["h100-pcie-80gb"].efficiency
+    want = (
+        f"set by analogy x{pcie.level_scale:.2f} (no measurement), "
+        f"sigma_log {ANALOGY_SIGMA_LOG:.3f}"
+    )
     assert want in render_capacity(b)
     # explicit factors are the user's guess, not a measurement
     c = capacity_analysis(cat, CapacityRequest(gpu="h100-sxm5-80gb", mfu=0.6, **base))
@@ -428,15 +465,20 @@ def test_report_shows_band_and_per_gpu_provenance():
     from planner.report.plan_document import plan_document
 
     cat = load_catalog()
-    req = _small(0.8, candidates={"gpus": ["a100-40gb", "h100-sxm5-80gb"], "tp": [1]})
+    req = _small(0.8, candidates={"gpus": ["h100-pcie-80gb", "h100-sxm5-80gb"], "tp": [1]})
     req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
     req["operations"] = {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0}
     plan = make_plan(req, alternatives=False).to_json_dict()
-    assert set(plan["gpus_by_type"]) == {"a100-40gb", "h100-sxm5-80gb"}
+    assert set(plan["gpus_by_type"]) == {"h100-pcie-80gb", "h100-sxm5-80gb"}
     md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
     lo, hi = plan["cost_band_usd_per_hour"]
     assert f"${lo:,.2f}–${hi:,.2f}/h (90% band)" in md
     h100 = cat.gpus["h100-sxm5-80gb"].efficiency
-    assert "No measurement backs a100-40gb" in md
-    assert f"| fitted {h100.points} pts, sigma {h100.sigma_log:.2f} |" in md
-    assert f"| analogy, sigma {ANALOGY_SIGMA_LOG:.2f} |" in md
+    pcie = cat.gpus["h100-pcie-80gb"].efficiency
+    assert "No measurement backs h100-pcie-80gb" in md
+    assert (
+        f"| scaled x{h100.level_scale:.2f} to {h100.points} pts, sigma {h100.sigma_log:.2f} |" in md
+        if h100.level_scale < 1.0
+        else f"| scaled to {h100.points} pts, sigma {h100.sigma_log:.2f} |" in md
+    )
+    assert f"| analogy x{pcie.level_scale:.2f}, sigma {ANALOGY_SIGMA_LOG:.2f} |" in md

@@ -112,7 +112,12 @@ def render_capacity(a: CapacityAnalysis) -> str:
 
     f = a.factors
     if f is not None:
-        src = f"fitted to {f.points} points" if f.points else "set by analogy (no measurement)"
+        if f.provenance == "fitted":
+            src = f"fitted to {f.points} points"
+        elif f.provenance == "scaled":
+            src = f"analogy scaled x{f.level_scale:.2f} to {f.points} points"
+        else:
+            src = f"set by analogy x{f.level_scale:.2f} (no measurement)"
         lines.append(f"factors             {src}, sigma_log {f.sigma_log:.3f}")
         if f.requests_per_s_band is not None:
             lo, hi = f.requests_per_s_band

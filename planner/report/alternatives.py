@@ -174,7 +174,7 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
             "(wider band); benchmark it before buying at scale."
         )
     else:
-        runs.append(" Every GPU bought has factors fitted to measurements.")
+        runs.append(" Every GPU bought has factors fitted or scaled to measurements.")
     return runs
 
 

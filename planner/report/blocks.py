@@ -410,7 +410,12 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
         e = spec.efficiency
         prov = dict(_map(used.get(g))) if _map(used.get(g)).get("provenance") else {}
         if not prov:  # plans stored before provenance was recorded: the catalog's
-            prov = {"provenance": e.provenance.value, "points": e.points, "sigma_log": e.sigma_log}
+            prov = {
+                "provenance": e.provenance.value,
+                "points": e.points,
+                "sigma_log": e.sigma_log,
+                "level_scale": e.level_scale,
+            }
         eff_rows.append(
             [
                 f"{spec.name} ({g})",

@@ -116,13 +116,21 @@ def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
 
 def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
-    pts, sigma 0.23`` or ``analogy, sigma 0.30``."""
+    pts, sigma 0.23``, ``scaled x0.57 to 26 pts, sigma 0.40`` (the analogy's factors
+    times the level its measurements show) or ``analogy x0.72, sigma 0.73``."""
     prov = pool_or_gpu.get("provenance")
     sigma = pool_or_gpu.get("sigma_log")
     if not prov:
         return missing
     points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
-    head = f"fitted {num(points)} pts" if prov == "fitted" else str(prov)
+    level = pool_or_gpu.get("level_scale")
+    scale = f" x{level:.2f}" if _is_num(level) and level < 1.0 else ""
+    if prov == "fitted":
+        head = f"fitted {num(points)} pts"
+    elif prov == "scaled":
+        head = f"scaled{scale} to {num(points)} pts"
+    else:
+        head = f"{prov}{scale}"
     return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
 
 
@@ -197,7 +205,7 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             + (
                 ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
                 if unmeasured
-                else "none (every GPU bought has efficiency fitted to measurements)"
+                else "none (every GPU bought has efficiency fitted or scaled to measurements)"
             )
         )
     return lines

@@ -1,0 +1,149 @@
+"""Levels: analogy factors scaled to measured saturated throughput
+(planner.fidelity.level_scale and friends), worked on synthetic measurements whose
+true level is known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from catalog.loader import load_catalog
+from catalog.schema import ANALOGY_LEVEL_SCALE, Dtype
+from planner import calibration as cb
+from planner import fidelity as fd
+
+CAT = load_catalog()
+PRIOR = (0.5, 0.7, 2.0)
+
+
+def _point(gpu: str, model: str, measured: float, **load) -> cb.Measurement:
+    return cb.Measurement(
+        model=model,
+        gpu=gpu,
+        tp=1,
+        dtype=Dtype.FP8,
+        engine="vllm",
+        isl=1000,
+        osl=500,
+        output_tok_s=measured,
+        id=f"{gpu}-{model}-{measured:.3f}-{sorted(load.items())}",
+        **load,
+    )
+
+
+def _predicted(gpu: str, model: str, s: float, **load) -> float:
+    m = _point(gpu, model, 1.0, **load)
+    out = cb.predict(m, CAT, (PRIOR[0] * s, PRIOR[1] * s, PRIOR[2])).get("output_tok_s")
+    assert out is not None
+    return out
+
+
+def test_saturated_throughput_excludes_offered_load():
+    assert fd.saturated_throughput(_point("h100-sxm5-80gb", "llama-3.1-8b", 1.0))  # offline
+    assert fd.saturated_throughput(_point("h100-sxm5-80gb", "llama-3.1-8b", 1.0, concurrency=8))
+    inf = _point("h100-sxm5-80gb", "llama-3.1-8b", 1.0, request_rate_rps=math.inf)
+    assert fd.saturated_throughput(inf)
+    # a finite rate measures the load offered, not the GPU
+    rate = _point("h100-sxm5-80gb", "llama-3.1-8b", 1.0, request_rate_rps=2.0)
+    assert not fd.saturated_throughput(rate)
+
+
+def test_level_recovers_a_known_level():
+    """Points measured at what factors x0.6 predict give level 0.6 (a fixed point:
+    the step overhead does not scale, so the first ratio alone would not)."""
+    g, model = "h100-sxm5-80gb", "llama-3.1-8b"
+    pts = [
+        _point(g, model, _predicted(g, model, 0.6, concurrency=c), concurrency=c)
+        for c in (8, 32, 128)
+    ]
+    lv = fd.level_scale(pts, CAT, g, PRIOR)
+    assert lv is not None and lv.values == 3
+    assert lv.scale == pytest.approx(0.6, rel=0.01)
+    assert lv.median_ratio > 0.6  # the overhead does not scale with the factors
+    # finite-rate points do not count; without saturated points there is no level
+    rated = [_point(g, model, 10.0, request_rate_rps=1.0)]
+    assert fd.level_scale(rated, CAT, g, PRIOR) is None
+
+
+def test_level_never_raises_a_guess():
+    g, model = "h100-sxm5-80gb", "llama-3.1-8b"
+    fast = [_point(g, model, 2 * _predicted(g, model, 1.0, concurrency=16), concurrency=16)]
+    lv = fd.level_scale(fast, CAT, g, PRIOR)
+    assert lv is not None and lv.scale == fd.MAX_LEVEL_SCALE == 1.0
+
+
+def test_level_is_relative_to_the_reference_gpus_on_the_same_llm():
+    """When the model misses an LLM on the reference GPUs too (they run at 0.5 of its
+    prediction), that miss is the LLM's, not the GPU's: a GPU measured at 0.4 of its
+    prediction on that LLM has level 0.8, and its throughput relative to the reference
+    is then predicted as measured."""
+    ref, g, model = "h100-sxm5-80gb", "h200-sxm-141gb", "llama-3.1-8b"
+    ref_pts = [_point(ref, model, _predicted(ref, model, 0.5, concurrency=32), concurrency=32)]
+    targets = fd.level_targets(ref_pts, CAT, {ref: PRIOR}, reference=(ref,))
+    assert targets[model] == pytest.approx(
+        ref_pts[0].output_tok_s / _predicted(ref, model, 1.0, concurrency=32)
+    )
+    pts = [_point(g, model, _predicted(g, model, 0.4, concurrency=32), concurrency=32)]
+    lv = fd.level_scale(pts, CAT, g, PRIOR, targets)
+    assert lv is not None
+    got = _predicted(g, model, lv.scale, concurrency=32) / _predicted(
+        ref, model, 1.0, concurrency=32
+    )
+    want = pts[0].output_tok_s / ref_pts[0].output_tok_s
+    assert got == pytest.approx(want, rel=0.02)
+    # an LLM without reference data is taken at its absolute level
+    alone = fd.level_scale(pts, CAT, g, PRIOR, {})
+    assert alone is not None and alone.scale == pytest.approx(0.4, rel=0.01)
+    # each LLM counts once: the median over LLMs, not over points
+    many = pts * 5 + [
+        _point(
+            g, "llama-3.1-70b", _predicted(g, "llama-3.1-70b", 0.9, concurrency=8), concurrency=8
+        )
+    ]
+    mixed = fd.level_scale(many, CAT, g, PRIOR, {})
+    assert mixed is not None and mixed.scale == pytest.approx((0.4 + 0.9) / 2, rel=0.02)
+
+
+def test_analogy_level_never_above_a_measured_sibling():
+    levels = {"b200": 0.5, "h100-sxm5-80gb": 1.0, "mi300x": 0.83}
+    # GB200 is B200's Blackwell: the lower of the default and B200's level
+    assert fd.analogy_level_scale("gb200-per-gpu", CAT, levels, 0.82) == 0.5
+    # H100 PCIe (Hopper): the default, a sibling measured higher does not raise it
+    assert fd.analogy_level_scale("h100-pcie-80gb", CAT, levels, 0.82) == 0.82
+    assert fd.analogy_level_scale("gaudi3", CAT, levels, ANALOGY_LEVEL_SCALE) == (
+        ANALOGY_LEVEL_SCALE
+    )
+
+
+def test_factor_spread_is_the_robust_log_spread():
+    g, model = "h100-sxm5-80gb", "llama-3.1-8b"
+    exact = _predicted(g, model, 1.0, concurrency=16)
+    pts = [_point(g, model, exact * f, concurrency=16) for f in (math.exp(0.2), math.exp(-0.2))]
+    got = fd.factor_spread(pts, CAT, PRIOR)
+    # 1.4826 x median |log| x sqrt(n / (n - 1)), n = 2
+    assert got == pytest.approx(1.4826 * 0.2 * math.sqrt(2), rel=1e-6)
+    assert fd.factor_spread([_point(g, model, exact, concurrency=16)], CAT, PRIOR) == (
+        cb.MIN_SIGMA_LOG
+    )
+
+
+def test_source_roots_count_publishers_not_files():
+    roots = fd.source_roots(
+        [
+            _point("gaudi3", "llama-3.1-8b", 1.0).model_copy(update={"source": src})
+            for src in (
+                "https://intel.com/content/www/us/en/developer/platform/gaudi/model-performance.html",
+                "https://www.intel.com/other#anchor",
+                "https://github.com/mlcommons/inference_results_v4.1/blob/abc/closed/AMD/x.txt",
+                "https://github.com/mlcommons/inference_results_v4.1/blob/abc/closed/NV/y.txt",
+                "https://github.com/dstackai/benchmarks/blob/06c/raw.json (section 2)",
+                None,
+            )
+        ]
+    )
+    assert roots == {
+        "intel.com",
+        "github.com/mlcommons/inference_results_v4.1",
+        "github.com/dstackai/benchmarks",
+    }
