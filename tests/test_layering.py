@@ -9,6 +9,7 @@ counting imports inside function bodies (docs/design.md, "Map of the house").
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,3 +169,21 @@ def test_no_import_cycles():
 def test_the_cycle_check_finds_cycles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+#: Reading the environment: settings are read once, in ``api/settings.py``.
+ENV_READ = re.compile(r"\bos\.environ\b|\bgetenv\b|\benviron\.get\b")
+
+
+@pytest.mark.parametrize("package", ["planner", "solver", "catalog"])
+def test_the_domain_reads_no_environment(package):
+    """``FLEETPLAN_*`` settings are read once, by ``api.settings.Settings``, and passed
+    down as arguments: no module of the planner, the solver or the catalog reads an
+    environment variable (a source scan, so an indirect ``os.environ`` counts too)."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if ENV_READ.search(line)
+    ]
+    assert not bad, bad

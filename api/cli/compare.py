@@ -208,6 +208,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 workers=workers,
                 progress=bar,
                 calibrations=prepared.calibrations,
+                verify_default=settings.verify_default,
             )
     except Exception as err:  # a broken process pool, a solver crash...
         if isinstance(err, CliError | ValueError):
@@ -243,6 +244,7 @@ def _compare_save(
                     solver_caps(settings),
                     workers=workers,
                     calibrations=prepared.calibrations,
+                    verify_default=settings.verify_default,
                     on_progress=bar,
                 )
         finally:

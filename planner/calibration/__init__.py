@@ -104,7 +104,6 @@ from planner.calibration.predict import (
     with_factors,
 )
 from planner.calibration.store import (
-    CALIBRATION_DIR_ENV,
     DEFAULT_CALIBRATION_DIR,
     calibration_dir,
     calibration_to_dict,
@@ -116,7 +115,6 @@ from planner.calibration.store import (
 )
 
 __all__ = [
-    "CALIBRATION_DIR_ENV",
     "CSV_COLUMNS",
     "CSV_OPTIONAL",
     "DEFAULT_CALIBRATION_DIR",

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,16 @@ from planner.calibration.fit import NAME_PATTERN, Calibration
 from planner.calibration.parsers import validation_reason
 from planner.errors import PlanningError, UnknownEntryError
 
-CALIBRATION_DIR_ENV = "FLEETPLAN_CALIBRATION_DIR"
+#: Where named calibrations live unless the caller says: the service passes its
+#: setting (``Settings.calibration_dir``, ``FLEETPLAN_CALIBRATION_DIR``) explicitly;
+#: the planner reads no environment variable.
 DEFAULT_CALIBRATION_DIR = "calibrations"
 
 
 def calibration_dir(path: str | Path | None = None) -> Path:
-    """Where named calibrations live: ``path``, else ``$FLEETPLAN_CALIBRATION_DIR``,
-    else ``./calibrations``."""
-    if path is not None:
-        return Path(path)
-    return Path(os.environ.get(CALIBRATION_DIR_ENV) or DEFAULT_CALIBRATION_DIR)
+    """Where named calibrations live: ``path``, else :data:`DEFAULT_CALIBRATION_DIR`
+    (``./calibrations``)."""
+    return Path(path if path is not None else DEFAULT_CALIBRATION_DIR)
 
 
 def check_name(name: str, field: str = "name") -> None:

@@ -32,7 +32,6 @@ binds) leaves the plan as solved, with the miss stated.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
@@ -52,24 +51,21 @@ from planner.simulate.results import (
 )
 from planner.simulate.runner import simulate_plan
 
-#: Verification runs unless a request (or FLEETPLAN_VERIFY_DEFAULT=off) turns it off.
+#: Verification runs unless the caller or the request turns it off. The service passes
+#: its setting (``Settings.verify_default``, ``FLEETPLAN_VERIFY_DEFAULT``) explicitly;
+#: this is the default of a direct call (the planner reads no environment variable).
 DEFAULT_ENABLED = True
-#: Environment switch for the default (the test suite sets it off: plans there are many).
-DEFAULT_ENV = "FLEETPLAN_VERIFY_DEFAULT"
 MAX_CORRECTIONS = 4
 _SOLVED = ("optimal", "feasible")
 
 
 def enabled(spec: VerifySpec, override: bool | None = None) -> bool:
-    """Whether to verify: an explicit argument, else the request's ``verify.enabled``,
-    else ``$FLEETPLAN_VERIFY_DEFAULT`` (off/false/0 turn it off), else on."""
+    """Whether to verify: an explicit argument (the caller's setting), else the
+    request's ``verify.enabled``, else :data:`DEFAULT_ENABLED`."""
     if override is not None:
         return override
     if spec.enabled is not None:
         return spec.enabled
-    env = os.environ.get(DEFAULT_ENV, "").strip().lower()
-    if env in ("0", "off", "false", "no"):
-        return False
     return DEFAULT_ENABLED
 
 
