@@ -476,7 +476,7 @@ def plan_from_result(
                 capacity_with_spares_down_rps=spares_down,
             )
         )
-    solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    solved = result.status.has_solution
     classes: list[ClassPlan] = []
     for cls in req.classes:
         mine = [p for p in pools if p.class_name == cls.name and p.rate_rps > 0]

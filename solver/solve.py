@@ -206,9 +206,7 @@ def solve(
             problem, candidates=tuple(_replace(c, pairs_with=None) for c in problem.candidates)
         )
         r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining() / 2)), cache)
-        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and pairs_respected(
-            problem, r.replicas
-        ):
+        if r.status.has_solution and pairs_respected(problem, r.replicas):
             return _replace(r, runtime_s=time.perf_counter() - t0)
         if r.status != SolveStatus.INFEASIBLE:
             split = _solve_pair_cases(problem, options, t0, cache)
@@ -318,7 +316,7 @@ def _solve_pair_cases(
         statuses.append(r.status)
         if r.status == SolveStatus.ERROR:
             return None
-        if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and (
+        if r.status.has_solution and (
             best is None or (r.objective or 0.0) < (best.objective or 0.0)
         ):
             best = r
@@ -644,7 +642,7 @@ def _solve_by_gpu_types(
                 return None
             limit = min(left, cap_s) if cap_s is not None else left
             r = solve(sub, replace(options, time_limit_s=limit, decompose=False))
-            if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            if not r.status.has_solution:
                 if r.status == SolveStatus.ERROR:
                     if cap_s is not None:
                         return None  # capped: no fleet yet, not a proof of anything
