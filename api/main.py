@@ -37,7 +37,9 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     engine = make_engine(settings.database_url)
 
     sessions = make_sessionmaker(engine)
-    comparisons = ComparisonRunner(sessions, workers=settings.compare_workers)
+    comparisons = ComparisonRunner(
+        sessions, workers=settings.compare_workers, verify_default=settings.verify_default
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -213,7 +213,7 @@ def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = Non
 
 
 def _plan_one(args: tuple) -> dict[str, Any]:
-    request, catalog, caps, calibrations, corrections = args
+    request, catalog, caps, calibrations, corrections, verify_default = args
     from planner.service import make_plan
 
     resolve = None
@@ -232,6 +232,7 @@ def _plan_one(args: tuple) -> dict[str, Any]:
             catalog,
             caps,
             alternatives=False,
+            verify_default=verify_default,
             calibrations=resolve,
             corrections=corrections,
         )
@@ -258,6 +259,7 @@ def run_variants(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     calibrations: Mapping[str, Any] | None = None,
+    verify_default: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Plan every variant, in parallel processes (one per core by default).
 
@@ -268,7 +270,8 @@ def run_variants(
     caller cancels. A variant's ``corrections`` (a plan's ``verification.corrections``)
     are inherited by its plan (``make_plan(..., corrections=)``). ``calibrations`` maps
     names to ``planner.calibration.Calibration`` objects the requests may name (others
-    come from the YAML store).
+    come from the YAML store). ``verify_default``: whether a variant whose request does
+    not say is verified (the caller's setting; ``make_plan(..., verify_default=)``).
     """
     from catalog.loader import load_catalog
 
@@ -277,7 +280,9 @@ def run_variants(
     total = len(variants)
     results: list[dict[str, Any] | None] = [None] * total
     cals = dict(calibrations) if calibrations else None
-    args = [(v["request"], catalog, caps, cals, v.get("corrections")) for v in variants]
+    args = [
+        (v["request"], catalog, caps, cals, v.get("corrections"), verify_default) for v in variants
+    ]
     if progress:
         progress(0, total)
     if workers <= 1 or total <= 1:
@@ -366,6 +371,7 @@ def compare(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     calibrations: Mapping[str, Any] | None = None,
+    verify_default: bool | None = None,
 ) -> ComparisonResult:
     """Validate, expand, plan every variant (in parallel) and tabulate."""
     spec = data if isinstance(data, ComparisonSpec) else parse_comparison(data)
@@ -376,7 +382,13 @@ def compare(
         catalog = load_catalog()
     check_variants(variants, catalog)
     results = run_variants(
-        variants, catalog, caps, workers=workers, progress=progress, calibrations=calibrations
+        variants,
+        catalog,
+        caps,
+        workers=workers,
+        progress=progress,
+        calibrations=calibrations,
+        verify_default=verify_default,
     )
     return ComparisonResult(
         name=spec.name,

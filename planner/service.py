@@ -269,8 +269,9 @@ def calibrated_catalog(
     catalog: Catalog, name: str, resolve: Callable[[str], Calibration] | None = None
 ) -> Catalog:
     """``catalog`` with the named calibration's factors applied. ``resolve`` finds it
-    (the service reads its database); by default the YAML store
-    (``$FLEETPLAN_CALIBRATION_DIR``). An unknown name is an error on ``calibration``."""
+    (the service: its database, then the YAML store in ``Settings.calibration_dir``);
+    by default the YAML store in ``./calibrations``. An unknown name is an error on
+    ``calibration``."""
     from planner.calibration import apply_calibration, load_calibration
 
     cal = resolve(name) if resolve is not None else load_calibration(name)

@@ -26,21 +26,14 @@ from dataclasses import dataclass, field, replace
 
 import pulp
 
+from solver.backend import run_solver, var_value
 from solver.constraints.capacity import define_capacity
 from solver.constraints.checkpoint import define_checkpoint
 from solver.constraints.configurations import define_configurations
 from solver.constraints.demand import define_demand
 from solver.constraints.kv_pairs import define_kv_pairs
 from solver.constraints.pool_use import define_pool_use
-from solver.problem import (
-    Limits,
-    Mode,
-    Objective,
-    Problem,
-    SolverOptions,
-    SolveStatus,
-)
-from solver.solve import _run, _value
+from solver.problem import Limits, Mode, Objective, Problem, SolverOptions, SolveStatus
 from solver.variables import Variables, create_variables, safe_name
 
 
@@ -146,7 +139,7 @@ def solve_robust(
     if limits.power_kw is not None:
         prob += pulp.lpSum(power[g] * var for g, var in bought.items()) <= limits.power_kw, "power"
     prob += cost
-    status, gap, name, msg = _run(prob, options, options.time_limit_s)
+    status, gap, name, msg = run_solver(prob, options, options.time_limit_s)
     runtime = time.perf_counter() - t0
     if not status.has_solution:
         return RobustResult(
@@ -162,11 +155,11 @@ def solve_robust(
     assignments = []
     for sc, tagged, v in per:
         prefix = len(tagged.classes[0].id.split(":")[0]) + 1 if tagged.classes else 0
-        reps = {cid[prefix:]: round(_value(x)) for cid, x in v.replicas.items()}
+        reps = {cid[prefix:]: round(var_value(x)) for cid, x in v.replicas.items()}
         reps = {k: n for k, n in reps.items() if n > 0}
-        rates = {cid[prefix:]: _value(x) for cid, x in v.rate.items() if _value(x) > 1e-9}
+        rates = {cid[prefix:]: var_value(x) for cid, x in v.rate.items() if var_value(x) > 1e-9}
         modes = {
-            k[prefix:]: (Mode.DISAGGREGATED if _value(m) > 0.5 else Mode.AGGREGATED)
+            k[prefix:]: (Mode.DISAGGREGATED if var_value(m) > 0.5 else Mode.AGGREGATED)
             for k, m in v.disagg.items()
         }
         by_id = {c.id[prefix:]: c for c in tagged.candidates}
@@ -175,7 +168,9 @@ def solve_robust(
             c = by_id[cid]
             gpus[c.gpu] = gpus.get(c.gpu, 0) + n * c.gpus_per_replica
         assignments.append(ScenarioAssignment(sc.name, reps, rates, modes, gpus))
-    gpus_bought = {g: round(_value(var)) for g, var in bought.items() if round(_value(var)) > 0}
+    gpus_bought = {
+        g: round(var_value(var)) for g, var in bought.items() if round(var_value(var)) > 0
+    }
     binding = []
     for con in prob.constraints():
         slack = -(con.value() or 0.0)

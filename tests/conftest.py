@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Iterator
 
 import pytest
+from settings_support import planner_defaults
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -48,6 +49,7 @@ def _plans_skip_verification(_clean_fleetplan_env: None, monkeypatch: pytest.Mon
     """Plans are not simulated unless a test asks (``make_plan(..., verify=True)`` or
     ``verify.enabled`` in the request): the simulation adds 0.2-2 s to every plan."""
     monkeypatch.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+    planner_defaults(monkeypatch, Settings())  # direct planner calls: the same settings
 
 
 # --------------------------------------------------------------------------- databases

@@ -8,7 +8,9 @@ from pathlib import Path
 from statistics import median
 
 import pytest
+from settings_support import planner_defaults
 
+from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Dtype
 from planner import calibration as cb
@@ -311,7 +313,7 @@ def test_store_round_trip(tmp_path, monkeypatch):
     path = cb.save_calibration(cal, tmp_path)
     assert path == tmp_path / "lab.yaml"
     assert cb.load_calibration("lab", tmp_path) == cal
-    monkeypatch.setenv(cb.CALIBRATION_DIR_ENV, str(tmp_path))
+    planner_defaults(monkeypatch, Settings(calibration_dir=str(tmp_path)))
     assert cb.list_calibration_names() == ["lab"]
     assert cb.load_calibration("lab") == cal
     with pytest.raises(UnknownEntryError, match="known: lab"):
@@ -323,7 +325,7 @@ def test_store_round_trip(tmp_path, monkeypatch):
 def test_a_plan_names_its_calibration(tmp_path, monkeypatch):
     from planner.service import make_plan
 
-    monkeypatch.setenv(cb.CALIBRATION_DIR_ENV, str(tmp_path))
+    planner_defaults(monkeypatch, Settings(calibration_dir=str(tmp_path)))
     cb.save_calibration(calibration(dtype=Dtype.BF16, mbu=0.9), tmp_path)
     request = {
         "model": "llama-3.1-8b",

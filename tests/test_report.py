@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from settings_support import planner_defaults
 
+from api.settings import Settings
 from catalog.loader import load_catalog
 from planner.compare import compare
 from planner.errors import PlanningError
@@ -61,7 +63,7 @@ def catalog():
 @pytest.fixture(scope="module")
 def small_record(catalog):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        planner_defaults(mp, Settings(verify_default=False))
         plan = make_plan(SMALL, catalog).to_json_dict()
     assert plan["status"] == "optimal"
     return {"id": 1, "created_at": "2025-06-01T12:00:00Z", "request": SMALL, "plan": plan}
@@ -79,7 +81,7 @@ def small_comparison(catalog):
         "sweeps": [{"name": "agent share", "share_of": "agent", "values": [0.1, 0.3, 0.5]}],
     }
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        planner_defaults(mp, Settings(verify_default=False))
         out = compare(spec, catalog, workers=1).model_dump()
     out.update(id=5, created_at="2025-06-01T12:05:00Z")
     return out
@@ -405,7 +407,7 @@ def test_html_escapes_hostile_strings(small_record, catalog):
 def test_html_infeasible_plan(catalog):
     req = dict(SMALL, constraints={"budget_usd_per_hour": 1})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        planner_defaults(mp, Settings(verify_default=False))
         plan = make_plan(req, catalog).to_json_dict()
     assert plan["status"] == "infeasible"
     rec = {"id": 9, "request": req, "plan": plan}
@@ -426,7 +428,7 @@ def test_robust_plan_renders(catalog):
         scenarios=[{"name": "now"}, {"name": "later", "mix": {"chat": 0.3, "agent": 0.7}}],
     )
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        planner_defaults(mp, Settings(verify_default=False))
         plan = make_plan(req, catalog).to_json_dict()
     assert plan["scenarios"] and not plan["pools"]
     rec = {"id": 2, "request": req, "plan": plan}
@@ -593,7 +595,7 @@ def _check_screenshot(chromium: str, html: Path, png: Path) -> None:
 def test_reports_open_in_a_real_browser(chromium, catalog, small_comparison, tmp_path):
     req = yaml.safe_load((ROOT / "examples" / "chat-agent-80-20.yaml").read_text())
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+        planner_defaults(mp, Settings(verify_default=False))
         plan = make_plan(req, catalog).to_json_dict()
     rec = {"id": 1, "created_at": "2025-06-01T12:00:00Z", "request": req, "plan": plan}
     text, _ = render_plan_report(rec, "html", catalog)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from settings_support import planner_defaults
 
+from api.settings import Settings
 from catalog.loader import load_catalog
 from planner.candidates import ClassFigures
 from planner.problem_build import parse_request
@@ -113,11 +115,11 @@ def test_a_correction_blocked_by_the_budget_says_why():
 
 
 def test_verification_switches(monkeypatch):
-    monkeypatch.delenv("FLEETPLAN_VERIFY_DEFAULT", raising=False)
+    planner_defaults(monkeypatch, Settings(verify_default=True))
     assert make_plan(small(), CAT, alternatives=False).verification.enabled  # on by default
     off = make_plan(small(enabled=False), CAT, alternatives=False).verification
     assert not off.enabled and off.passed is None and "not verified" in off.summary
-    monkeypatch.setenv("FLEETPLAN_VERIFY_DEFAULT", "off")
+    planner_defaults(monkeypatch, Settings(verify_default=False))
     assert not make_plan(small(), CAT, alternatives=False).verification.enabled
     assert make_plan(small(enabled=True), CAT, alternatives=False).verification.enabled
 

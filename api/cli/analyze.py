@@ -24,16 +24,7 @@ from planner import analyses as an
 from planner.errors import PlanningError
 
 #: Analysis parameter (the PlanningError field) -> command-line option, for every command.
-COMMON_OPTIONS = {
-    "model": "--model",
-    "gpu": "--gpu",
-    "tp": "--tp",
-    "dtype": "--dtype",
-    "kv_dtype": "--kv-dtype",
-    "mfu": "--mfu",
-    "mbu": "--mbu",
-    "prompt_tokens": "--prompt-tokens",
-}
+COMMON_OPTIONS = {**cli.REPLICA_OPTIONS, "prompt_tokens": "--prompt-tokens"}
 
 CHUNK_BUDGET_OPTIONS = {
     **COMMON_OPTIONS,
@@ -71,10 +62,7 @@ def _run(options: Mapping[str, str], compute: Callable[[], Any]) -> Any:
     try:
         return compute()
     except PlanningError as err:
-        if not err.issues:
-            raise cli.CliError(err.code, err.message) from None
-        field, message = err.issues[0]
-        raise cli.CliError(options.get(field, field), message) from None
+        raise cli.planning_error(err, options) from None
 
 
 # --------------------------------------------------------------------------- parsing
@@ -93,40 +81,38 @@ def _items(values: Iterable[str] | None) -> list[str]:
     return out
 
 
-def parse_int_list(option: str, values: Iterable[str] | None, example: str) -> list[int] | None:
-    """Positive integers from comma-separated values (None when the option is absent)."""
+def _parse_list(
+    option: str,
+    values: Iterable[str] | None,
+    example: str,
+    convert: Callable[[str], float],
+    what: str,
+) -> list[Any] | None:
+    """Positive values from comma-separated option values, ``convert``ed; an item that
+    does not convert or is not positive and finite is an error saying it is not ``what``
+    (None when the option is absent)."""
     if values is None:
         return None
-    out: list[int] = []
+    out: list[Any] = []
     for item in _items(values):
         try:
-            n = int(item)
+            x = convert(item)
         except ValueError:
-            n = 0
-        if n < 1:
-            raise cli.CliError(
-                option, f"{item!r} is not a positive integer (expected a list like {example})"
-            )
-        out.append(n)
+            x = math.nan
+        if not (x > 0 and math.isfinite(x)):
+            raise cli.CliError(option, f"{item!r} is not {what} (expected a list like {example})")
+        out.append(x)
     return out
+
+
+def parse_int_list(option: str, values: Iterable[str] | None, example: str) -> list[int] | None:
+    """Positive integers from comma-separated values (None when the option is absent)."""
+    return _parse_list(option, values, example, int, "a positive integer")
 
 
 def parse_float_list(option: str, values: Iterable[str] | None, example: str) -> list[float] | None:
     """Positive finite numbers from comma-separated values (None when absent)."""
-    if values is None:
-        return None
-    out: list[float] = []
-    for item in _items(values):
-        try:
-            x = float(item)
-        except ValueError:
-            x = math.nan
-        if not (x > 0 and math.isfinite(x)):
-            raise cli.CliError(
-                option, f"{item!r} is not a positive number (expected a list like {example})"
-            )
-        out.append(x)
-    return out
+    return _parse_list(option, values, example, float, "a positive number")
 
 
 def parse_mix(option: str, value: str | None) -> dict[str, float] | None:
@@ -331,11 +317,7 @@ def render_pool_ratio(t: an.PoolRatioTable, budget_given: bool = False) -> str:
 
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[], str]) -> int:
-    if args.json:
-        cli.print_json(result.model_dump(mode="json"))
-    else:
-        print(render())
-    return cli.EXIT_OK
+    return cli.print_model(args.json, result, lambda _: render())
 
 
 def cmd_chunk_budget(args: argparse.Namespace) -> int:
@@ -427,20 +409,13 @@ def _replica_options(p: argparse.ArgumentParser, *, gpu_required: bool = True) -
     p.add_argument("--model", required=True, help="model id (fleetplan catalog list models)")
     if gpu_required:
         p.add_argument("--gpu", required=True, help="GPU id (fleetplan catalog list gpus)")
-        p.add_argument(
-            "--tp",
-            type=cli.number("--tp", int),
-            default=1,
-            help="tensor parallelism (power of two, default 1)",
+        cli.add_number(
+            p, "--tp", int, default=1, help="tensor parallelism (power of two, default 1)"
         )
         p.add_argument(
             "--dtype", default="bf16", help="weight/compute dtype: bf16 or fp8 (default bf16)"
         )
-        p.add_argument(
-            "--mfu",
-            type=cli.number("--mfu", float),
-            help="model FLOP utilization (default: the GPU's)",
-        )
+        cli.add_number(p, "--mfu", float, help="model FLOP utilization (default: the GPU's)")
     p.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype: bf16 or fp8 (default bf16)")
 
 
@@ -470,21 +445,12 @@ def register_analyze(sub: Subparsers) -> None:
         ),
     )
     _replica_options(cb)
-    cb.add_argument(
-        "--prompt-tokens",
-        type=cli.number("--prompt-tokens", int),
-        required=True,
-        help="prompt length P (tokens)",
-    )
-    cb.add_argument(
-        "--tpot-budget-ms",
-        type=cli.number("--tpot-budget-ms", float),
-        required=True,
-        help="TPOT budget of a step (ms)",
-    )
-    cb.add_argument(
+    cli.add_number(cb, "--prompt-tokens", int, required=True, help="prompt length P (tokens)")
+    cli.add_number(cb, "--tpot-budget-ms", float, required=True, help="TPOT budget of a step (ms)")
+    cli.add_number(
+        cb,
         "--overlap",
-        type=cli.number("--overlap", float),
+        float,
         help="overlap factor of chunk compute and decode memory time, 0-1 "
         "(1 = perfect; default: the GPU's catalog value)",
     )
@@ -509,12 +475,7 @@ def register_analyze(sub: Subparsers) -> None:
         ),
     )
     _replica_options(kv, gpu_required=False)
-    kv.add_argument(
-        "--prompt-tokens",
-        type=cli.number("--prompt-tokens", int),
-        required=True,
-        help="prompt length P (tokens)",
-    )
+    cli.add_number(kv, "--prompt-tokens", int, required=True, help="prompt length P (tokens)")
     kv.add_argument(
         "--link",
         action="append",
@@ -532,24 +493,15 @@ def register_analyze(sub: Subparsers) -> None:
         help="link bandwidths in gigaBYTES per second (GB/s, not Gbit/s), comma-separated, "
         "e.g. 400,64,25 (--link-gbps is an alias)",
     )
-    kv.add_argument(
-        "--prefill-ms",
-        type=cli.number("--prefill-ms", float),
-        help="prefill time the transfer overlaps (ms)",
-    )
+    cli.add_number(kv, "--prefill-ms", float, help="prefill time the transfer overlaps (ms)")
     kv.add_argument("--gpu", help="compute the prefill time on this GPU (catalog id)")
-    kv.add_argument(
-        "--tp",
-        type=cli.number("--tp", int),
-        help="tensor parallelism of the prefill replica (--gpu)",
-    )
+    cli.add_number(kv, "--tp", int, help="tensor parallelism of the prefill replica (--gpu)")
     kv.add_argument("--dtype", help="weight dtype of the prefill replica (--gpu; default bf16)")
-    kv.add_argument(
-        "--mfu", type=cli.number("--mfu", float), help="MFU of the prefill replica (--gpu)"
-    )
-    kv.add_argument(
+    cli.add_number(kv, "--mfu", float, help="MFU of the prefill replica (--gpu)")
+    cli.add_number(
+        kv,
         "--overlap",
-        type=cli.number("--overlap", float),
+        float,
         default=an.DEFAULT_KV_STREAM_OVERLAP,
         help="share of the transfer layer-wise streaming can hide, 0-1 "
         f"(default {an.DEFAULT_KV_STREAM_OVERLAP:g})",
@@ -569,11 +521,7 @@ def register_analyze(sub: Subparsers) -> None:
         ),
     )
     _replica_options(pr)
-    pr.add_argument(
-        "--mbu",
-        type=cli.number("--mbu", float),
-        help="memory-bandwidth utilization (default: the GPU's)",
-    )
+    cli.add_number(pr, "--mbu", float, help="memory-bandwidth utilization (default: the GPU's)")
     pr.add_argument(
         "--workload",
         action="append",
@@ -581,20 +529,23 @@ def register_analyze(sub: Subparsers) -> None:
         metavar="W",
         help="workload id(s) (fleetplan catalog list workloads)",
     )
-    pr.add_argument(
+    cli.add_number(
+        pr,
         "--tpot-ms",
-        type=cli.number("--tpot-ms", float),
+        float,
         help="decode TPOT (ms): with --decode-batch, the operating point as given; "
         "alone, the TPOT budget replacing each workload's SLO",
     )
-    pr.add_argument(
+    cli.add_number(
+        pr,
         "--decode-batch",
-        type=cli.number("--decode-batch", int),
+        int,
         help="decode batch B: with --tpot-ms as given; alone, TPOT = the step time at B",
     )
-    pr.add_argument(
+    cli.add_number(
+        pr,
         "--prefix-hit",
-        type=cli.number("--prefix-hit", float),
+        float,
         help="share of each prompt already cached, 0-1 (default: each workload's)",
     )
     pr.add_argument(

@@ -39,13 +39,7 @@ if TYPE_CHECKING:
     from api.schemas.calibrations import Calibration
 
 CAPACITY_OPTIONS = {
-    "model": "--model",
-    "gpu": "--gpu",
-    "tp": "--tp",
-    "dtype": "--dtype",
-    "kv_dtype": "--kv-dtype",
-    "mfu": "--mfu",
-    "mbu": "--mbu",
+    **cli.REPLICA_OPTIONS,
     "step_overhead_ms": "--step-overhead-ms",
     "overlap_factor": "--overlap",
     "prompt_tokens": "--prompt-tokens",
@@ -58,16 +52,6 @@ CAPACITY_OPTIONS = {
     "max_batch": "--max-batch",
     "calibration": "--calibration",
 }
-
-
-_number = cli.number
-
-
-def _as_cli_error(err: PlanningError, options: dict[str, str]) -> Exception:
-    if not err.issues:
-        return cli.CliError(err.code, err.message)
-    field, message = err.issues[0]
-    return cli.CliError(options.get(field, field), message)
 
 
 # --------------------------------------------------------------------------- analyze capacity
@@ -160,12 +144,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     try:
         analysis = replica_capacity(None, req, shipped_catalog(), cli.load_settings())
     except PlanningError as err:
-        raise _as_cli_error(err, CAPACITY_OPTIONS) from None
-    if args.json:
-        cli.print_json(analysis.model_dump(mode="json"))
-    else:
-        print(render_capacity(analysis))
-    return cli.EXIT_OK
+        raise cli.planning_error(err, CAPACITY_OPTIONS) from None
+    return cli.print_model(args.json, analysis, render_capacity)
 
 
 def register_capacity(asub: Any) -> None:
@@ -185,53 +165,35 @@ def register_capacity(asub: Any) -> None:
     )
     p.add_argument("--model", required=True, help="model id (fleetplan catalog list models)")
     p.add_argument("--gpu", required=True, help="GPU id (fleetplan catalog list gpus)")
-    p.add_argument(
-        "--tp", type=_number("--tp", int), default=1, help="tensor parallelism (default 1)"
-    )
+    cli.add_number(p, "--tp", int, default=1, help="tensor parallelism (default 1)")
     p.add_argument("--dtype", default="bf16", help="weight dtype: bf16 or fp8 (default bf16)")
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: bf16 with bf16 weights, else fp8)")
-    p.add_argument(
-        "--prompt-tokens",
-        type=_number("--prompt-tokens", int),
-        required=True,
-        help="prompt length ISL (tokens)",
+    cli.add_number(p, "--prompt-tokens", int, required=True, help="prompt length ISL (tokens)")
+    cli.add_number(
+        p, "--output-tokens", int, required=True, help="output length OSL (tokens, >= 2)"
     )
-    p.add_argument(
-        "--output-tokens",
-        type=_number("--output-tokens", int),
-        required=True,
-        help="output length OSL (tokens, >= 2)",
-    )
-    p.add_argument("--ttft-ms", type=_number("--ttft-ms", float), help="SLO on mean TTFT (ms)")
-    p.add_argument("--tpot-ms", type=_number("--tpot-ms", float), help="SLO on mean TPOT (ms)")
-    p.add_argument(
-        "--concurrency", type=_number("--concurrency", float), help="users of a closed loop"
-    )
-    p.add_argument(
-        "--request-rate",
-        type=_number("--request-rate", float),
-        help="open-loop arrival rate (requests/s)",
-    )
-    p.add_argument(
+    cli.add_number(p, "--ttft-ms", float, help="SLO on mean TTFT (ms)")
+    cli.add_number(p, "--tpot-ms", float, help="SLO on mean TPOT (ms)")
+    cli.add_number(p, "--concurrency", float, help="users of a closed loop")
+    cli.add_number(p, "--request-rate", float, help="open-loop arrival rate (requests/s)")
+    cli.add_number(
+        p,
         "--token-budget",
-        type=_number("--token-budget", int),
+        int,
         help="tokens per engine step (vLLM max_num_batched_tokens; default 8192)",
     )
-    p.add_argument(
+    cli.add_number(
+        p,
         "--max-batch",
-        type=_number("--max-batch", int),
+        int,
         help="the engine's max_num_seqs (default: only the KV cache caps the batch)",
     )
-    p.add_argument("--mfu", type=_number("--mfu", float), help="prefill MFU (default: GPU's)")
-    p.add_argument("--mbu", type=_number("--mbu", float), help="decode MBU (default: GPU's)")
-    p.add_argument(
-        "--step-overhead-ms",
-        type=_number("--step-overhead-ms", float),
-        help="per-step overhead, ms (default: the GPU's)",
+    cli.add_number(p, "--mfu", float, help="prefill MFU (default: GPU's)")
+    cli.add_number(p, "--mbu", float, help="decode MBU (default: GPU's)")
+    cli.add_number(
+        p, "--step-overhead-ms", float, help="per-step overhead, ms (default: the GPU's)"
     )
-    p.add_argument(
-        "--overlap", type=_number("--overlap", float), help="overlap factor 0-1 (default: GPU's)"
-    )
+    cli.add_number(p, "--overlap", float, help="overlap factor 0-1 (default: GPU's)")
     p.add_argument(
         "--calibration", help="use a stored calibration's factors (fleetplan calibrations list)"
     )
@@ -356,7 +318,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         more = f" (and {len(err.issues) - 1} more problems)" if len(err.issues) > 1 else ""
         raise cli.CliError(where, f"{reason}{more}; nothing stored") from None
     except PlanningError as err:
-        raise _as_cli_error(err, {"name": "--name"}) from None
+        raise cli.planning_error(err, {"name": "--name"}) from None
     path = None
     if not args.dry_run:
         path = cb.save_to_store(cal, directory)
@@ -390,7 +352,7 @@ def register_calibrate(sub: Subparsers) -> None:
     p.add_argument("--name", required=True, help="name to store the calibration under")
     p.add_argument("--model", help="model, for files that do not say it (vLLM, genai-perf)")
     p.add_argument("--gpu", help="GPU id, for files that do not say it")
-    p.add_argument("--tp", type=_number("--tp", int), help="tensor parallelism, likewise")
+    cli.add_number(p, "--tp", int, help="tensor parallelism, likewise")
     p.add_argument("--dtype", help="weight dtype, likewise")
     p.add_argument("--engine", help="serving engine (vllm, sglang, trtllm...), likewise")
     p.add_argument(
@@ -413,7 +375,7 @@ def cmd_calibrations_list(args: argparse.Namespace) -> int:
         try:
             cals.append(cb.load_from_store(name, directory))
         except PlanningError as err:
-            raise _as_cli_error(err, {}) from None
+            raise cli.planning_error(err, {}) from None
     if args.json:
         cli.print_json([c.summary() for c in cals])
         return cli.EXIT_OK
@@ -442,18 +404,16 @@ def cmd_calibrations_show(args: argparse.Namespace) -> int:
     try:
         cal = cb.load_from_store(args.name, directory)
     except PlanningError as err:
-        raise _as_cli_error(err, {"calibration": "name"}) from None
-    if args.json:
-        cli.print_json(cal.model_dump(mode="json"))
-    else:
-        print(render_calibration(cal, residuals=args.residuals))
-    return cli.EXIT_OK
+        raise cli.planning_error(err, {"calibration": "name"}) from None
+    return cli.print_model(
+        args.json, cal, lambda c: render_calibration(c, residuals=args.residuals)
+    )
 
 
 def register_calibrations(sub: Subparsers) -> None:
-    p = sub.add_parser("calibrations", help="stored calibrations ($FLEETPLAN_CALIBRATION_DIR)")
-    csub = p.add_subparsers(dest="calibrations_command", metavar="{list,show}")
-    csub.required = True
+    csub = cli.command_group(
+        sub, "calibrations", "stored calibrations ($FLEETPLAN_CALIBRATION_DIR)"
+    )
     ls = csub.add_parser("list", help="stored calibrations")
     ls.add_argument("--dir", help="calibration directory (default $FLEETPLAN_CALIBRATION_DIR)")
     ls.add_argument("--json", action="store_true", help="print JSON")

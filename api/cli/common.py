@@ -11,18 +11,19 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
 from api.services.database import open_session
 from api.services.errors import ServiceError
 from api.services.plans import parse_request
+from api.services.reports import render_table
 from api.settings import Settings
 from planner.errors import PlanningError
 from planner.request import PlanRequest
@@ -64,15 +65,136 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def page_limit(text: str) -> int:
-    """``--limit``: 1 to 200."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= 200:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 200, got {value}")
-    return value
+def print_model(as_json: bool, model: BaseModel, render: Callable[[Any], str]) -> int:
+    """Print a result: the model as JSON with ``--json``, else ``render(model)``."""
+    if as_json:
+        print_json(model.model_dump(mode="json"))
+    else:
+        print(render(model))
+    return EXIT_OK
+
+
+def record_cells(item: Any) -> list[str]:
+    """The first cells of a stored record's row: id, creation time (UTC), status."""
+    return [item.id, item.created_at.strftime("%Y-%m-%d %H:%M:%S"), item.status.value]
+
+
+def print_page(
+    as_json: bool,
+    items: Sequence[BaseModel],
+    total: int,
+    headers: list[str],
+    row: Callable[[Any], list[str]],
+    noun: str,
+) -> int:
+    """A page of a stored list: ``{"items", "total"}`` as JSON with ``--json``, else a
+    table of ``row(item)`` and ``N of TOTAL noun(s)``."""
+    if as_json:
+        print_json({"items": [i.model_dump(mode="json") for i in items], "total": total})
+        return EXIT_OK
+    print(render_table(headers, [row(i) for i in items]))
+    print(f"{len(items)} of {total} {noun}(s)")
+    return EXIT_OK
+
+
+def show_stored(
+    as_json: bool, get: Callable[[Session], BaseModel], render: Callable[[Any], str]
+) -> int:
+    """``fleetplan X show ID``: the stored record ``get`` reads (in a session of its
+    own), as JSON with ``--json``, else ``render(record)`` as it is (its own newlines)."""
+    with database_session(load_settings()) as session:
+        public = get(session)
+    if as_json:
+        print_json(public.model_dump(mode="json"))
+    else:
+        print(render(public), end="")
+    return EXIT_OK
+
+
+def command_group(sub: Subparsers, name: str, help: str, commands: str = "{list,show}") -> Any:
+    """``fleetplan NAME {list,show}``: the group's parser for its subcommands (one is
+    required)."""
+    group = sub.add_parser(name, help=help).add_subparsers(dest=f"{name}_command", metavar=commands)
+    group.required = True
+    return group
+
+
+def add_paging(parser: argparse.ArgumentParser) -> None:
+    """``--limit`` and ``--json`` of a ``list`` command (after its filters)."""
+    parser.add_argument(
+        "--limit", type=page_limit, default=20, help="at most this many (1-200, 20)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (items and total)")
+
+
+def add_show(group: Any, help: str, id_help: str, json_help: str, func: Handler) -> None:
+    """A group's ``show ID [--json]`` command."""
+    show = group.add_parser("show", help=help)
+    show.add_argument("id", help=id_help)
+    show.add_argument("--json", action="store_true", help=json_help)
+    show.set_defaults(func=func)
+
+
+#: Replica parameters (a PlanningError's field) -> their command-line options, shared by
+#: the analyses and ``analyze capacity``.
+REPLICA_OPTIONS = {
+    "model": "--model",
+    "gpu": "--gpu",
+    "tp": "--tp",
+    "dtype": "--dtype",
+    "kv_dtype": "--kv-dtype",
+    "mfu": "--mfu",
+    "mbu": "--mbu",
+}
+
+
+def planning_error(err: PlanningError, options: Mapping[str, str]) -> CliError:
+    """A PlanningError as a CliError naming the option of its first issue's field."""
+    if not err.issues:
+        return CliError(err.code, err.message)
+    field, message = err.issues[0]
+    return CliError(options.get(field, field), message)
+
+
+def int_range(
+    low: int, high: int | None = None, *, thousands: bool = False
+) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` to ``high`` (no upper bound when
+    None); ``thousands`` accepts ``1_000`` and ``1,000`` and prints bounds that way."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text.replace("_", "").replace(",", "") if thousands else text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if high is None:
+            if value < low:
+                raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        elif not low <= value <= high:
+            top = f"{high:,}" if thousands else str(high)
+            raise argparse.ArgumentTypeError(f"must be between {low} and {top}, got {value}")
+        return value
+
+    return convert
+
+
+def float_range(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number in [``low``, ``high``]."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {value:g}")
+        return value
+
+    return convert
+
+
+#: ``--limit``: 1 to 200.
+page_limit = int_range(1, 200)
 
 
 def number(option: str, kind: type[int] | type[float]) -> Callable[[str], Any]:
@@ -86,6 +208,14 @@ def number(option: str, kind: type[int] | type[float]) -> Callable[[str], Any]:
             raise CliError(option, f"{text!r} is not {what}") from None
 
     return convert
+
+
+def add_number(
+    parser: argparse.ArgumentParser, option: str, kind: type[int] | type[float], **kwargs: Any
+) -> None:
+    """``parser.add_argument(option, type=number(option, kind), **kwargs)``: a numeric
+    option whose malformed value is reported as ``<option>: ...``."""
+    parser.add_argument(option, type=number(option, kind), **kwargs)
 
 
 def read_request(path: str) -> dict[str, Any]:

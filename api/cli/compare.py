@@ -34,15 +34,22 @@ from api.cli.common import (
     EXIT_RUNTIME,
     CliError,
     Subparsers,
+    add_paging,
+    add_show,
+    command_group,
     database_session,
+    int_range,
     load_settings,
-    page_limit,
     print_json,
+    print_page,
     progress,
     quiet_stdout,
     read_request,
+    record_cells,
+    show_stored,
     without_value_error_prefix,
 )
+from api.schemas.comparisons import ComparisonPublic
 from api.services import comparisons, reports
 from api.services.calibrations import resolver
 from api.services.catalog import shipped_catalog
@@ -50,7 +57,7 @@ from api.services.comparison_runner import run_comparison
 from api.services.database import sessions_like
 from api.services.errors import NotFound
 from api.services.plans import solver_caps
-from api.services.reports import render_comparison_text, render_table
+from api.services.reports import render_comparison_text
 from api.settings import Settings
 from planner.errors import PlanningError
 
@@ -59,16 +66,6 @@ COMPARISON_STATUSES = tuple(s.value for s in comparisons.ComparisonStatus)
 
 
 # --------------------------------------------------------------------------- registrars
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 256, got {value}")
-    return value
 
 
 def register_compare(sub: Subparsers) -> None:
@@ -95,7 +92,7 @@ def register_compare(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--workers",
-        type=_workers,
+        type=int_range(1, 256),
         default=None,
         help="processes solving variants (default: FLEETPLAN_COMPARE_WORKERS, else one per core)",
     )
@@ -103,20 +100,19 @@ def register_compare(sub: Subparsers) -> None:
 
 
 def register_comparisons(sub: Subparsers) -> None:
-    p = sub.add_parser("comparisons", help="stored comparisons (FLEETPLAN_DATABASE_URL)")
-    csub = p.add_subparsers(dest="comparisons_command", metavar="{list,show}")
-    csub.required = True
+    csub = command_group(sub, "comparisons", "stored comparisons (FLEETPLAN_DATABASE_URL)")
 
     ls = csub.add_parser("list", help="stored comparisons, newest first")
     ls.add_argument("--status", choices=COMPARISON_STATUSES, help="only this status")
-    ls.add_argument("--limit", type=page_limit, default=20, help="at most this many (1-200, 20)")
-    ls.add_argument("--json", action="store_true", help="print JSON (items and total)")
+    add_paging(ls)
     ls.set_defaults(func=cmd_comparisons_list)
-
-    show = csub.add_parser("show", help="print one comparison's table (or its progress)")
-    show.add_argument("id", help="the comparison's id (from 'compare --save' or the list)")
-    show.add_argument("--json", action="store_true", help="print it as GET /comparisons/{id}")
-    show.set_defaults(func=cmd_comparisons_show)
+    add_show(
+        csub,
+        "print one comparison's table (or its progress)",
+        "the comparison's id (from 'compare --save' or the list)",
+        "print it as GET /comparisons/{id}",
+        cmd_comparisons_show,
+    )
 
 
 def register_report(sub: Subparsers) -> None:
@@ -208,6 +204,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 workers=workers,
                 progress=bar,
                 calibrations=prepared.calibrations,
+                verify_default=settings.verify_default,
             )
     except Exception as err:  # a broken process pool, a solver crash...
         if isinstance(err, CliError | ValueError):
@@ -243,6 +240,7 @@ def _compare_save(
                     solver_caps(settings),
                     workers=workers,
                     calibrations=prepared.calibrations,
+                    verify_default=settings.verify_default,
                     on_progress=bar,
                 )
         finally:
@@ -274,43 +272,32 @@ def cmd_comparisons_list(args: argparse.Namespace) -> int:
     status = comparisons.ComparisonStatus(args.status) if args.status else None
     with database_session(settings) as session:
         page = comparisons.list_comparisons(session, status=status, limit=args.limit)
-    items, total = page.items, page.total
-    if args.json:
-        print_json({"items": [i.model_dump(mode="json") for i in items], "total": total})
-        return EXIT_OK
     headers = ["id", "created (UTC)", "status", "done", "name"]
-    rows = [
-        [
-            i.id,
-            i.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            i.status.value,
-            f"{i.done}/{i.total}",
-            i.name or "",
-        ]
-        for i in items
-    ]
-    print(render_table(headers, rows))
-    print(f"{len(items)} of {total} comparison(s)")
-    return EXIT_OK
+    return print_page(
+        args.json,
+        page.items,
+        page.total,
+        headers,
+        lambda i: [*record_cells(i), f"{i.done}/{i.total}", i.name or ""],
+        "comparison",
+    )
 
 
-def cmd_comparisons_show(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with database_session(settings) as session:
-        public = comparisons.get_comparison(session, args.id)
-    if args.json:
-        print_json(public.model_dump(mode="json"))
-        return EXIT_OK
+def _comparison_text(public: ComparisonPublic) -> str:
     created = public.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     title = f"Comparison {public.id} {public.name or ''}".rstrip()
     if public.status.value == "done":
-        print(render_comparison_text(public.table or [], title=title, plan_ids=True), end="")
-        print(f"\ncreated {created}")
-    elif public.status.value == "running":
-        print(f"{title}\nrunning: {public.done} of {public.total} variants done")
-    else:
-        print(f"{title}\nfailed: {public.error}")
-    return EXIT_OK
+        table = render_comparison_text(public.table or [], title=title, plan_ids=True)
+        return f"{table}\ncreated {created}\n"
+    if public.status.value == "running":
+        return f"{title}\nrunning: {public.done} of {public.total} variants done\n"
+    return f"{title}\nfailed: {public.error}\n"
+
+
+def cmd_comparisons_show(args: argparse.Namespace) -> int:
+    return show_stored(
+        args.json, lambda session: comparisons.get_comparison(session, args.id), _comparison_text
+    )
 
 
 # --------------------------------------------------------------------------- report

@@ -21,19 +21,25 @@ import json
 from api.cli.common import (
     EXIT_OK,
     Subparsers,
+    add_paging,
+    add_show,
+    command_group,
     database_session,
     jsonable,
     load_settings,
-    page_limit,
     parse_request_cli,
     print_json,
+    print_page,
     progress,
     quiet_stdout,
     read_request,
+    record_cells,
+    show_stored,
 )
+from api.schemas import PlanPublic
 from api.services import plans
 from api.services.catalog import shipped_catalog
-from api.services.reports import render_plan_text, render_table, usd
+from api.services.reports import render_plan_text, usd
 
 EXIT_NO_FLEET = 3
 PLAN_STATUSES = tuple(s.value for s in plans.PlanStatus)
@@ -71,21 +77,20 @@ def register_plan(sub: Subparsers) -> None:
 
 
 def register_plans(sub: Subparsers) -> None:
-    p = sub.add_parser("plans", help="stored plans (FLEETPLAN_DATABASE_URL)")
-    psub = p.add_subparsers(dest="plans_command", metavar="{list,show}")
-    psub.required = True
+    psub = command_group(sub, "plans", "stored plans (FLEETPLAN_DATABASE_URL)")
 
     ls = psub.add_parser("list", help="stored plans, newest first")
     ls.add_argument("--model", help="only plans for this model id")
     ls.add_argument("--status", choices=PLAN_STATUSES, help="only plans with this status")
-    ls.add_argument("--limit", type=page_limit, default=20, help="at most this many (1-200, 20)")
-    ls.add_argument("--json", action="store_true", help="print JSON (items and total)")
+    add_paging(ls)
     ls.set_defaults(func=cmd_plans_list)
-
-    show = psub.add_parser("show", help="print one stored plan")
-    show.add_argument("id", help="the plan's id (from 'plan --save' or 'plans list')")
-    show.add_argument("--json", action="store_true", help="print the stored record as JSON")
-    show.set_defaults(func=cmd_plans_show)
+    add_show(
+        psub,
+        "print one stored plan",
+        "the plan's id (from 'plan --save' or 'plans list')",
+        "print the stored record as JSON",
+        cmd_plans_show,
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -143,36 +148,28 @@ def cmd_plans_list(args: argparse.Namespace) -> int:
     status = plans.PlanStatus(args.status) if args.status else None
     with database_session(settings) as session:
         page = plans.list_plans(session, model=args.model, status=status, limit=args.limit)
-    items, total = page.items, page.total
-    if args.json:
-        print_json({"items": [i.model_dump(mode="json") for i in items], "total": total})
-        return EXIT_OK
     headers = ["id", "created (UTC)", "status", "model", "name", "$/h", "GPUs"]
-    rows = [
-        [
-            i.id,
-            i.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            i.status.value,
+    return print_page(
+        args.json,
+        page.items,
+        page.total,
+        headers,
+        lambda i: [
+            *record_cells(i),
             i.model,
             i.name or "",
             usd(i.cost_usd_per_hour),
             str(i.gpus_total) if i.gpus_total is not None else "-",
-        ]
-        for i in items
-    ]
-    print(render_table(headers, rows))
-    print(f"{len(items)} of {total} plan(s)")
-    return EXIT_OK
+        ],
+        "plan",
+    )
+
+
+def _plan_text(public: PlanPublic) -> str:
+    created = public.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    title = f"{_title(public.name, public.id)}, created {created}"
+    return render_plan_text(public.plan or {"status": public.status.value}, title=title)
 
 
 def cmd_plans_show(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with database_session(settings) as session:
-        public = plans.get_plan(session, args.id)
-    if args.json:
-        print_json(public.model_dump(mode="json"))
-        return EXIT_OK
-    created = public.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    title = f"{_title(public.name, public.id)}, created {created}"
-    print(render_plan_text(public.plan or {"status": public.status.value}, title=title), end="")
-    return EXIT_OK
+    return show_stored(args.json, lambda session: plans.get_plan(session, args.id), _plan_text)

@@ -22,6 +22,8 @@ from api.cli.common import (
     CliError,
     Subparsers,
     database_session,
+    float_range,
+    int_range,
     load_settings,
     parse_request_cli,
     print_json,
@@ -57,49 +59,19 @@ def register_simulate(sub: Subparsers) -> None:
     p.add_argument("target", metavar="PLAN_ID|FILE", help="a stored plan's id, or a request file")
     p.add_argument(
         "--requests",
-        type=_requests,
+        type=int_range(1, MAX_REQUESTS, thousands=True),
         default=DEFAULT_REQUESTS,
         help=f"requests to simulate, all classes together (default {DEFAULT_REQUESTS:,})",
     )
-    p.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int_range(0), default=0, help="random seed (default 0)")
     p.add_argument(
         "--burst-cv",
-        type=_burst,
+        type=float_range(0.05, 20),
         default=1.0,
         help="coefficient of variation of inter-arrival times: 1 Poisson (default), >1 bursty",
     )
     p.add_argument("--json", action="store_true", help="print the simulation as JSON")
     p.set_defaults(func=cmd_simulate)
-
-
-def _requests(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= MAX_REQUESTS:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_REQUESTS:,}, got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _burst(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.05 <= value <= 20:
-        raise argparse.ArgumentTypeError(f"must be in [0.05, 20], got {value:g}")
-    return value
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -80,11 +80,14 @@ def run_comparison(
     *,
     workers: int | None = None,
     calibrations: Mapping[str, Any] | None = None,
+    verify_default: bool | None = None,
     cancel: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ComparisonStatus | None:
     """Solve the variants of the stored comparison ``comparison_id`` and store the
-    results. Returns the final status (None when the comparison was deleted)."""
+    results. Returns the final status (None when the comparison was deleted).
+    ``verify_default``: ``Settings.verify_default``, for variants whose request does
+    not say whether to verify."""
 
     def progress(done: int, total: int) -> None:
         if cancel is not None and cancel.is_set():
@@ -103,6 +106,7 @@ def run_comparison(
             workers=workers,
             progress=progress,
             calibrations=calibrations,
+            verify_default=verify_default,
         )
     except ComparisonDeleted:
         return None
@@ -133,9 +137,15 @@ def run_comparison(
 class ComparisonRunner:
     """Runs comparisons one at a time on a background thread (each uses every core)."""
 
-    def __init__(self, sessions: sessionmaker[Session], workers: int | None = None) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        workers: int | None = None,
+        verify_default: bool | None = None,
+    ) -> None:
         self.sessions = sessions
         self.workers = workers
+        self.verify_default = verify_default
         self.cancel = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetplan-compare")
         self._queued: dict[str, Future[ComparisonStatus | None]] = {}
@@ -161,6 +171,7 @@ class ComparisonRunner:
                     caps,
                     workers=self.workers,
                     calibrations=calibrations,
+                    verify_default=self.verify_default,
                     cancel=self.cancel,
                 )
             finally:

@@ -59,6 +59,7 @@ def compute_sensitivity(
     caps: SolverLimits,
     workers: int | None = None,
     calibration_dir: str | None = None,
+    verify_default: bool | None = None,
 ) -> dict[str, Any] | None:
     """Compute the plan's sensitivity and cache it on ``record`` (the caller
     commits); None when the plan has no fleet to vary. Ends the session's read
@@ -84,6 +85,7 @@ def compute_sensitivity(
         base_plan=base_plan,
         workers=workers,
         calibrations=calibrations or None,
+        verify_default=verify_default,
     )
     record.report_extras = {**(record.report_extras or {}), "sensitivity": sens}
     return sens
@@ -136,6 +138,7 @@ def plan_report(
                 solver_caps(settings),
                 settings.compare_workers,
                 settings.calibration_dir,
+                settings.verify_default,
             )
         session.commit()
     text, media_type = render_plan_report(plan_report_input(record, sens), fmt, catalog)

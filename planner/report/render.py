@@ -211,6 +211,7 @@ def sensitivity(
     base_plan: Mapping[str, Any] | None = None,
     workers: int | None = None,
     calibrations: Mapping[str, Any] | None = None,
+    verify_default: bool | None = None,
 ) -> dict[str, Any]:
     """The cost of the cheapest fleet at traffic x1.5 and x2 and at the largest
     class's share -20 and +20 points, each re-planned
@@ -223,8 +224,9 @@ def sensitivity(
     so their cost cannot fall as traffic rises: with C the corrections a case
     inherits and C' >= C the ones it ends with, cost(f r) = opt(f r, C') >=
     opt(f r, C) >= opt(f' r, C) = cost(f' r) for f > f' (tighter curves cost no less;
-    a fleet carrying f r carries f' r). Each case is simulated (unless the request
-    turns verification off); ``verified`` says whether its plan met every SLO.
+    a fleet carrying f r carries f' r). Each case is simulated (unless the request,
+    or else ``verify_default``, the caller's setting, turns verification off);
+    ``verified`` says whether its plan met every SLO.
 
     Costs are what the optimizer minimizes, GPUs plus operations
     (:func:`objective_cost_usd_per_hour`), so the guarantee above holds for them.
@@ -243,7 +245,14 @@ def sensitivity(
     def run(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not variants:
             return []
-        return run_variants(variants, catalog, caps, workers=workers, calibrations=calibrations)
+        return run_variants(
+            variants,
+            catalog,
+            caps,
+            workers=workers,
+            calibrations=calibrations,
+            verify_default=verify_default,
+        )
 
     def corrections_of(r: Mapping[str, Any] | None) -> list[Any] | None:
         plan = (r or {}).get("plan") if (r or {}).get("ok") else None

@@ -44,27 +44,24 @@ first ``warmup_fraction`` of the horizon are not measured. Arrivals stop at
 the horizon; requests still decoding then are finished at the current step
 time of their replica, and only requests that arrived at least ``2 x TTFT
 SLO`` (at most 20% of the horizon) before the end are measured.
+
+The event loop itself is :class:`planner.simulate.scheduler.ClassSim`; this module
+samples the traffic, runs the prefill pools (FCFS servers) and the loop, and gathers
+the per-request outcome (:class:`ClassRun`) and per-replica statistics.
 """
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
-from collections import deque
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import numpy as np
 
 from planner import roofline as rl
 from planner.simulate.fleet import LengthModel, SimClass, SimPool
-from planner.simulate.steps import chunk_count
+from planner.simulate.scheduler import INF, ClassSim
 from solver.problem import PoolRole
-
-INF = math.inf
-#: Routing penalty (ms) for a replica with no free decode slot.
-_FULL = 1e15
 
 
 @dataclass
@@ -87,9 +84,6 @@ class ClassRun:
     pool_stats: list[dict] = field(default_factory=list)
     events: int = 0
     over_context: float = 0.0  # share of requests longer than the model's context
-
-
-# --------------------------------------------------------------------------- sampling
 
 
 def sample_lengths(rng: np.random.Generator, model: LengthModel, n: int) -> np.ndarray:
@@ -120,436 +114,6 @@ def sample_arrivals(
         n = max(64, n // 4)
     out = np.concatenate(chunks)
     return out[out < horizon_ms]
-
-
-# --------------------------------------------------------------------------- replicas
-
-
-class _Rep:
-    """State of one replica. Between events it runs uniform decode steps of ``step``
-    ms, or the remaining chunk steps of the prefill ``pf`` (cumulative ``cum``)."""
-
-    __slots__ = (
-        "B",
-        "C",
-        "V",
-        "ci",
-        "cum",
-        "fin",
-        "ib",
-        "ibusy",
-        "idx",
-        "iq",
-        "kv",
-        "last",
-        "maxb",
-        "nch",
-        "pending",
-        "pf",
-        "pi",
-        "pool",
-        "qest",
-        "qmax",
-        "queue",
-        "step",
-        "t0",
-        "t_acc",
-        "t_next",
-        "ver",
-    )
-
-    def __init__(self, idx: int, pi: int, pool: SimPool) -> None:
-        self.idx, self.pi, self.pool = idx, pi, pool
-        self.maxb = pool.max_batch or 1
-        self.B = 0  # resident decodes
-        self.C = 0.0  # sum of their contexts (tokens)
-        self.kv = 0.0  # KV bytes held or reserved
-        self.fin: list[tuple[int, int]] = []  # (step count at which it finishes, request)
-        self.V = 0  # steps done at t0
-        self.t0 = 0.0  # last step boundary (ms)
-        self.step = 0.0
-        self.pf = -1  # request being prefilled (aggregated)
-        self.cum: list[float] = []  # cumulative durations of its remaining chunk steps
-        self.nch = 0  # chunks of pf, and the size of its last
-        self.last = 0.0
-        self.ci = 0  # chunks of pf done
-        self.queue: deque[int] = deque()
-        self.pending: list[int] = []  # decode: joins at the next boundary
-        self.qest = 0.0  # estimated prefill work queued (ms)
-        self.ver = 0
-        self.t_next = INF
-        self.t_acc = 0.0
-        self.ib = self.ibusy = self.iq = 0.0
-        self.qmax = 0
-
-
-class _ClassSim:
-    """The event loop of one class's aggregated replicas or decode replicas."""
-
-    def __init__(
-        self,
-        cls: SimClass,
-        pools: list[tuple[int, SimPool]],
-        n_total: int,
-        output: list[float],
-        ctx: np.ndarray,
-        t_warm: float,
-        t_stop: float,
-    ) -> None:
-        self.cls = cls
-        self.reps: list[_Rep] = []
-        for pi, pool in pools:
-            for _ in range(pool.replicas):
-                self.reps.append(_Rep(len(self.reps), pi, pool))
-        self.pool_ids = np.array([r.pi for r in self.reps])
-        self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
-        self.maxb_list = self.maxb.tolist()
-        self.cap = np.array([r.pool.steps.kv_capacity_bytes for r in self.reps])
-        self.occ = np.zeros(len(self.reps))  # slots used or promised
-        self.kvs = np.zeros(len(self.reps))
-        self.work_end = np.zeros(len(self.reps))
-        self.output = output
-        self.ctx = ctx.tolist()
-        # KV bytes per request on each pool's replicas (pool index -> list)
-        self.need: dict[int, list[float]] = {
-            pi: pool.steps.kv_bytes_array(ctx).tolist() for pi, pool in pools
-        }
-        self.first = [math.nan] * n_total
-        self.last = [math.nan] * n_total
-        self.started = [math.nan] * n_total
-        self.joined = [math.nan] * n_total
-        self.rep_of = [-1] * n_total
-        self.heap: list[tuple[float, int, int, int, int]] = []
-        self.seq = 0
-        self.t_warm, self.t_stop = t_warm, t_stop
-        self.central: deque[int] = deque()  # decode: waiting for a slot
-        self.central_iq = 0.0
-        self.central_t = 0.0
-        self.central_max = 0
-        self.events = 0
-        # aggregated prefill chunks
-        self.new_tokens: list[float] = []
-        self.cached: list[float] = []
-        self.est: dict[int, np.ndarray] = {}
-        self.est_matrix = np.zeros((0, 1))
-        self.est_col = np.zeros(0, dtype=int)
-
-    # ------------------------------------------------------------------ bookkeeping
-
-    def _acc(self, rep: _Rep, t: float) -> None:
-        lo = rep.t_acc if rep.t_acc > self.t_warm else self.t_warm
-        hi = t if t < self.t_stop else self.t_stop
-        rep.t_acc = t
-        if hi > lo:
-            dt = hi - lo
-            rep.ib += rep.B * dt
-            if rep.pf >= 0 or (rep.B > 0 and rep.pool.role == PoolRole.DECODE):
-                rep.ibusy += dt
-            if rep.queue:
-                rep.iq += len(rep.queue) * dt
-
-    def _acc_central(self, t: float) -> None:
-        lo = self.central_t if self.central_t > self.t_warm else self.t_warm
-        hi = t if t < self.t_stop else self.t_stop
-        self.central_t = t
-        if hi > lo and self.central:
-            self.central_iq += len(self.central) * (hi - lo)
-
-    def _schedule(self, rep: _Rep) -> None:
-        """Push the replica's next event: a decode completion or the end of its prefill."""
-        rep.ver += 1
-        if rep.pf >= 0:
-            cum = rep.cum
-            k = len(cum)
-            if rep.fin:
-                kc = rep.fin[0][0] - rep.V
-                if kc < k:
-                    k = kc
-            t = rep.t0 + cum[k - 1]
-        elif rep.B > 0:
-            k = rep.fin[0][0] - rep.V
-            t = rep.t0 + k * rep.step
-        else:
-            rep.t_next = INF
-            return
-        rep.t_next = t
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, rep.idx, rep.ver, k))
-
-    def _wake_at_boundary(self, rep: _Rep, t: float) -> None:
-        """Make the replica act at its first step boundary at or after ``t``."""
-        if rep.pf >= 0:
-            return  # it acts when the current prefill ends
-        if rep.B == 0:  # idle: act now
-            self._advance(rep, t, 0)
-            self._boundary(rep, t)
-            return
-        k = max(0, math.ceil((t - rep.t0) / rep.step - 1e-9))
-        tb = rep.t0 + k * rep.step
-        if tb < rep.t_next:
-            rep.ver += 1
-            rep.t_next = tb
-            self.seq += 1
-            heapq.heappush(self.heap, (tb, self.seq, rep.idx, rep.ver, k))
-
-    def _advance(self, rep: _Rep, t: float, k: int) -> None:
-        self._acc(rep, t)
-        rep.V += k
-        rep.t0 = t
-        if rep.pf >= 0:
-            rep.ci += k
-
-    def _join(self, rep: _Rep, rid: int, t: float) -> None:
-        g = self.output[rid]
-        self.joined[rid] = t
-        if g <= 1:
-            self.last[rid] = t
-            self._release(rep, rid)
-            return
-        heapq.heappush(rep.fin, (rep.V + int(g) - 1, rid))
-        rep.B += 1
-        rep.C += self.ctx[rid]
-
-    def _release(self, rep: _Rep, rid: int) -> None:
-        rep.kv -= self.need[rep.pi][rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] -= 1
-
-    def _admissible(self, rep: _Rep, rid: int, held: int) -> bool:
-        if held == 0:
-            return True  # an empty replica always takes one sequence
-        cap = rep.pool.steps.kv_capacity_bytes
-        return held < rep.maxb and rep.kv + self.need[rep.pi][rid] <= cap
-
-    def _boundary(self, rep: _Rep, t: float) -> None:
-        """Everything that happens at a step boundary, then the next segment."""
-        fin = rep.fin
-        while fin and fin[0][0] <= rep.V:
-            _, rid = heapq.heappop(fin)
-            self.last[rid] = t
-            rep.B -= 1
-            rep.C -= self.ctx[rid]
-            self._release(rep, rid)
-        if rep.B == 0:
-            rep.C = 0.0
-        if rep.pf >= 0 and rep.ci >= rep.nch:
-            rid, rep.pf = rep.pf, -1
-            self.first[rid] = t
-            self._join(rep, rid, t)
-            self.work_end[rep.idx] = t + rep.qest
-        if rep.pending:
-            for rid in rep.pending:
-                self._join(rep, rid, t)
-            rep.pending.clear()
-        if self.central and rep.pool.role == PoolRole.DECODE:
-            self._acc_central(t)
-            while self.central and self._admissible(rep, self.central[0], rep.B):
-                rid = self.central.popleft()
-                self._reserve(rep, rid)
-                self._join(rep, rid, t)
-        if rep.pf < 0 and rep.queue:
-            rid = rep.queue[0]
-            if self._admissible(rep, rid, rep.B):
-                rep.queue.popleft()
-                rep.pf = rid
-                rep.qest -= float(self.est[rep.pi][rid])
-                rep.kv += self.need[rep.pi][rid]
-                self.kvs[rep.idx] = rep.kv
-                self.started[rid] = t
-                rep.nch, rep.last = chunk_count(
-                    self.new_tokens[rid], rep.pool.chunk_budget_tokens or 1
-                )
-                rep.ci = 0
-        if rep.pf >= 0:
-            ctx = rep.C / rep.B if rep.B else 0.0
-            dur = rep.pool.steps.chunk_steps_ms(
-                rep.B,
-                ctx,
-                float(rep.pool.chunk_budget_tokens or 1),
-                rep.nch,
-                rep.last,
-                self.cached[rep.pf],
-                rep.ci,
-            )
-            rep.cum = list(accumulate(dur))
-        elif rep.B > 0:
-            rep.step = rep.pool.steps.decode_ms(rep.B, rep.C / rep.B)
-        self._schedule(rep)
-
-    def _reserve(self, rep: _Rep, rid: int) -> None:
-        rep.kv += self.need[rep.pi][rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] += 1
-        self.rep_of[rid] = rep.idx
-
-    # ------------------------------------------------------------------ warm start
-
-    def warm_start(
-        self,
-        rng: np.random.Generator,
-        ghosts: list[int],
-        prompt: LengthModel,
-        output: LengthModel,
-        hit: float,
-    ) -> list[int]:
-        """Give every replica a stationary resident batch (ids taken from ``ghosts``)."""
-        used = 0
-        g_mu, g_sigma = output.mu + output.sigma**2, output.sigma  # length-biased
-        for rep in self.reps:
-            pool = rep.pool
-            lam = pool.rate_rps / pool.replicas / 1000.0  # per ms
-            mean_g = output.mean_tokens
-            ctx_mean = prompt.mean_tokens + mean_g / 2.0
-            step = pool.step_ms or pool.steps.decode_ms(1, ctx_mean)
-            resident = lam * mean_g * step
-            for _ in range(3):  # fixed point of L = lambda G step(L)
-                b = max(1.0, min(resident, rep.maxb))
-                if pool.role == PoolRole.AGGREGATED and pool.chunk_budget_tokens:
-                    step = pool.steps.mixed_ms(
-                        round(b), ctx_mean, pool.chunk_budget_tokens, prompt.mean_tokens * hit
-                    )
-                else:
-                    step = pool.steps.decode_ms(round(b), ctx_mean)
-                resident = lam * mean_g * step
-            count = min(int(rng.poisson(resident)), max(rep.maxb - 1, 0))
-            for _ in range(count):
-                if used >= len(ghosts):
-                    break
-                gid = ghosts[used]
-                g = max(2.0, round(float(np.exp(g_mu + g_sigma * rng.standard_normal()))))
-                # its context with the length-biased output (the prompt as sampled)
-                self.ctx[gid] += (g - self.output[gid]) / 2.0
-                self.output[gid] = g
-                self.need[rep.pi][gid] = pool.steps.kv_bytes(self.ctx[gid])
-                if not self._admissible(rep, gid, rep.B):
-                    break
-                used += 1
-                remaining = int(rng.integers(1, int(g) + 1))
-                self._reserve(rep, gid)
-                heapq.heappush(rep.fin, (remaining, gid))
-                rep.B += 1
-                rep.C += self.ctx[gid]
-        for rep in self.reps:
-            self._boundary(rep, 0.0)
-        return ghosts[:used]
-
-    # ------------------------------------------------------------------ arrivals
-
-    def arrive_prefill(self, rid: int, t: float) -> None:
-        """An aggregated request arrives: route it, queue it, wake the replica."""
-        if len(self.reps) == 1:
-            r = 0
-        elif len(self.reps) <= 16:
-            est = self._est_for(rid)
-            ests = est.tolist() if isinstance(est, np.ndarray) else [est] * len(self.reps)
-            r, best = 0, INF
-            for i, (w, o, b, e) in enumerate(
-                zip(self.work_end.tolist(), self.occ.tolist(), self.maxb_list, ests, strict=True)
-            ):
-                score = (w if w > t else t) + e + (_FULL if o >= b else 0.0)
-                if score < best:
-                    r, best = i, score
-        else:
-            est = self._est_for(rid)
-            score = np.maximum(self.work_end, t) + est
-            full = self.occ >= self.maxb
-            if full.any():
-                score = np.where(full, score + _FULL, score)
-            r = int(score.argmin())
-        rep = self.reps[r]
-        e = float(self.est[rep.pi][rid])
-        self.work_end[r] = max(float(self.work_end[r]), t) + e
-        self.occ[r] += 1
-        rep.qest += e
-        self.rep_of[rid] = r
-        self._acc(rep, t)
-        rep.queue.append(rid)
-        if len(rep.queue) > rep.qmax:
-            rep.qmax = len(rep.queue)
-        if rep.pf < 0 and len(rep.queue) == 1 and self._admissible(rep, rid, rep.B):
-            self._wake_at_boundary(rep, t)
-
-    def _est_for(self, rid: int) -> np.ndarray | float:
-        """Estimated prefill time of ``rid`` on each replica (ms)."""
-        row = self.est_matrix[rid]
-        return float(row[0]) if len(row) == 1 else row[self.est_col]
-
-    def arrive_decode(self, rid: int, t: float) -> None:
-        """A disaggregated request's KV has arrived: pick a decode replica or queue it."""
-        best, best_occ = None, INF
-        for rep in self.reps:  # decode pools are small: a few replicas
-            held = rep.B + len(rep.pending)
-            frac = held / rep.maxb
-            if frac < best_occ and self._admissible(rep, rid, held):
-                best, best_occ = rep, frac
-        if best is None:
-            self._acc_central(t)
-            self.central.append(rid)
-            self.central_max = max(self.central_max, len(self.central))
-            return
-        self._reserve(best, rid)
-        best.pending.append(rid)
-        if best.B == 0 and best.pf < 0:
-            self._advance(best, t, 0)
-            self._boundary(best, t)
-        else:
-            self._wake_at_boundary(best, t)
-
-    # ------------------------------------------------------------------ loop
-
-    def run(self, times: list[float], order: list[int], arrive) -> None:
-        heap = self.heap
-        reps = self.reps
-        t_stop = self.t_stop
-        i, n = 0, len(order)
-        events = 0
-        while True:
-            ta = times[i] if i < n else INF
-            if heap and heap[0][0] <= ta:
-                t, _, r, ver, k = heapq.heappop(heap)
-                if t > t_stop:
-                    break
-                rep = reps[r]
-                if ver != rep.ver:
-                    continue
-                events += 1
-                self._advance(rep, t, k)
-                self._boundary(rep, t)
-            else:
-                if ta > t_stop:
-                    break
-                arrive(order[i], ta)
-                i += 1
-                events += 1
-        self.events = events
-        self._finish()
-
-    def _finish(self) -> None:
-        """Stop at the horizon: finish resident decodes at their replica's current step."""
-        t = self.t_stop
-        self._acc_central(t)
-        for rep in self.reps:
-            self._acc(rep, t)
-            if rep.pf >= 0:
-                done = bisect.bisect_right(rep.cum, t - rep.t0)
-            elif rep.B > 0:
-                done = int((t - rep.t0) // rep.step)
-            else:
-                done = 0
-            v = rep.V + done
-            for rid in rep.pending:
-                heapq.heappush(rep.fin, (v + int(self.output[rid]) - 1, rid))
-                rep.B += 1
-                rep.C += self.ctx[rid]
-                self.joined[rid] = t
-            if not rep.fin:
-                continue
-            step = rep.pool.steps.decode_ms(rep.B, rep.C / rep.B) if rep.B else 0.0
-            for vf, rid in rep.fin:
-                self.last[rid] = t + max(vf - v, 0) * step
-
-
-# --------------------------------------------------------------------------- prefill pools
 
 
 def fcfs_servers(
@@ -606,9 +170,6 @@ def _prefill_and_exposed(pool: SimPool, prompt: np.ndarray, hit: float):
         ]
     )
     return serv[inv], expo[inv]
-
-
-# --------------------------------------------------------------------------- one class
 
 
 def run_class(
@@ -670,7 +231,7 @@ def run_class(
 
     if agg:
         idx = np.flatnonzero(to_agg)
-        sim = _ClassSim(cls, agg, n_total, all_output.tolist(), ctx, t_warm, horizon_ms)
+        sim = ClassSim(cls, agg, n_total, all_output.tolist(), ctx, t_warm, horizon_ms)
         cached = all_prompt * hit
         sim.new_tokens = (all_prompt - cached).tolist()
         sim.cached = cached.tolist()
@@ -719,7 +280,7 @@ def run_class(
             pre, which_a, t_in, start_a, serv, measured[idx], window, horizon_ms, margin
         )
         # decode stage: shipped sequences in order of arrival at the decode pool
-        sim = _ClassSim(cls, dec, n_total, all_output.tolist(), ctx, t_warm, horizon_ms)
+        sim = ClassSim(cls, dec, n_total, all_output.tolist(), ctx, t_warm, horizon_ms)
         sim.warm_start(rng, ghosts, cls.prompt, cls.output, hit)
         order = np.argsort(ready, kind="stable")
         ids = idx[order]
@@ -754,7 +315,7 @@ def run_class(
     )
 
 
-def _replica_stats(sim: _ClassSim, pools: list[tuple[int, SimPool]], window) -> list[dict]:
+def _replica_stats(sim: ClassSim, pools: list[tuple[int, SimPool]], window) -> list[dict]:
     span = max(window[1] - window[0], 1e-9)
     out = []
     for pi, pool in pools:

@@ -32,7 +32,6 @@ binds) leaves the plan as solved, with the miss stated.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
@@ -51,25 +50,22 @@ from planner.simulate.results import (
     Verification,
 )
 from planner.simulate.runner import simulate_plan
+from solver.problem import has_solution
 
-#: Verification runs unless a request (or FLEETPLAN_VERIFY_DEFAULT=off) turns it off.
+#: Verification runs unless the caller or the request turns it off. The service passes
+#: its setting (``Settings.verify_default``, ``FLEETPLAN_VERIFY_DEFAULT``) explicitly;
+#: this is the default of a direct call (the planner reads no environment variable).
 DEFAULT_ENABLED = True
-#: Environment switch for the default (the test suite sets it off: plans there are many).
-DEFAULT_ENV = "FLEETPLAN_VERIFY_DEFAULT"
 MAX_CORRECTIONS = 4
-_SOLVED = ("optimal", "feasible")
 
 
 def enabled(spec: VerifySpec, override: bool | None = None) -> bool:
-    """Whether to verify: an explicit argument, else the request's ``verify.enabled``,
-    else ``$FLEETPLAN_VERIFY_DEFAULT`` (off/false/0 turn it off), else on."""
+    """Whether to verify: an explicit argument (the caller's setting), else the
+    request's ``verify.enabled``, else :data:`DEFAULT_ENABLED`."""
     if override is not None:
         return override
     if spec.enabled is not None:
         return spec.enabled
-    env = os.environ.get(DEFAULT_ENV, "").strip().lower()
-    if env in ("0", "off", "false", "no"):
-        return False
     return DEFAULT_ENABLED
 
 
@@ -167,7 +163,7 @@ def verify_plan(
     spec: VerifySpec,
 ) -> Verification:
     """Simulate a plan (its JSON) and judge every class; an unsolved plan is not verified."""
-    if plan.get("status") not in _SOLVED:
+    if not has_solution(plan.get("status")):
         return Verification(
             requests=0,
             seed=spec.seed,
@@ -409,7 +405,7 @@ def correct(
         except PlanningError as err:
             why = err.message
             break
-        if out[0].status.value not in _SOLVED:
+        if not out[0].status.has_solution:
             why = "; ".join(out[0].infeasible_reasons) or f"status {out[0].status.value}"
             if out[0].solver.message:
                 why = out[0].solver.message
@@ -551,7 +547,7 @@ def verify_robust(plan, request, raw: Mapping[str, Any], catalog: Catalog) -> No
 
     spec = request.verify
     scenarios = plan.to_json_dict().get("scenarios") or []
-    if plan.status.value not in _SOLVED or not scenarios:
+    if not plan.status.has_solution or not scenarios:
         plan.verification = verify_plan({"status": plan.status.value}, request, catalog, spec)
         return
     docs = {name: doc for name, _, doc in scenario_requests(request, raw)}

@@ -1,0 +1,96 @@
+"""Applying a calibration: a catalog whose GPUs carry its fitted factors (per dtype),
+provenance ``fitted``, re-hashed (:func:`apply_calibration`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.loader import build_catalog
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, DtypeEfficiency, Provenance
+from planner.calibration.fit import Calibration, GroupFit, residual_sigma_log
+from planner.errors import PlanningError, UnknownEntryError
+
+
+def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
+    """The residual spread of one group of a calibration (ln units): the fit's
+    ``sigma_log``; for calibrations stored before it was recorded,
+    :func:`residual_sigma_log` of the group's stored residuals after the fit; with
+    neither, the analogy prior :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing
+    says the fit is any tighter)."""
+    if fit.sigma_log is not None:
+        return fit.sigma_log
+    mine = [
+        r
+        for r in calibration.residuals
+        if r.gpu == fit.gpu
+        and (fit.dtype is None or r.dtype == fit.dtype)
+        and (fit.engine is None or r.engine == fit.engine)
+    ]
+    got = residual_sigma_log(mine, fitted_factors=sum(fit.determined.values()))
+    return got if got is not None else ANALOGY_SIGMA_LOG
+
+
+def apply_calibration(
+    catalog: Catalog, calibration: Calibration, engine: str | None = None
+) -> Catalog:
+    """``catalog`` with the calibration's factors as each GPU's per-dtype efficiency
+    (``Efficiency.by_dtype``; a group fitted over all dtypes sets the GPU's defaults),
+    re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one.
+    Calibrated factors are ``provenance: fitted`` with the group's points and its
+    residual spread (:func:`group_sigma_log`)."""
+    chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
+    for f in calibration.factors:
+        if engine is not None and f.engine not in (None, engine):
+            continue
+        k = (f.gpu, f.dtype)
+        if k in chosen and chosen[k].engine != f.engine:
+            raise PlanningError.for_field(
+                "calibration",
+                f"{calibration.name!r} has factors for several engines on {f.gpu} "
+                f"{f.dtype or ''}: name the engine",
+            )
+        chosen[k] = f
+    gpus = dict(catalog.gpus)
+    reason = f"calibration {calibration.name!r} ({calibration.created_at})"
+    for (gpu_id, dtype), f in chosen.items():
+        gpu = gpus.get(gpu_id)
+        if gpu is None:
+            raise UnknownEntryError.for_field(
+                "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
+            )
+        eff = gpu.efficiency
+        spread: dict[str, Any] = {
+            "provenance": Provenance.FITTED,
+            "points": max(f.points, 1),
+            "sigma_log": group_sigma_log(calibration, f),
+        }
+        if dtype is None:
+            eff = eff.model_copy(
+                update={
+                    "prefill_mfu": f.prefill_mfu,
+                    "decode_mbu": f.decode_mbu,
+                    "step_overhead_ms": f.step_overhead_ms,
+                    "reason": reason,
+                    **spread,
+                }
+            )
+        else:
+            by = dict(eff.by_dtype)
+            by[dtype] = DtypeEfficiency(
+                prefill_mfu=f.prefill_mfu,
+                decode_mbu=f.decode_mbu,
+                step_overhead_ms=f.step_overhead_ms,
+                reason=f"{reason}, fitted on {f.points} {dtype} measurements",
+                **spread,
+            )
+            eff = eff.model_copy(update={"by_dtype": by})
+        gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})
+    return build_catalog(
+        {
+            "gpus": gpus,
+            "models": catalog.models,
+            "workloads": catalog.workloads,
+            "links": catalog.links,
+        }
+    )

@@ -1,0 +1,195 @@
+"""What a measured point is (:class:`Measurement`), and the deterministic fit / holdout
+split of the shipped points (:func:`assign_splits`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from catalog.schema import Dtype
+from planner.errors import PlanningError
+
+
+class MeasurementError(PlanningError):
+    """Measurements that cannot be used. ``issues`` are (``file:line``, reason)."""
+
+    code = "invalid_measurements"
+
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class MeasurementKind(StrEnum):
+    SERVING = "serving"  # a serving benchmark: throughput / TTFT / TPOT
+    KERNEL = "kernel"  # one layer's linear layers (QKV, O, MLP) on ``tokens`` tokens
+
+
+class Split(StrEnum):
+    """Which part of the data a measurement belongs to: fitted, or held out to check
+    the fit (:func:`assign_splits`)."""
+
+    FIT = "fit"
+    HOLDOUT = "holdout"
+
+
+class Measurement(BaseModel):
+    """One measured point. Serving: ``isl``/``osl`` mean prompt/output tokens, and
+    ``concurrency`` (closed loop) or ``request_rate_rps`` (open loop; ``inf`` = all
+    at once) or neither (offline: maximum throughput); measured ``output_tok_s``
+    (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
+    ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
+    Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
+    ``where``: ``file:line`` it came from.
+
+    ``split``: fit or holdout (None: fit). ``ep``/``pp``/``dp_attention``: expert,
+    pipeline and data-parallel-attention settings of the run, and ``num_gpus`` the
+    accelerators of the whole deployment measured; the planner models none of the
+    first three, so a point with any of them needs a ``skip_reason``: it is kept
+    with its fields for the record, and neither priced nor fitted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    tp: Annotated[int, Field(ge=1, le=1024)]
+    dtype: Dtype
+    kv_dtype: Dtype | None = None
+    engine: str | None = None
+    kind: MeasurementKind = MeasurementKind.SERVING
+    isl: Annotated[int, Field(ge=1)] | None = None
+    osl: Annotated[int, Field(ge=2)] | None = None
+    concurrency: Positive | None = None
+    request_rate_rps: Annotated[float, Field(gt=0)] | None = None
+    num_requests: Annotated[int, Field(ge=1)] | None = None
+    token_budget: Annotated[int, Field(ge=2)] | None = None
+    max_batch: Annotated[int, Field(ge=1)] | None = None
+    output_tok_s: Positive | None = None
+    ttft_ms: Positive | None = None
+    tpot_ms: Positive | None = None
+    tokens: Annotated[int, Field(ge=1)] | None = None
+    layer_ms: Positive | None = None
+    id: str | None = None
+    source: str | None = None
+    note: str | None = None
+    split: Split | None = None
+    ep: Annotated[int, Field(ge=1, le=1024)] | None = None
+    pp: Annotated[int, Field(ge=1, le=1024)] | None = None
+    dp_attention: bool | None = None
+    num_gpus: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    skip_reason: str | None = Field(default=None, min_length=10)
+    where: str | None = None
+
+    @field_validator("request_rate_rps", mode="before")
+    @classmethod
+    def _inf(cls, value: Any) -> Any:
+        """``"inf"`` (JSON has no Infinity): every request sent at once."""
+        if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+            return math.inf
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Measurement:
+        unmodelled = [
+            name
+            for name, on in (
+                ("ep", (self.ep or 1) > 1),
+                ("pp", (self.pp or 1) > 1),
+                ("dp_attention", bool(self.dp_attention)),
+            )
+            if on
+        ]
+        if unmodelled and self.skip_reason is None:
+            raise ValueError(
+                f"{', '.join(unmodelled)} not modelled by the planner: give skip_reason "
+                "(the point is then recorded, not fitted)"
+            )
+        if self.kind == MeasurementKind.KERNEL:
+            if self.tokens is None or self.layer_ms is None:
+                raise ValueError("a kernel measurement needs tokens and layer_ms")
+            return self
+        if self.isl is None or self.osl is None:
+            raise ValueError("a serving measurement needs isl and osl (mean prompt/output tokens)")
+        if self.output_tok_s is None and self.ttft_ms is None and self.tpot_ms is None:
+            raise ValueError("measures nothing: give output_tok_s, ttft_ms or tpot_ms")
+        if self.concurrency is not None and self.request_rate_rps is not None:
+            raise ValueError("give concurrency or request_rate_rps, not both")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.id or self.where or f"{self.model}/{self.gpu}"
+
+    @property
+    def usable(self) -> bool:
+        """Whether the cost model can price it (no ``skip_reason``)."""
+        return self.skip_reason is None
+
+    @property
+    def in_fit(self) -> bool:
+        """Whether a fit uses it: usable and not held out."""
+        return self.usable and self.split != Split.HOLDOUT
+
+    def quantities(self) -> dict[str, float]:
+        """The measured values, by name (``output_tok_s``, ``ttft_ms``, ``tpot_ms``,
+        ``layer_ms``)."""
+        names = ("layer_ms",) if self.kind == MeasurementKind.KERNEL else QUANTITIES
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+QUANTITIES = ("output_tok_s", "ttft_ms", "tpot_ms")
+
+
+# --------------------------------------------------------------------------- fit / holdout split
+
+#: Share of each stratum's points held out (:func:`assign_splits`).
+HOLDOUT_SHARE = 0.25
+#: A stratum (or GPU) with at least this many points has held-out points.
+MIN_POINTS_FOR_HOLDOUT = 4
+
+
+def split_rank(ident: str) -> int:
+    """A stable pseudo-random rank of a measurement id: the first 64 bits of
+    SHA-256(id) as an integer (the same on every machine and Python version)."""
+    return int(hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16], 16)
+
+
+def assign_splits(points: Sequence[tuple[str, str, str]]) -> dict[str, Split]:
+    """Deterministic, stratified fit / holdout split of ``(id, gpu, stratum)`` triples.
+
+    Within each (gpu, stratum) with ``n >= MIN_POINTS_FOR_HOLDOUT`` points, the
+    ``max(1, round(HOLDOUT_SHARE x n))`` ids of lowest :func:`split_rank` are held out;
+    a GPU with at least ``MIN_POINTS_FOR_HOLDOUT`` points in total whose strata are all
+    too small still holds out its lowest-ranked point. Everything else is fit. The
+    result depends only on the ids and their groups, not on their order."""
+    strata: dict[tuple[str, str], list[str]] = {}
+    per_gpu: dict[str, list[str]] = {}
+    for ident, gpu, stratum in points:
+        strata.setdefault((gpu, stratum), []).append(ident)
+        per_gpu.setdefault(gpu, []).append(ident)
+    out = {ident: Split.FIT for ident, _, _ in points}
+    for ids in strata.values():
+        if len(ids) < MIN_POINTS_FOR_HOLDOUT:
+            continue
+        k = max(1, round(HOLDOUT_SHARE * len(ids)))
+        for ident in sorted(ids, key=split_rank)[:k]:
+            out[ident] = Split.HOLDOUT
+    for ids in per_gpu.values():
+        if len(ids) >= MIN_POINTS_FOR_HOLDOUT and all(out[i] == Split.FIT for i in ids):
+            out[min(ids, key=split_rank)] = Split.HOLDOUT
+    return out
+
+
+def fit_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The points a fit uses: priceable (no ``skip_reason``) and not held out."""
+    return [m for m in measurements if m.in_fit]
+
+
+def holdout_points(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The priceable points held out of the fit, to check it."""
+    return [m for m in measurements if m.usable and m.split == Split.HOLDOUT]

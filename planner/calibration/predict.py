@@ -1,0 +1,157 @@
+"""The cost model's prediction of a measured point (:func:`predict`): the replica it ran
+on, with the catalog's factors or given ones, priced by
+:func:`planner.capacity.replica_capacity` (serving runs) or :func:`kernel_layer_ms`
+(kernel timings); errors as APE.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from catalog.schema import DTYPE_BYTES, Catalog, Dtype
+from planner import architecture as arch
+from planner import engines
+from planner import roofline as rl
+from planner.calibration.measurements import Measurement, MeasurementKind
+from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
+
+
+def _kv_dtype(m: Measurement) -> Dtype:
+    """The KV-cache format a measurement ran with: its ``kv_dtype`` when stated; else
+    bf16 for bf16 weights, and for FP8/FP4 weights the engine's default: vLLM and
+    SGLang keep ``kv_cache_dtype="auto"`` (the activation dtype, bf16) unless told,
+    TensorRT-LLM's quantized checkpoints ship an FP8 cache."""
+    if m.kv_dtype is not None:
+        return m.kv_dtype
+    if m.dtype == Dtype.BF16:
+        return Dtype.BF16
+    return Dtype.FP8 if measurement_engine(m) == "trtllm" else Dtype.BF16
+
+
+def measurement_engine(m: Measurement) -> str:
+    """The engine profile a measurement ran on (:mod:`planner.engines`): its ``engine``
+    field's name (``vllm``, ``sglang``, ``trtllm`` and aliases; a version or a framework
+    string containing one of them counts), else the default engine."""
+    name = (m.engine or "").lower()
+    for key, aliases in (
+        ("trtllm", ("trtllm", "tensorrt", "trt-llm")),
+        ("sglang", ("sglang",)),
+        ("vllm", ("vllm",)),
+    ):
+        if any(a in name for a in aliases):
+            return key
+    return engines.DEFAULT_ENGINE
+
+
+def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
+    """The replica a measurement ran on, with the catalog's factors and the memory and
+    attention precision of the engine it ran on (:func:`measurement_engine`)."""
+    return rl.build_replica(
+        catalog,
+        m.model,
+        m.gpu,
+        tp=m.tp,
+        dtype=m.dtype,
+        kv_dtype=_kv_dtype(m),
+        engine=measurement_engine(m),
+    )
+
+
+def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
+    mfu, mbu, overhead = factors
+    return dataclasses.replace(
+        replica, prefill_mfu=float(mfu), decode_mbu=float(mbu), step_overhead_ms=float(overhead)
+    )
+
+
+def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
+    """One transformer layer's linear layers (QKV, O, MLP) on ``tokens`` tokens, per GPU
+    shard (ms): ``max(tokens x 2 x params / F_eff, params x b_w / W_eff)`` with
+    ``params`` the layer's attention-projection and MLP parameters (dense models)."""
+    model = replica.model
+    params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
+    compute = tokens * 2.0 * params / rl.effective_flops(replica)
+    memory = (
+        params * DTYPE_BYTES[replica.weight_dtype] / rl.effective_bandwidth_bytes_per_s(replica)
+    )
+    return max(compute, memory) * 1e3
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    output_tok_s: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    layer_ms: float | None = None
+
+    def get(self, name: str) -> float | None:
+        return getattr(self, name)
+
+
+def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
+    """The cost model's prediction of ``m`` on ``replica`` (its factors as they are)."""
+    if m.kind == MeasurementKind.KERNEL:
+        assert m.tokens is not None
+        return Prediction(layer_ms=kernel_layer_ms(replica, m.tokens))
+    assert m.isl is not None and m.osl is not None
+    budget = m.token_budget or DEFAULT_TOKEN_BUDGET
+    if m.concurrency is not None:
+        res = replica_capacity(
+            replica,
+            m.isl,
+            m.osl,
+            concurrency=m.concurrency,
+            token_budget=budget,
+            max_batch=m.max_batch,
+        )
+        return Prediction(
+            output_tok_s=res.output_tokens_per_s, ttft_ms=res.ttft_ms, tpot_ms=res.tpot_ms
+        )
+    rate = m.request_rate_rps if m.request_rate_rps is not None else math.inf
+    if m.num_requests is not None:
+        # A run of N requests never holds more than N at once: the most it can carry is
+        # a closed loop of N users. Beyond that rate it runs at that loop's point (TTFT
+        # then measures the queue, not predicted); below it, the run lasts N / rate plus
+        # the last request's own latency.
+        full = replica_capacity(
+            replica,
+            m.isl,
+            m.osl,
+            concurrency=m.num_requests,
+            token_budget=budget,
+            max_batch=m.max_batch,
+        )
+        if rate >= full.requests_per_s:
+            return Prediction(output_tok_s=full.output_tokens_per_s, tpot_ms=full.tpot_ms)
+    res = replica_capacity(
+        replica, m.isl, m.osl, request_rate_rps=rate, token_budget=budget, max_batch=m.max_batch
+    )
+    out = res.output_tokens_per_s
+    if m.num_requests is not None:
+        latency_s = (res.prefill_ms + (m.osl - 1) * res.tpot_ms) / 1e3
+        out = m.num_requests * m.osl / (m.num_requests / res.requests_per_s + latency_s)
+    offline = m.request_rate_rps is None
+    return Prediction(
+        output_tok_s=out, ttft_ms=None if offline else res.ttft_ms, tpot_ms=res.tpot_ms
+    )
+
+
+def predict(m: Measurement, catalog: Catalog, factors: Sequence[float] | None = None) -> Prediction:
+    """The prediction of ``m`` with the catalog's factors, or with ``factors``
+    (prefill MFU, decode MBU, step overhead ms)."""
+    replica = base_replica(m, catalog)
+    if factors is not None:
+        replica = with_factors(replica, factors)
+    return predict_with(m, replica)
+
+
+def ape(predicted: float | None, measured: float) -> float | None:
+    """Absolute percentage error ``|predicted / measured - 1|`` (None when not predicted)."""
+    if predicted is None:
+        return None
+    return abs(predicted / measured - 1.0)

@@ -1,0 +1,294 @@
+"""``plan_from_result``: a solver result and the screened candidates -> :class:`Plan`
+(pools with predictions and bands, classes, costs, margins, KV pairs, solver info).
+"""
+
+from __future__ import annotations
+
+from planner import risk
+from planner.candidates import Candidate, ClassFigures, Screening
+from planner.plan.explain import (
+    binding_detail,
+    fill_gpu_seconds,
+    infeasibility_reasons,
+    relaxation_text,
+    why_not,
+)
+from planner.plan.figures import cost_per_million_tokens, pool_tpot_ms, pool_ttft_ms
+from planner.plan.launch import launch_settings
+from planner.plan.models import (
+    HOURS_PER_MONTH,
+    BindingConstraint,
+    ClassPlan,
+    KvPair,
+    Margins,
+    OperationsCost,
+    Plan,
+    PoolPlan,
+    RiskOut,
+    SloOut,
+    SolverInfo,
+)
+from planner.request import ResolvedRequest
+from solver.problem import PoolRole, SolveResult, SolveStatus
+
+
+def plan_from_result(
+    req: ResolvedRequest,
+    screening: Screening,
+    result: SolveResult,
+    catalog_hash: str,
+    time_limit_s: float,
+    rel_gap: float,
+) -> Plan:
+    """Assemble the Plan from the solve: pools with predictions, classes, binding limits."""
+    by_id = {c.id: c for c in screening.candidates}
+    figs = {c.name: ClassFigures.of(c) for c in req.classes}
+    pools: list[PoolPlan] = []
+    for cid, n in sorted(result.replicas.items()):
+        cand = by_id[cid]
+        rate = result.rates_rps.get(cid, 0.0)
+        cap, planned, spares_down = pool_capacities(cand, n)
+        fig = figs[cand.class_name]
+        cap_band = risk.capacity_band_rps(cap / cand.risk_derate, cand.sigma_log)
+        cost_band = risk.pool_cost_band_usd_per_hour(
+            n,
+            cand.cost_usd_per_hour,
+            cand.risk_derate,
+            cand.sigma_log,
+            min_replicas=cand.min_replicas,
+        )
+        pools.append(
+            PoolPlan(
+                id=cid,
+                class_name=cand.class_name,
+                role=cand.config.role,
+                gpu=cand.config.gpu,
+                tp=cand.config.tp,
+                dtype=cand.config.dtype.value,
+                kv_dtype=cand.config.kv_dtype.value,
+                replicas=n,
+                gpus=n * cand.config.tp,
+                chunk_budget_tokens=cand.config.chunk_budget_tokens,
+                max_batch=cand.config.max_batch,
+                rate_rps=rate,
+                capacity_rps=cap,
+                utilization=rate / cap if cap > 0 else 0.0,
+                cost_usd_per_hour=n * cand.cost_usd_per_hour,
+                power_kw=n * cand.power_kw,
+                predicted_ttft_ms=pool_ttft_ms(cand, rate, n) if rate > 0 else None,
+                predicted_tpot_ms=pool_tpot_ms(cand, fig, rate, n) if rate > 0 else None,
+                step_ms=cand.step_ms,
+                kv_transfer_link=cand.kv_transfer_link,
+                kv_transfer_exposed_ms=(
+                    cand.transfer_exposed_ms if cand.config.role == PoolRole.PREFILL else None
+                ),
+                provenance=cand.provenance,
+                factor_points=cand.factor_points,
+                level_scale=cand.level_scale,
+                sigma_log=cand.sigma_log,
+                capacity_derate=cand.risk_derate,
+                capacity_band_rps=cap_band,
+                cost_band_usd_per_hour=cost_band,
+                launch=launch_settings(cand, req.model_id),
+                planned_capacity_rps=planned,
+                spare_replicas=cand.spare_replicas,
+                capacity_with_spares_down_rps=spares_down,
+            )
+        )
+    solved = result.status.has_solution
+    classes: list[ClassPlan] = []
+    for cls in req.classes:
+        mine = [p for p in pools if p.class_name == cls.name and p.rate_rps > 0]
+        ttfts = [p.predicted_ttft_ms for p in mine if p.predicted_ttft_ms is not None]
+        tpots = [p.predicted_tpot_ms for p in mine if p.predicted_tpot_ms is not None]
+        ttft = max(ttfts) if ttfts else None
+        tpot = max(tpots) if tpots else None
+        meets = None
+        if solved and (ttft is not None and tpot is not None):
+            meets = ttft <= cls.slo.ttft_ms * (1 + 1e-6) and tpot <= cls.slo.tpot_ms * (1 + 1e-6)
+        served = result.served_rps.get(cls.name, cls.rate_rps if solved else 0.0)
+
+        def gpus_of(role: PoolRole, mine=mine) -> int:
+            return sum(p.gpus for p in mine if p.role == role)
+
+        classes.append(
+            ClassPlan(
+                name=cls.name,
+                workload=cls.workload.id,
+                mode=result.modes.get(cls.name) if solved and cls.rate_rps > 0 else None,
+                rate_rps=cls.rate_rps,
+                served_rps=served if cls.rate_rps > 0 else 0.0,
+                slo=SloOut(**cls.slo.model_dump()),
+                ttft_ms=ttft,
+                tpot_ms=tpot,
+                meets_slo=meets,
+                pools=[p.id for p in mine],
+                prefill_gpus=gpus_of(PoolRole.PREFILL),
+                decode_gpus=gpus_of(PoolRole.DECODE),
+                aggregated_gpus=gpus_of(PoolRole.AGGREGATED),
+            )
+        )
+    fill_gpu_seconds(classes, pools, by_id, req)
+    gpus_by_type: dict[str, int] = {}
+    for p in pools:
+        gpus_by_type[p.gpu] = gpus_by_type.get(p.gpu, 0) + p.gpus
+    pre = sum(p.gpus for p in pools if p.role == PoolRole.PREFILL)
+    dec = sum(p.gpus for p in pools if p.role == PoolRole.DECODE)
+    cost = sum(p.cost_usd_per_hour for p in pools) if solved else None
+    ops = operations_cost(req, screening, result) if solved else None
+    band = (
+        risk.cost_band_usd_per_hour(
+            p.cost_band_usd_per_hour for p in pools if p.cost_band_usd_per_hour
+        )
+        if solved
+        else None
+    )
+    infeasible: list[str] = []
+    if result.status == SolveStatus.INFEASIBLE:
+        infeasible = infeasibility_reasons(req, screening)
+        if result.relaxation:
+            infeasible += [relaxation_text(k, v, req) for k, v in result.relaxation.items()]
+        if not infeasible:
+            infeasible = [result.message]
+    return Plan(
+        status=result.status,
+        objective=req.request.objective.value,
+        objective_value=result.objective,
+        model=req.model_id,
+        catalog_hash=catalog_hash,
+        cost_usd_per_hour=cost,
+        cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
+        cost_usd_per_million_tokens=cost_per_million_tokens(cost, req) if cost else None,
+        cost_band_usd_per_hour=band,
+        unmeasured_gpus=unmeasured_gpus(pools),
+        risk=risk_out(req.request.risk.confidence),
+        gpus_total=sum(gpus_by_type.values()),
+        gpus_by_type=dict(sorted(gpus_by_type.items())),
+        power_kw=sum(p.power_kw for p in pools),
+        pool_ratio_prefill_to_decode=(pre / dec) if dec else None,
+        pools=pools,
+        classes=classes,
+        binding=[BindingConstraint(name=b, detail=binding_detail(b, req)) for b in result.binding],
+        why_not=why_not(screening, pools),
+        infeasible_reasons=infeasible,
+        warnings=list(req.warnings),
+        relaxation=result.relaxation,
+        margins=plan_margins(req, pools),
+        operations=ops,
+        total_cost_usd_per_hour=(cost + ops.cost_usd_per_hour)
+        if ops and cost is not None
+        else None,
+        kv_pairs=kv_pairs(pools, by_id),
+        solver=SolverInfo(
+            status=result.status,
+            gap=result.gap,
+            runtime_s=result.runtime_s,
+            solver=result.solver,
+            time_limit_s=time_limit_s,
+            rel_gap=rel_gap,
+            candidates_considered=screening.considered,
+            candidates_in_model=len(screening.candidates),
+            candidates_rejected=screening.rejected_by_reason(),
+            variables=result.num_variables,
+            constraints=result.num_constraints,
+            message=result.message,
+        ),
+    )
+
+
+def unmeasured_gpus(pools: list[PoolPlan]) -> list[str]:
+    """GPU types of the plan's pools whose efficiency factors (for the pool's dtype)
+    were set by analogy, not fitted to measurements (sorted ids)."""
+    return sorted({p.gpu for p in pools if p.provenance == "analogy"})
+
+
+def risk_out(confidence: float) -> RiskOut:
+    """The plan's risk settings: the request's confidence and its z (planner.risk
+    .z_for_confidence), and the band's confidence and z (planner.risk.Z_BAND)."""
+    return RiskOut(
+        confidence=confidence,
+        z=risk.z_for_confidence(confidence),
+        band_confidence=risk.BAND_CONFIDENCE,
+        z_band=risk.Z_BAND,
+        note=(
+            f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x sigma_log) "
+            f"per GPU; bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
+            "sigma_log)), replicas scaled as 1/capacity and rounded up"
+        ),
+    )
+
+
+def pool_capacities(cand: Candidate, replicas: int) -> tuple[float, float, float | None]:
+    """(SLO capacity, planned capacity, SLO capacity with the spares down), requests/s,
+    of a pool of ``replicas``: ``cand.capacity_rps(n)`` (the queueing curves: the
+    largest rate meeting the SLO percentile), the MILP's own capacity rows
+    (``max_utilization x`` capacity at ``n - spare_replicas``, chords of the curve),
+    and ``cand.capacity_rps(n - spare_replicas)`` (None without spares)."""
+    cap = cand.capacity_rps(replicas)
+    planned = cand.to_pool_candidate().capacity_rps(replicas)
+    k = cand.spare_replicas
+    down = cand.capacity_rps(replicas - k) if k and replicas > k else (0.0 if k else None)
+    return cap, planned, down
+
+
+def plan_margins(req: ResolvedRequest, pools: list[PoolPlan]) -> Margins:
+    """The request's margins and the highest pool load (rate / SLO capacity)."""
+    lim = req.request.constraints
+    loads = [p.utilization for p in pools if p.rate_rps > 0]
+    top = max(loads) if loads else None
+    return Margins(
+        max_utilization=lim.max_utilization,
+        spare_replicas_per_pool=lim.spare_replicas_per_pool,
+        burst_cv=req.request.traffic.burst_cv,
+        max_pool_load=top,
+        min_headroom=(1.0 - top) if top is not None else None,
+    )
+
+
+def operations_cost(
+    req: ResolvedRequest, screening: Screening, result: SolveResult
+) -> OperationsCost:
+    """Operations cost of the solved fleet ($/hour): ``usd_per_hour_per_gpu_type x``
+    GPU types + ``usd_per_hour_per_configuration x`` distinct configurations
+    (``PoolConfig.key``; pools of several classes with one configuration count
+    once), with the request's ``operations`` prices."""
+    by_id = {c.id: c for c in screening.candidates}
+    used = [by_id[k] for k, n in result.replicas.items() if n > 0 and k in by_id]
+    ops = req.request.operations
+    types = len({c.config.gpu for c in used})
+    configs = len({c.config.key for c in used})
+    return OperationsCost(
+        gpu_types=types,
+        configurations=configs,
+        usd_per_hour_per_gpu_type=ops.usd_per_hour_per_gpu_type,
+        usd_per_hour_per_configuration=ops.usd_per_hour_per_configuration,
+        cost_usd_per_hour=ops.usd_per_hour_per_gpu_type * types
+        + ops.usd_per_hour_per_configuration * configs,
+    )
+
+
+def kv_pairs(pools: list[PoolPlan], by_id: dict[str, Candidate]) -> list[KvPair]:
+    """Every (prefill pool, decode pool) of a class carrying load: the link the pair
+    uses (``candidates.kv_pair_link``, recorded at screening) and the one the prefill
+    pool's TTFT was priced on (the same or slower, by the MILP's kv_pair rows)."""
+    out = []
+    for pre in pools:
+        if pre.role != PoolRole.PREFILL or pre.rate_rps <= 0:
+            continue
+        cand = by_id[pre.id]
+        for dec in pools:
+            if dec.role != PoolRole.DECODE or dec.class_name != pre.class_name:
+                continue
+            if dec.rate_rps <= 0:
+                continue
+            out.append(
+                KvPair(
+                    class_name=pre.class_name,
+                    prefill_pool=pre.id,
+                    decode_pool=dec.id,
+                    link=cand.pair_links.get(dec.gpu, pre.kv_transfer_link or ""),
+                    priced_link=pre.kv_transfer_link or "",
+                    exposed_ms=pre.kv_transfer_exposed_ms,
+                )
+            )
+    return out

@@ -1,0 +1,76 @@
+"""The numbers a plan predicts per pool and per token: percentile TTFT and TPOT of a
+pool at its rate and replicas (queueing model), tokens per hour, $ per million tokens;
+each with its formula and units.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+from planner import queueing
+from planner import roofline as rl
+from planner.candidates import Candidate, ClassFigures
+from planner.request import ResolvedRequest
+from solver.problem import PoolRole
+
+
+def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | None:
+    """Predicted TTFT at the SLO percentile for a pool carrying ``rate_rps`` (ms):
+
+    ``wait_q(M/G/c, c = replicas) + prefill of the percentile prompt + exposed KV
+    transfer``; None for decode pools (their class's TTFT is set by prefill).
+    """
+    if cand.service_mean_ms is None:
+        return None
+    wait_s = queueing.mgc_wait_quantile_s(
+        rate_rps,
+        cand.service_mean_ms / 1000.0,
+        max(1, replicas),
+        cand.quantile,
+        cand.service_cv2 or 0.0,
+    )
+    return wait_s * 1000.0 + (cand.service_q_ms or 0.0) + cand.transfer_exposed_ms
+
+
+def percentile_batch(cand: Candidate, rate_rps: float, replicas: int) -> float:
+    """Resident sequences per replica at the SLO percentile:
+    ``min(B, L + z_q sqrt(L))`` with ``L = rate x G x step / replicas`` (Little)."""
+    if cand.config.max_batch is None or cand.step_ms is None:
+        return 0.0
+    mean = queueing.littles_law_resident(rate_rps, cand.output_mean_tokens, cand.step_ms)
+    mean /= max(1, replicas)
+    z = NormalDist().inv_cdf(cand.quantile)
+    return max(1.0, min(float(cand.config.max_batch), mean + z * math.sqrt(max(mean, 0.0))))
+
+
+def pool_tpot_ms(
+    cand: Candidate, fig: ClassFigures, rate_rps: float, replicas: int
+) -> float | None:
+    """Predicted TPOT at the SLO percentile (ms): the decode (or mixed, with the
+    pool's chunk budget) step at :func:`percentile_batch` resident sequences."""
+    if cand.config.max_batch is None:
+        return None
+    b = percentile_batch(cand, rate_rps, replicas)
+    if cand.config.role == PoolRole.AGGREGATED:
+        return rl.mixed_step_ms(
+            cand.replica,
+            b,
+            fig.decode_context_tokens,
+            cand.config.chunk_budget_tokens or 0,
+            fig.chunk_context_tokens,
+        )
+    return rl.decode_step_ms(cand.replica, b, fig.decode_context_tokens)
+
+
+def tokens_per_hour(req: ResolvedRequest) -> float:
+    """Prompt + output tokens processed per hour at the requested rates (tokens/hour)."""
+    return 3600.0 * sum(
+        c.rate_rps * (c.prompt.mean_tokens + c.output.mean_tokens) for c in req.classes
+    )
+
+
+def cost_per_million_tokens(cost_usd_per_hour: float, req: ResolvedRequest) -> float:
+    """$/hour / (tokens per hour / 1e6): US dollars per million prompt+output tokens."""
+    tph = tokens_per_hour(req)
+    return cost_usd_per_hour / (tph / 1e6) if tph > 0 else math.inf

@@ -1,0 +1,237 @@
+"""What a plan says, as data: :class:`Plan` and its parts (pools with launch settings,
+classes, margins, operations cost, KV pairs, alternatives, why-not rows, risk, solver
+info). Everything else in :mod:`planner.plan` computes them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.simulate.results import Verification
+from solver.problem import Mode, PoolRole, SolveStatus
+
+HOURS_PER_MONTH = 730.0
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeLaunch(Out):
+    """Commands for one node of a multi-node replica."""
+
+    node_rank: int
+    #: vLLM: the Ray command that joins this node to the replica's cluster.
+    ray: list[str]
+    #: vLLM: the server, started on node 0 once every node has joined (empty elsewhere).
+    vllm: list[str]
+    sglang: list[str]
+
+
+class LaunchSettings(Out):
+    vllm: list[str]
+    sglang: list[str]
+    #: Nodes (servers) one replica spans: tp / GPUs per node, 1 for a single server.
+    nodes_per_replica: int = 1
+    #: Multi-node replicas: one command per node, with its rank (empty otherwise).
+    per_node: list[NodeLaunch] = []
+
+
+class PoolPlan(Out):
+    id: str
+    class_name: str = Field(serialization_alias="class")
+    role: PoolRole
+    gpu: str
+    tp: int
+    dtype: str
+    kv_dtype: str
+    replicas: int
+    gpus: int
+    chunk_budget_tokens: int | None
+    max_batch: int | None
+    rate_rps: float
+    capacity_rps: float
+    utilization: float
+    cost_usd_per_hour: float
+    power_kw: float
+    predicted_ttft_ms: float | None
+    predicted_tpot_ms: float | None
+    step_ms: float | None
+    kv_transfer_link: str | None = None
+    kv_transfer_exposed_ms: float | None = None
+    # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
+    # applied to capacity_rps at the request's confidence, and the 90% bands.
+    provenance: str | None = None
+    factor_points: int | None = None
+    level_scale: float | None = None
+    sigma_log: float | None = None
+    capacity_derate: float | None = None
+    capacity_band_rps: tuple[float, float] | None = None
+    cost_band_usd_per_hour: tuple[float, float] | None = None
+    launch: LaunchSettings
+    #: The rate the optimizer let the pool carry: max_utilization x capacity with
+    #: spare_replicas down (requests/s).
+    planned_capacity_rps: float | None = None
+    spare_replicas: int = 0
+    #: SLO capacity with spare_replicas replicas down (requests/s).
+    capacity_with_spares_down_rps: float | None = None
+
+
+class KvPair(Out):
+    """A prefill pool handing KV caches to a decode pool of the same class."""
+
+    class_name: str = Field(serialization_alias="class")
+    prefill_pool: str
+    decode_pool: str
+    link: str  # the link this pair actually uses (kv_pair_link)
+    priced_link: str  # the link the prefill pool's TTFT was priced on
+    exposed_ms: float | None  # exposed transfer time in the prefill pool's TTFT
+
+
+class Margins(Out):
+    """The safety margins the plan carries."""
+
+    max_utilization: float
+    spare_replicas_per_pool: int
+    burst_cv: float
+    max_pool_load: float | None  # highest rate / SLO capacity over the pools
+    min_headroom: float | None  # 1 - max_pool_load
+
+
+class OperationsCost(Out):
+    """What running this variety of hardware and configurations costs ($/hour)."""
+
+    gpu_types: int
+    configurations: int
+    usd_per_hour_per_gpu_type: float
+    usd_per_hour_per_configuration: float
+    cost_usd_per_hour: float
+
+
+class SloOut(Out):
+    ttft_ms: float
+    tpot_ms: float
+    percentile: float
+
+
+class ClassPlan(Out):
+    name: str
+    workload: str
+    mode: Mode | None
+    rate_rps: float
+    served_rps: float
+    slo: SloOut
+    ttft_ms: float | None
+    tpot_ms: float | None
+    meets_slo: bool | None
+    pools: list[str]
+    prefill_gpus: int
+    decode_gpus: int
+    aggregated_gpus: int
+    prefill_gpu_s_per_request: float | None = None
+    decode_gpu_s_per_request: float | None = None
+    prefill_load_share: float | None = None
+    mode_reason: str = ""
+
+
+class BindingConstraint(Out):
+    name: str
+    detail: str
+
+
+class Alternative(Out):
+    name: str
+    status: str
+    cost_usd_per_hour: float | None
+    delta_usd_per_hour: float | None
+    note: str = ""
+    class_name: str | None = Field(default=None, serialization_alias="class")
+    verified: bool = Field(
+        default=False,
+        description="simulated and meeting every SLO; alternatives are solved on the plan's "
+        "corrected model (verification.corrections) but not simulated",
+    )
+
+
+class WhyNot(Out):
+    class_name: str = Field(serialization_alias="class")
+    gpu: str
+    reason: str
+    detail: str
+
+
+class RiskOut(Out):
+    """How the plan treats the cost model's uncertainty (planner.risk)."""
+
+    confidence: float
+    z: float
+    band_confidence: float
+    z_band: float
+    note: str = ""
+
+
+class SolverInfo(Out):
+    status: SolveStatus
+    gap: float | None
+    runtime_s: float
+    solver: str
+    time_limit_s: float
+    rel_gap: float
+    candidates_considered: int
+    candidates_in_model: int
+    candidates_rejected: dict[str, int]
+    variables: int
+    constraints: int
+    message: str = ""
+
+
+class Plan(Out):
+    status: SolveStatus
+    objective: str
+    objective_value: float | None
+    model: str
+    catalog_hash: str
+    cost_usd_per_hour: float | None
+    cost_usd_per_month: float | None
+    cost_usd_per_million_tokens: float | None
+    cost_band_usd_per_hour: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: the cost of right-sizing every pool at the ends of its "
+        "90% capacity band (planner.risk.cost_band_usd_per_hour)",
+    )
+    unmeasured_gpus: list[str] = Field(
+        default_factory=list,
+        description="GPU types in the plan whose efficiency factors rest on no measurement "
+        "(provenance analogy)",
+    )
+    risk: RiskOut | None = None
+    gpus_total: int
+    gpus_by_type: dict[str, int]
+    power_kw: float
+    pool_ratio_prefill_to_decode: float | None
+    pools: list[PoolPlan]
+    classes: list[ClassPlan]
+    binding: list[BindingConstraint]
+    alternatives: list[Alternative] = []
+    why_not: list[WhyNot] = []
+    infeasible_reasons: list[str] = []
+    warnings: list[str] = []
+    relaxation: dict[str, float] = {}
+    solver: SolverInfo
+    assumptions: dict[str, Any] = {}
+    verification: Verification | None = Field(
+        default=None,
+        description="The planned fleet simulated under load (planner.simulate.verify)",
+    )
+    margins: Margins | None = None
+    operations: OperationsCost | None = None
+    #: GPU cost + operations cost ($/hour); cost_usd_per_hour is the GPUs alone.
+    total_cost_usd_per_hour: float | None = None
+    kv_pairs: list[KvPair] = []
+    scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return json.loads(self.model_dump_json(by_alias=True))

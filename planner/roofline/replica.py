@@ -1,0 +1,327 @@
+"""A replica and whether it fits: :class:`Replica` (``tp`` GPUs of one SKU holding one
+copy of a model, with its efficiency factors), :func:`build_replica` from the catalog,
+the memory it needs and the KV cache it has left.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from catalog.schema import Catalog, Dtype, Gpu, Link, Model
+from planner import architecture as arch
+from planner import engines
+from planner import kernels as kn
+from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
+
+#: The default engine's (vLLM's, as plans launch it) ``gpu_memory_utilization``: the
+#: share of each GPU's memory the engine may use for weights, activations and the KV
+#: cache (see :mod:`planner.engines` for why 0.92 and not vLLM's 0.9).
+DEFAULT_MEMORY_UTILIZATION = engines.ENGINES[engines.DEFAULT_ENGINE].memory_utilization
+
+
+#: Memory kept per GPU for activations, CUDA graphs and the sampler's logits (GB) by the
+#: default engine (see :mod:`planner.engines`).
+DEFAULT_ACTIVATION_RESERVE_GB = engines.ENGINES[engines.DEFAULT_ENGINE].activation_reserve_gb
+
+
+#: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
+ACTIVATION_BYTES = kn.ACTIVATION_BYTES
+
+
+#: A replica "fits" when, after weights and the activation reserve, its KV cache
+#: holds at least one sequence of min(model.max_context_tokens, this) tokens.
+MIN_FIT_CONTEXT_TOKENS = 4096
+
+
+#: KV-cache formats an engine can store (fp4 KV is not offered by mainstream engines).
+KV_DTYPES = (Dtype.BF16, Dtype.FP8)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One serving replica: ``tp`` GPUs of ``gpu`` holding one copy of ``model``.
+
+    ``prefill_mfu``: achieved / peak FLOP/s (compute-bound phases);
+    ``decode_mbu``: achieved / peak HBM bandwidth (memory-bound phases);
+    ``step_overhead_ms``: fixed cost per engine step (scheduling, launches);
+    ``overlap_factor``: how well a chunk's compute hides under decode memory
+    traffic in a mixed step (1 = perfectly); ``scale_up_link``: the link the TP
+    all-reduces use (None when ``tp == 1`` or the SKU has none);
+    ``memory_utilization``: share of GPU memory the engine may use (vLLM's
+    ``gpu_memory_utilization``); ``activation_reserve_gb``: per-GPU memory kept
+    for activations (see :data:`DEFAULT_ACTIVATION_RESERVE_GB`); ``attention_dtype``:
+    the precision attention kernels run at (:func:`planner.engines.attention_dtype`);
+    ``engine``: the serving engine the factors describe (:mod:`planner.engines`).
+    ``scale_up_link`` is the link the TP collectives cross: the NVLink/xGMI link within
+    the scale-up domain, or the PCIe link when ``tp`` spans more GPUs than that domain
+    (TP over PCIe, e.g. L40S or H100 PCIe at tp 4-8).
+    """
+
+    model: Model
+    gpu: Gpu
+    tp: int
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    prefill_mfu: float
+    decode_mbu: float
+    step_overhead_ms: float
+    overlap_factor: float
+    scale_up_link: Link | None
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB
+    attention_dtype: Dtype = Dtype.BF16
+    engine: str = engines.DEFAULT_ENGINE
+
+    @cached_property
+    def coefficients(self) -> kn.StepCoefficients:
+        """The cost model's constants for this replica (:mod:`planner.kernels`)."""
+        return kn.coefficients_of(self)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
+            raise PlanningError.for_field("tp", f"must be a positive integer, got {self.tp!r}")
+        if self.gpu.peak_tflops(self.weight_dtype) is None:
+            raise PlanningError.for_field(
+                "dtype", f"{self.gpu.id} has no {Dtype(self.weight_dtype)} tensor cores"
+            )
+        for name, value in (("mfu", self.prefill_mfu), ("mbu", self.decode_mbu)):
+            if not (0.0 < value <= 1.0):
+                raise PlanningError.for_field(name, f"must be in (0, 1], got {value}")
+        if not (0.0 <= self.overlap_factor <= 1.0):
+            raise PlanningError.for_field(
+                "overlap_factor", f"must be in [0, 1], got {self.overlap_factor}"
+            )
+        if not (self.step_overhead_ms >= 0.0 and math.isfinite(self.step_overhead_ms)):
+            raise PlanningError.for_field(
+                "step_overhead_ms", f"must be >= 0, got {self.step_overhead_ms}"
+            )
+        if not (0.0 < self.memory_utilization <= 1.0):
+            raise PlanningError.for_field(
+                "memory_utilization", f"must be in (0, 1], got {self.memory_utilization}"
+            )
+        if not (self.activation_reserve_gb >= 0.0):
+            raise PlanningError.for_field(
+                "activation_reserve_gb", f"must be >= 0, got {self.activation_reserve_gb}"
+            )
+        if self.tp > 1 and self.scale_up_link is None:
+            raise PlanningError.for_field(
+                "tp", f"tp={self.tp} needs a scale-up link and {self.gpu.id} has none"
+            )
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def _parse_dtype(value: Dtype | str, field: str) -> Dtype:
+    try:
+        return Dtype(value)
+    except ValueError:
+        known = ", ".join(d.value for d in Dtype)
+        raise PlanningError.for_field(field, f"unknown dtype {value!r} (known: {known})") from None
+
+
+def _check_fraction(field: str, value: float | None) -> None:
+    if value is not None and not (0.0 < value <= 1.0):
+        raise PlanningError.for_field(field, f"must be in (0, 1], got {value}")
+
+
+def memory_needed_gb(replica: Replica) -> float:
+    """Memory a replica needs to fit (GB): weights + ``tp x activation_reserve`` + the KV
+    cache of one sequence of ``min(max_context, MIN_FIT_CONTEXT_TOKENS)`` tokens, held
+    ``kv_replication(tp)`` times (heads or an MLA latent replicated over ranks)."""
+    ctx = min(replica.model.max_context_tokens, MIN_FIT_CONTEXT_TOKENS)
+    kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype) * arch.kv_replication(
+        replica.model, replica.tp
+    )
+    weights = arch.weight_bytes(replica.model, replica.weight_dtype)
+    return (weights + kv) / 1e9 + replica.tp * replica.activation_reserve_gb
+
+
+def usable_memory_gb(replica: Replica) -> float:
+    """Memory the engine may use (GB): ``tp x memory_gb x memory_utilization``."""
+    return replica.tp * replica.gpu.memory_gb * replica.memory_utilization
+
+
+def check_memory_fit(replica: Replica) -> None:
+    """Raise :class:`DoesNotFitError` when the model does not fit the replica's memory.
+
+    Names ``tp`` when a larger power-of-two tp within the scale-up domain would
+    fit, else ``gpu``; the message says how many GB are needed vs available.
+    """
+    needed = memory_needed_gb(replica)
+    available = usable_memory_gb(replica)
+    if needed <= available:
+        return
+    m, g = replica.model, replica.gpu
+    ctx = min(m.max_context_tokens, MIN_FIT_CONTEXT_TOKENS)
+    weights_gb = arch.weight_bytes(m, replica.weight_dtype) / 1e9
+    reserve_gb = replica.tp * replica.activation_reserve_gb
+    text = (
+        f"{m.id} in {replica.weight_dtype} needs {needed:.1f} GB ({weights_gb:.1f} GB weights "
+        f"+ {reserve_gb:.1f} GB activations + {needed - weights_gb - reserve_gb:.1f} GB for one "
+        f"{ctx}-token KV cache) but tp={replica.tp} x {g.id} offers {available:.1f} GB usable "
+        f"({g.memory_gb:g} GB x {replica.memory_utilization:g} per GPU)"
+    )
+    larger = [
+        t
+        for t in (2**k for k in range(1, 11))
+        if replica.tp < t <= max_tp(g)
+        and needed - replica.tp * replica.activation_reserve_gb + t * replica.activation_reserve_gb
+        <= t * g.memory_gb * replica.memory_utilization
+    ]
+    if larger:
+        raise DoesNotFitError.for_field("tp", f"{text}; tp={larger[0]} would fit")
+    raise DoesNotFitError.for_field("gpu", f"{text}, even at the largest tp of its domain")
+
+
+def max_tp(gpu: Gpu) -> int:
+    """Largest tensor parallelism of one replica on ``gpu`` (GPUs): its scale-up domain,
+    or a whole server over PCIe when the server holds more GPUs than that domain
+    (``max(scale_up_domain_size, server.gpus_per_server)``; L40S 8, H100 PCIe 8)."""
+    return max(gpu.scale_up_domain_size, gpu.server.gpus_per_server)
+
+
+def tp_link_id(gpu: Gpu, tp: int) -> str | None:
+    """The link a ``tp``-way replica's collectives cross: None at tp 1, the scale-up link
+    within the scale-up domain, else the PCIe link (TP over PCIe)."""
+    if tp <= 1:
+        return None
+    if tp <= gpu.scale_up_domain_size and gpu.scale_up_link is not None:
+        return gpu.scale_up_link
+    return gpu.pcie_link
+
+
+def build_replica(
+    catalog: Catalog,
+    model_id: str,
+    gpu_id: str,
+    tp: int = 1,
+    dtype: Dtype | str = "bf16",
+    kv_dtype: Dtype | str | None = None,
+    mfu: float | None = None,
+    mbu: float | None = None,
+    step_overhead_ms: float | None = None,
+    overlap_factor: float | None = None,
+    check_fit: bool = True,
+    memory_utilization: float | None = None,
+    activation_reserve_gb: float | None = None,
+    engine: str | None = None,
+) -> Replica:
+    """Validate the arguments against the catalog and build a :class:`Replica`.
+
+    Efficiency defaults come from ``gpu.efficiency_for(dtype)`` (the SKU's factors, or a
+    calibration's for that dtype) and are overridden per call.
+    ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
+    activation dtype, bf16, even for fp8 weights). ``engine`` (default vLLM) sets the
+    memory defaults and the attention precision (:mod:`planner.engines`). ``tp`` may
+    exceed the scale-up domain up to a whole server (TP over PCIe). Raises
+    :class:`UnknownEntryError` (fields ``model``, ``gpu``) or
+    :class:`PlanningError` (``tp``, ``dtype``, ``kv_dtype``, ``mfu``, ``mbu``,
+    ``step_overhead_ms``, ``overlap_factor``) and, with ``check_fit``,
+    :class:`DoesNotFitError` (``tp`` or ``gpu``).
+    """
+    model = catalog.models.get(model_id)
+    if model is None:
+        raise UnknownEntryError.for_field(
+            "model", f"unknown model {model_id!r} (known: {', '.join(sorted(catalog.models))})"
+        )
+    gpu = catalog.gpus.get(gpu_id)
+    if gpu is None:
+        raise UnknownEntryError.for_field(
+            "gpu", f"unknown gpu {gpu_id!r} (known: {', '.join(sorted(catalog.gpus))})"
+        )
+    if isinstance(tp, bool) or not isinstance(tp, int) or not _is_power_of_two(tp):
+        raise PlanningError.for_field("tp", f"must be a positive power of two, got {tp!r}")
+    if tp > max_tp(gpu):
+        raise PlanningError.for_field(
+            "tp",
+            f"{tp} exceeds the scale-up domain of {gpu.id} ({gpu.scale_up_domain_size}) and "
+            f"its {gpu.server.gpus_per_server}-GPU server: the largest replica is "
+            f"{max_tp(gpu)} GPUs (TP over PCIe beyond the scale-up domain)",
+        )
+    profile = engines.engine_profile(engine)
+    w_dtype = _parse_dtype(dtype, "dtype")
+    if gpu.peak_tflops(w_dtype) is None:
+        supported = ", ".join(d.value for d in gpu.supported_dtypes())
+        raise PlanningError.for_field(
+            "dtype", f"{gpu.id} has no {w_dtype} tensor cores (supported: {supported})"
+        )
+    if w_dtype not in model.weight_dtypes:
+        served = ", ".join(d.value for d in model.weight_dtypes)
+        raise PlanningError.for_field(
+            "dtype", f"{model.id} is not served in {w_dtype} (served in: {served})"
+        )
+    k_dtype = Dtype.BF16 if kv_dtype is None else _parse_dtype(kv_dtype, "kv_dtype")
+    if k_dtype not in KV_DTYPES:
+        raise PlanningError.for_field(
+            "kv_dtype", f"{k_dtype} KV cache is not supported (use bf16 or fp8)"
+        )
+    _check_fraction("mfu", mfu)
+    _check_fraction("mbu", mbu)
+    eff = gpu.efficiency_for(w_dtype)
+    link_id = tp_link_id(gpu, tp)
+    link = catalog.links[link_id] if link_id is not None else None
+    replica = Replica(
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        weight_dtype=w_dtype,
+        kv_dtype=k_dtype,
+        prefill_mfu=eff.prefill_mfu if mfu is None else mfu,
+        decode_mbu=eff.decode_mbu if mbu is None else mbu,
+        step_overhead_ms=eff.step_overhead_ms if step_overhead_ms is None else step_overhead_ms,
+        overlap_factor=eff.overlap_factor if overlap_factor is None else overlap_factor,
+        scale_up_link=link,
+        memory_utilization=(
+            profile.memory_utilization if memory_utilization is None else memory_utilization
+        ),
+        activation_reserve_gb=(
+            profile.activation_reserve_gb
+            if activation_reserve_gb is None
+            else activation_reserve_gb
+        ),
+        attention_dtype=engines.attention_dtype(profile, k_dtype),
+        engine=profile.name,
+    )
+    if check_fit:
+        check_memory_fit(replica)
+    return replica
+
+
+def replica_weight_bytes(replica: Replica) -> float:
+    """Bytes of the replica's weights in its dtype (all ``tp`` shards together)."""
+    return arch.weight_bytes(replica.model, replica.weight_dtype)
+
+
+def kv_capacity_bytes(replica: Replica) -> float:
+    """Bytes left for the KV cache:
+    ``(tp x memory_gb x memory_utilization - tp x activation_reserve_gb) x 1e9 - weights``
+    (bytes; 0 if negative)."""
+    usable = usable_memory_gb(replica) - replica.tp * replica.activation_reserve_gb
+    return max(usable * 1e9 - replica_weight_bytes(replica), 0.0)
+
+
+def kv_capacity_tokens(replica: Replica) -> int:
+    """KV-cache capacity in tokens:
+    ``floor(kv_capacity_bytes / (kv_bytes_per_token x kv_replication(tp)))``.
+
+    Counts every layer growing (the per-token rate); sliding windows help only per
+    sequence (see :func:`max_resident_batch`). Replicated KV heads (tp > kv_heads) and
+    MLA's latent (whole on every rank) divide the pooled capacity.
+    """
+    per_token = arch.kv_bytes_per_token_held(replica.model, replica.kv_dtype, replica.tp)
+    return math.floor(kv_capacity_bytes(replica) / per_token)
+
+
+def max_resident_batch(replica: Replica, context_tokens: float) -> int:
+    """Most sequences of ``context_tokens`` that fit in the KV cache at once:
+    ``floor(kv_capacity_bytes / (kv_bytes_for_sequence(context) x kv_replication(tp)))``
+    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: about 480, not thousands
+    (the latent is held whole on each of the 8 ranks)."""
+    if context_tokens <= 0:
+        raise PlanningError.for_field("context_tokens", f"must be > 0, got {context_tokens}")
+    per_seq = replica.coefficients.kv_held_bytes(context_tokens)
+    return math.floor(kv_capacity_bytes(replica) / per_seq)

@@ -1,0 +1,164 @@
+"""Running one MILP through PuLP: HiGHS (CBC as fallback), read honestly.
+
+With HiGHS a time-limited run that has an incumbent still maps to PuLP's
+``LpStatusOptimal``; we read HiGHS's own model status and MIP gap instead and
+report ``optimal``, ``feasible`` (with the gap), ``infeasible`` or ``error``
+(:func:`run_solver`); :func:`extract_result` reads the fleet off the variables.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+import pulp
+
+from solver.problem import (
+    MIN_SOLVE_TIME_S,
+    Mode,
+    Objective,
+    Problem,
+    SolveResult,
+    SolverOptions,
+    SolveStatus,
+)
+from solver.variables import Variables
+
+TOL = 1e-6
+
+
+_BANNER_SILENCED = False
+
+
+def _silence_highs_banner() -> None:
+    """HiGHS prints a copyright banner to stdout (from C++) the first time a solver
+    object is created in a process, which would corrupt ``--json`` output: create
+    that first object with file descriptor 1 pointed at /dev/null."""
+    global _BANNER_SILENCED
+    if _BANNER_SILENCED:
+        return
+    _BANNER_SILENCED = True
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSolver, str]:
+    if options.solver == "highs" and pulp.HiGHS().available():
+        _silence_highs_banner()
+        return (
+            pulp.HiGHS(
+                msg=False,
+                timeLimit=max(MIN_SOLVE_TIME_S, time_limit_s),
+                gapRel=options.rel_gap,
+                threads=options.threads,
+            ),
+            "highs",
+        )
+    with warnings.catch_warnings():
+        # PuLP 3.3 deprecates its bundled CBC in favour of COIN_CMD (4.0); it still works.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cbc = pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=options.rel_gap
+        )
+    return cbc, "cbc"
+
+
+def run_solver(prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float):
+    """Solve; return (status, gap, solver name)."""
+    cmd, name = _solver_cmd(options, time_limit_s)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            prob.solve(cmd)
+    except pulp.PulpSolverError as err:
+        return SolveStatus.ERROR, None, name, str(err)
+    if name == "highs":
+        import highspy
+
+        model = prob.solverModel
+        status = model.getModelStatus()
+        info = model.getInfo()
+        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        ms = highspy.HighsModelStatus
+        if status == ms.kOptimal:
+            gap = info.mip_gap if math.isfinite(info.mip_gap) else 0.0
+            return SolveStatus.OPTIMAL, max(0.0, gap), name, ""
+        if status in (ms.kInfeasible, ms.kUnboundedOrInfeasible):
+            return SolveStatus.INFEASIBLE, None, name, "infeasible"
+        if has_solution:
+            gap = info.mip_gap if math.isfinite(info.mip_gap) else None
+            return SolveStatus.FEASIBLE, gap, name, model.modelStatusToString(status)
+        if status == ms.kTimeLimit:
+            return SolveStatus.ERROR, None, name, "time limit reached before any fleet was found"
+        return SolveStatus.ERROR, None, name, model.modelStatusToString(status)
+    # CBC: PuLP's statuses are honest enough (1 optimal, -1 infeasible); a time-limited
+    # run with an incumbent reports sol_status 2.
+    if prob.status == pulp.LpStatusOptimal:
+        if prob.sol_status == pulp.LpSolutionIntegerFeasible:
+            return SolveStatus.FEASIBLE, None, name, "time limit"
+        return SolveStatus.OPTIMAL, 0.0, name, ""
+    if prob.status == pulp.LpStatusInfeasible:
+        return SolveStatus.INFEASIBLE, None, name, "infeasible"
+    return SolveStatus.ERROR, None, name, pulp.LpStatus[prob.status]
+
+
+def var_value(x) -> float:
+    if isinstance(x, int | float):
+        return float(x)
+    val = x.value()
+    return float(val) if val is not None else 0.0
+
+
+def binding_rows(prob: pulp.LpProblem) -> tuple[str, ...]:
+    """Limit rows (budget, stock, power, max_configurations) with no slack left."""
+    out = []
+    for con in prob.constraints():
+        name = con.name
+        if name.startswith(("budget", "power", "stock__", "max_configurations", "max_gpu_types")):
+            slack = -(con.value() or 0.0)
+            if slack <= TOL * max(1.0, abs(con.constant)):
+                out.append(name)
+    return tuple(sorted(out))
+
+
+def extract_result(
+    problem: Problem, v: Variables, status, gap, runtime_s, name, prob, message
+) -> SolveResult:
+    replicas = {cid: round(var_value(var)) for cid, var in v.replicas.items()}
+    rates = {cid: max(0.0, var_value(var)) for cid, var in v.rate.items()}
+    modes = {
+        k: (Mode.DISAGGREGATED if var_value(m) > 0.5 else Mode.AGGREGATED)
+        for k, m in v.disagg.items()
+    }
+    served = {k: var_value(s) for k, s in v.served.items()}
+    cost = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
+    cost += problem.operations_cost_usd_per_hour(replicas)
+    objective = cost if problem.objective == Objective.MIN_COST else sum(served.values())
+    return SolveResult(
+        status=status,
+        objective=objective,
+        gap=gap,
+        runtime_s=runtime_s,
+        solver=name,
+        replicas={k: n for k, n in replicas.items() if n > 0},
+        rates_rps={k: r for k, r in rates.items() if r > TOL},
+        modes=modes,
+        served_rps=served,
+        binding=binding_rows(prob),
+        message=message,
+        num_variables=prob.numVariables(),
+        num_constraints=prob.numConstraints(),
+    )
