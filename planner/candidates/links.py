@@ -1,0 +1,119 @@
+"""What a replica costs and draws, the TP degrees offered, and the links KV caches
+travel over between prefill and decode pools (planner.candidates)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from catalog.schema import Catalog, Link
+from planner import architecture as arch
+from planner import roofline as rl
+from planner.candidates.model import DEFAULT_MAX_TP, KV_STREAM_OVERLAP
+
+#: Most replicas one pool may have; a class needing more on one config is rejected there.
+
+# --------------------------------------------------------------------------- helpers
+
+
+def replica_cost_usd_per_hour(catalog: Catalog, gpu_id: str, tp: int) -> float:
+    """tp x on-demand price per GPU-hour ($/hour)."""
+    return tp * catalog.gpus[gpu_id].price.usd_per_hour
+
+
+def replica_power_kw(catalog: Catalog, gpu_id: str, tp: int) -> float:
+    """tp x (TDP + server overhead / GPUs per server) / 1000 (kW at full load)."""
+    gpu = catalog.gpus[gpu_id]
+    per_gpu_w = gpu.tdp_w + gpu.server.server_overhead_w / gpu.server.gpus_per_server
+    return tp * per_gpu_w / 1000.0
+
+
+def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) -> list[int]:
+    """Powers of two up to the GPU's largest replica (its scale-up domain, or one server
+    over PCIe: :func:`planner.roofline.max_tp`), and DEFAULT_MAX_TP unless asked."""
+    domain = rl.max_tp(catalog.gpus[gpu_id])
+    if wanted:
+        return [t for t in wanted if t <= domain]
+    out, t = [], 1
+    while t <= min(domain, DEFAULT_MAX_TP):
+        out.append(t)
+        t *= 2
+    return out
+
+
+#: Scale-up domains at least this large (rack scale, e.g. NVL72) let a prefill and a
+#: decode replica of the same GPU type share one NVLink domain.
+RACK_SCALE_DOMAIN = 16
+
+
+def _slower(a: Link, b: Link) -> Link:
+    """The slower of two links: less bandwidth, then more latency."""
+    return min((a, b), key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
+
+
+def kv_pair_link(catalog: Catalog, prefill_gpu: str, decode_gpu: str) -> Link:
+    """Link a prefill replica on ``prefill_gpu`` ships its KV cache over to a decode
+    replica on ``decode_gpu`` (a catalog Link):
+
+    * the scale-up link (NVLink) only when both are the same GPU type on a
+      rack-scale domain (>= RACK_SCALE_DOMAIN GPUs, e.g. NVL72): one NVLink
+      domain, one vendor, one GPU type;
+    * otherwise (other GPU types, other vendors, or separate servers) the
+      network: the slower of the two GPUs' catalog ``network_link``.
+    """
+    a, b = catalog.gpus[prefill_gpu], catalog.gpus[decode_gpu]
+    if (
+        prefill_gpu == decode_gpu
+        and a.scale_up_link
+        and a.scale_up_domain_size >= RACK_SCALE_DOMAIN
+    ):
+        return catalog.links[a.scale_up_link]
+    return _slower(catalog.links[a.network_link], catalog.links[b.network_link])
+
+
+def kv_link_for(catalog: Catalog, gpu_id: str):
+    """Link between a prefill and a decode replica of the same GPU type
+    (:func:`kv_pair_link` of the GPU with itself)."""
+    return kv_pair_link(catalog, gpu_id, gpu_id)
+
+
+def prefill_link_options(
+    catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[str]
+) -> list[tuple[Link, frozenset[str] | None]]:
+    """The KV links a prefill replica on ``prefill_gpu`` may be priced on, each with
+    the decode GPU types it may pair with (None: any):
+
+    * NVLink, when the GPU is rack-scale (:func:`kv_pair_link`) and offered for
+      decode too: pairs only with decode pools of the same GPU type;
+    * the network: the slowest :func:`kv_pair_link` to any decode GPU type offered
+      (narrowed to those with screened decode candidates by
+      :func:`restrict_prefill_links`), so every pairing is at least that fast.
+    """
+    decode_gpus = list(decode_gpus)
+    out: list[tuple[Link, frozenset[str] | None]] = []
+    same = kv_pair_link(catalog, prefill_gpu, prefill_gpu)
+    if prefill_gpu in decode_gpus and same.kind.value == "scale_up":
+        out.append((same, frozenset([prefill_gpu])))
+    net = [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
+    net.append(_slower(*[catalog.links[catalog.gpus[prefill_gpu].network_link]] * 2))
+    out.append((min(net, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us)), None))
+    return out
+
+
+def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[str]) -> Link:
+    """The slowest network pair link from ``prefill_gpu`` to any of ``decode_gpus``
+    (:func:`kv_pair_link` across types; the GPU's own NIC for its own type)."""
+    links = [catalog.links[catalog.gpus[prefill_gpu].network_link]]
+    links += [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
+    return min(links, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
+
+
+def kv_exposed_ms(replica: rl.Replica, prefill_ms: float, prompt_tokens: float, link) -> float:
+    """Exposed KV-transfer time (ms) of a ``prompt_tokens`` prompt prefilled in
+    ``prefill_ms`` on ``replica``, shipped over ``link``: each of the tp GPUs ships
+    its shard over its own link (bandwidth x tp), layer-wise streaming hides
+    KV_STREAM_OVERLAP of it (``roofline.kv_transfer_ms``, ``exposed_transfer_ms``)."""
+    kv_bytes = arch.kv_bytes_for_sequence(replica.model, prompt_tokens, replica.kv_dtype)
+    transfer = rl.kv_transfer_ms(kv_bytes, link.bandwidth_gb_per_s * replica.tp, link.latency_us)
+    return rl.exposed_transfer_ms(
+        transfer, prefill_ms, KV_STREAM_OVERLAP, num_layers=replica.model.num_layers
+    )

@@ -1,0 +1,248 @@
+"""Pruning dominated candidates and by cost curves, and attaching the queueing
+capacity curves and their MILP segments (planner.candidates)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
+from planner.request import ResolvedRequest
+from solver.problem import CapacityCut, PoolCandidate, PoolRole, Segment
+
+#: Most replicas one pool may have; a class needing more on one config is rejected there.
+
+
+def _pair_format(c: Candidate) -> tuple[str, str] | None:
+    """Weights and KV format of a disaggregated pool (prefill and decode must agree,
+    so pruning never lets one format stand in for another); None for aggregated."""
+    if c.config.role == PoolRole.AGGREGATED:
+        return None
+    return (c.config.dtype.value, c.config.kv_dtype.value)
+
+
+def dominates(a: Candidate, b: Candidate) -> bool:
+    """True when ``a`` is at least as good as ``b`` in every respect the MILP sees:
+    same class, role and GPU type; no more GPUs, cost or power per replica; and at
+    least the capacity at every replica count (prefill: no longer mean service
+    time, no less wait budget, no more service variability; decode: at least as
+    many slots, each turning over at least as fast)."""
+    if (a.class_name, a.config.role, a.config.gpu) != (b.class_name, b.config.role, b.config.gpu):
+        return False
+    if _pair_format(a) != _pair_format(b):
+        return False
+    if b.pairs_with is not None and (a.pairs_with is None or not a.pairs_with >= b.pairs_with):
+        return False
+    if a.config.tp > b.config.tp or a.cost_usd_per_hour > b.cost_usd_per_hour:
+        return False
+    if a.power_kw > b.power_kw:
+        return False
+    if b.service_mean_ms is not None:
+        if a.service_mean_ms is None or a.service_mean_ms > b.service_mean_ms:
+            return False
+        if a.wait_budget_ms < b.wait_budget_ms or (a.service_cv2 or 0) > (b.service_cv2 or 0):
+            return False
+    if b.config.max_batch is not None:
+        if a.config.max_batch is None or a.step_ms is None or b.step_ms is None:
+            return False
+        if a.config.max_batch < b.config.max_batch or a.step_ms > b.step_ms:
+            return False
+    return True
+
+
+def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """Drop dominated candidates (see :func:`dominates`), then keep per (class,
+    role, GPU type) the KEEP_PER_GPU cheapest per request/s of capacity.
+
+    Pruning never looks across GPU types, so offering more GPU types only adds
+    candidates (a plan can only get cheaper), and every GPU type keeps its
+    best configurations for stock limits and for the "why not" explanation.
+    """
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in cands:
+        key = (c.class_name, c.config.role, c.config.gpu, _pair_format(c), c.pairs_with)
+        groups.setdefault(key, []).append(c)
+    keep, drop = [], []
+    for group in groups.values():
+        group.sort(key=lambda c: (c.usd_per_rps, c.config.tp, c.config.key))
+        alive: list[Candidate] = []
+        for c in group:
+            if any(dominates(k, c) for k in alive):
+                drop.append(c)
+            else:
+                alive.append(c)
+        keep += alive[:KEEP_PER_GPU]
+        drop += alive[KEEP_PER_GPU:]
+    return keep, drop
+
+
+def _capacity_table(pc: PoolCandidate) -> np.ndarray:
+    """Best capacity_rps(k) over k <= n, for n = 1..max_replicas (requests/s): the
+    smallest n reaching a rate is the same as with the raw table."""
+    caps = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
+    return np.maximum.accumulate(caps)  # monotone, for searchsorted
+
+
+def prune_by_cost_curves(
+    cands: list[Candidate], req: ResolvedRequest
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Drop a candidate B when another candidate A of the same class and role can
+    carry every rate B can carry for no more money (and no more power when a
+    power limit is set): for every replica count n of B, the fewest replicas m
+    of A with capacity_A(m) >= capacity_B(n) cost c_A m <= c_B n.
+
+    Any fleet using B then has a fleet at most as expensive using A instead
+    (capacities are superadditive, up to the segment approximation). Not applied
+    to GPU types with a stock limit, nor when the number of configurations is
+    limited (swapping configurations could break those rules), nor when GPU types
+    are limited or operations costs price GPU types and configurations (then a
+    swap can add a GPU type or a configuration). A prefill candidate is only
+    replaced by one whose KV link reaches every decode GPU type it reaches; a
+    decode candidate only by one on a GPU type every prefill candidate of the
+    class that reaches it also reaches.
+    """
+    lim = req.request.constraints
+    ops = req.request.operations
+    if (
+        lim.max_configurations is not None
+        or lim.max_gpu_types is not None
+        or ops.usd_per_hour_per_gpu_type > 0
+        or ops.usd_per_hour_per_configuration > 0
+    ):
+        return cands, []
+    reach: dict[str, list[frozenset[str]]] = {}
+    for c in cands:
+        if c.pairs_with is not None:
+            reach.setdefault(c.class_name, []).append(c.pairs_with)
+
+    def swappable(a: Candidate, b: Candidate) -> bool:
+        if b.pairs_with is not None:
+            return a.pairs_with is not None and a.pairs_with >= b.pairs_with
+        if b.config.role == PoolRole.DECODE and a.config.gpu != b.config.gpu:
+            return all(a.config.gpu in r for r in reach.get(b.class_name, []) if b.config.gpu in r)
+        return True
+
+    limited = set(lim.max_gpus)
+    power = lim.power_kw is not None
+    m0 = lim.min_replicas_per_pool
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in cands:
+        groups.setdefault((c.class_name, c.config.role, _pair_format(c)), []).append(c)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    for group in groups.values():
+        free = [c for c in group if c.config.gpu not in limited]
+        keep += [c for c in group if c.config.gpu in limited]
+        tables = {id(c): _capacity_table(c.to_pool_candidate()) for c in free}
+        free.sort(key=lambda c: (c.usd_per_rps, c.config.key))
+        alive: list[Candidate] = []
+        for b in free:
+            cap_b = tables[id(b)]
+            n_b = np.maximum(np.arange(1, len(cap_b) + 1), m0)
+            r_b = np.minimum(cap_b, b.rate_rps)
+            beaten = False
+            for a in alive:
+                if not swappable(a, b):
+                    continue
+                cap_a = tables[id(a)]
+                m = np.searchsorted(cap_a, r_b * (1 - 1e-12), side="left") + 1
+                if (m > len(cap_a)).any():
+                    continue
+                m = np.maximum(m, m0)
+                if (a.cost_usd_per_hour * m > b.cost_usd_per_hour * n_b + 1e-9).any():
+                    continue
+                if power and (a.power_kw * m > b.power_kw * n_b + 1e-12).any():
+                    continue
+                beaten = True
+                break
+            (drop if beaten else alive).append(b)
+        keep += alive
+    return keep, drop
+
+
+def _breakpoints(limit: int) -> list[int]:
+    """0, 1, 2, 3, 4, 6, 8, 12, 16, ... up to ``limit`` (replica counts)."""
+    pts, a = [0, 1, 2, 3], 4
+    while a < limit:
+        pts.append(a)
+        pts.append(a + a // 2)
+        a *= 2
+    return sorted({p for p in pts if p < limit})
+
+
+def attach_capacity(cand: Candidate) -> Rejection | None:
+    """Give ``cand`` its MILP capacity rows: chords of its convex capacity curve
+    (with the margins of :meth:`Candidate.with_margin`: max_utilization, spare
+    replicas) at replica counts (a, a+1) for breakpoints a, and the replica cap that
+    carries the whole class. Decode slots on aggregated replicas become one linear cut
+    (a chord at the replica count that carries the class: exact there,
+    conservative elsewhere)."""
+    rate = cand.rate_rps
+    planned = cand.planned_capacity_rps
+    # Replicas needed for the whole class on this candidate alone.
+    per_replica = max(cand.asymptotic_rps_per_replica * cand.max_utilization, 1e-12)
+    n = max(1, math.ceil(min(rate / per_replica, 1e9))) + cand.spare_replicas
+    while n > MAX_REPLICAS_PER_POOL or planned(n) < rate:
+        n = math.ceil(n * 1.25) + 1
+        if n > MAX_REPLICAS_PER_POOL:
+            return Rejection(
+                cand.class_name,
+                cand.config.role,
+                cand.config.gpu,
+                cand.config.tp,
+                cand.config.dtype.value,
+                cand.config.chunk_budget_tokens,
+                "too_many_replicas",
+                f"needs more than {MAX_REPLICAS_PER_POOL} replicas for {rate:g} req/s",
+            )
+    # binary search the smallest n carrying the class
+    lo_n, hi_n = 0, n
+    while hi_n - lo_n > 1:
+        mid = (lo_n + hi_n) // 2
+        if planned(mid) >= rate:
+            hi_n = mid
+        else:
+            lo_n = mid
+    # a pool must be able to hold the redundancy minimum and its spares
+    n = max(hi_n, cand.min_replicas, cand.spare_replicas + 1)
+    cand.max_replicas = n
+    role = cand.config.role
+    prefill_curve = cand.with_margin(cand.prefill_capacity_rps)
+    decode_curve = cand.with_margin(cand.decode_capacity_rps)
+    if role == PoolRole.PREFILL:
+        curve = prefill_curve
+    elif role == PoolRole.DECODE:
+        curve = decode_curve
+    else:
+        curve = prefill_curve
+        a = max(0, n - 1)
+        f0, f1 = decode_curve(a), decode_curve(a + 1)
+        cand.cuts = (CapacityCut(f0 - (f1 - f0) * a, f1 - f0),)
+    cand.segments = segments_for(curve, n)
+    return None
+
+
+def segments_for(curve, n_max: int) -> tuple[Segment, ...]:
+    """Segments [a_s, a_{s+1}] over breakpoints a < n_max (the last ends at n_max),
+    each with the chord of ``curve`` through (a_s, a_s + 1), lowered where needed so
+    it never exceeds the curve at the segment's tabulated replica counts."""
+    points = _breakpoints(n_max)
+    values: dict[int, float] = {}
+
+    def f(x: int) -> float:
+        if x not in values:
+            values[x] = 0.0 if x == 0 else min(curve(x), 1e12)
+        return values[x]
+
+    out = []
+    for i, a in enumerate(points):
+        hi = points[i + 1] if i + 1 < len(points) else n_max
+        slope = f(a + 1) - f(a)
+        intercept = f(a) - slope * a
+        check = [x for x in (a, a + 1, hi) if a <= x <= hi]
+        excess = max(intercept + slope * x - f(x) for x in check)
+        if excess > 1e-9:
+            intercept -= excess
+        out.append(Segment(a, hi, intercept, slope))
+    return tuple(out)

@@ -1,0 +1,426 @@
+"""Screening one configuration per class and role: fit, TPOT and TTFT reachability,
+the aggregated batch, prefill service times (planner.candidates)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from catalog.schema import Catalog
+from planner import roofline as rl
+from planner.candidates.links import (
+    kv_exposed_ms,
+    kv_link_for,
+    kv_pair_link,
+    network_link_for_pairs,
+    prefill_link_options,
+    replica_cost_usd_per_hour,
+    replica_power_kw,
+    tp_options,
+)
+from planner.candidates.model import (
+    Candidate,
+    ClassFigures,
+    PoolConfig,
+    Rejection,
+    Screening,
+    kv_dtype_for,
+)
+from planner.candidates.prune import _pair_format, attach_capacity, prune, prune_by_cost_curves
+from planner.capacity import decode_slots, largest_batch
+from planner.errors import PlanningError
+from planner.request import ResolvedClass, ResolvedRequest
+from planner.risk import capacity_derate, factor_uncertainty
+from solver.problem import Mode, PoolRole
+
+#: Most replicas one pool may have; a class needing more on one config is rejected there.
+
+
+def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
+    """E[fn(P)] and Var[fn(P)]/E^2 over the log-normal prompt length (GH quadrature)."""
+    vals = np.array([fn(p) for p in fig.prompt_nodes_tokens])
+    w = np.array(fig.prompt_weights)
+    mean = float(np.dot(w, vals))
+    var = float(np.dot(w, (vals - mean) ** 2))
+    return mean, (var / (mean * mean) if mean > 0 else 0.0)
+
+
+def fast_chunked_ttft_ms(
+    replica: rl.Replica, prompt_tokens: float, budget_tokens: int, step_ms: float, cached: float
+) -> float:
+    """TTFT of a prompt in fixed chunks on an idle stall-free replica (ms):
+    ``sum_i max(step_ms, chunk_compute_ms(T, s_i))`` over ceil(P_new / T) chunks.
+
+    Chunk compute is taken linear in its start context between the first and
+    the last full chunk (exact for full attention, where attention FLOPs grow
+    linearly with context; within a few percent for sliding-window layers), so
+    it costs three cost-model calls instead of one per chunk. The exact loop is
+    :func:`planner.roofline.chunked_prefill_ttft_ms`.
+    """
+    new = max(prompt_tokens - cached, 0.0)
+    if new <= 0:
+        return 0.0
+    k = math.ceil(new / budget_tokens)
+    last = new - (k - 1) * budget_tokens
+    tail = max(step_ms, rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens))
+    if k == 1:
+        return tail
+    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
+    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
+    return sum_max_linear(step_ms, c0, c1, k - 1) + tail
+
+
+def sum_max_linear(floor: float, first: float, last: float, count: int) -> float:
+    """sum_{i=0}^{count-1} max(floor, first + (last - first) i / (count - 1)), closed form."""
+    if count <= 0:
+        return 0.0
+    if count == 1:
+        return max(floor, first)
+    if first >= floor and last >= floor:
+        return count * (first + last) / 2.0
+    if first <= floor and last <= floor:
+        return count * floor
+    step = (last - first) / (count - 1)
+    # indices whose value is below the floor form a prefix (step > 0) or suffix (step < 0)
+    below = (
+        math.floor((floor - first) / step) + 1
+        if step > 0
+        else count - (math.floor((floor - first) / step) + 1)
+    )
+    below = min(max(below, 0), count)
+    if step > 0:
+        lo, hi = below, count - 1
+    else:
+        lo, hi = 0, count - below - 1
+    above = hi - lo + 1
+    above_sum = above * (2 * first + step * (lo + hi)) / 2.0 if above > 0 else 0.0
+    return below * floor + above_sum
+
+
+# --------------------------------------------------------------------------- screening
+
+
+def _screen_config(
+    catalog: Catalog,
+    req: ResolvedRequest,
+    cls: ResolvedClass,
+    fig: ClassFigures,
+    replica: rl.Replica,
+    role: PoolRole,
+    budget: int | None,
+    link_option: tuple | None = None,
+) -> Candidate | Rejection:
+    """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
+    the decode GPU types it pairs with, :func:`prefill_link_options`)."""
+    gpu, tp, dtype = replica.gpu.id, replica.tp, replica.weight_dtype
+    slo = cls.slo
+
+    def reject(reason: str, detail: str) -> Rejection:
+        return Rejection(cls.name, role, gpu, tp, dtype.value, budget, reason, detail)
+
+    h = fig.prefix_hit_rate
+    b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
+    cand = Candidate(
+        class_name=cls.name,
+        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None),
+        replica=replica,
+        rate_rps=cls.rate_rps,
+        quantile=fig.quantile,
+        ttft_slo_ms=slo.ttft_ms,
+        tpot_slo_ms=slo.tpot_ms,
+        output_mean_tokens=fig.output_mean_tokens,
+        cost_usd_per_hour=replica_cost_usd_per_hour(catalog, gpu, tp),
+        power_kw=replica_power_kw(catalog, gpu, tp),
+        min_replicas=req.request.constraints.min_replicas_per_pool,
+        arrival_cv2=req.request.traffic.burst_cv**2,
+        max_utilization=req.request.constraints.max_utilization,
+        spare_replicas=req.request.constraints.spare_replicas_per_pool,
+    )
+    if role in (PoolRole.DECODE, PoolRole.AGGREGATED) and b_mem < 1:
+        return reject(
+            "kv_exceeds_memory",
+            f"one sequence of {fig.decode_context_tokens:,.0f} tokens needs more KV memory "
+            f"than the {rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after weights",
+        )
+    if role == PoolRole.DECODE:
+        best = decode_slots(replica, fig.decode_context_tokens, slo.tpot_ms)
+        if best is None:
+            step1 = rl.decode_step_ms(replica, 1, fig.decode_context_tokens)
+            return reject(
+                "tpot_unreachable",
+                f"decode step {step1:.1f} ms at batch 1 exceeds the TPOT SLO {slo.tpot_ms:g} ms",
+            )
+        b, step = best
+        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b)
+        cand.step_ms = step
+        return cand
+
+    if role == PoolRole.PREFILL:
+
+        def service(p: float) -> float:
+            return rl.prefill_ms(replica, p, p * h)
+
+        mean, cv2 = _expect(fig, service)
+        p_q = fig.prompt_q_tokens
+        s_q = service(p_q)
+        if link_option is None:
+            link_option = (kv_link_for(catalog, gpu), frozenset([gpu]))
+        link, cand.pairs_with = link_option
+        cand.kv_q_tokens = p_q
+        cand.pair_links = {d: kv_pair_link(catalog, gpu, d).id for d in req.gpus}
+        exposed = kv_exposed_ms(replica, s_q, p_q, link)
+        cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
+        cand.transfer_exposed_ms, cand.kv_transfer_link = exposed, link.id
+        if cand.wait_budget_ms <= 0:
+            return reject(
+                "ttft_unreachable",
+                f"prefill of a p{slo.percentile:g} prompt ({p_q:,.0f} tokens) takes "
+                f"{s_q:.0f} ms + {exposed:.0f} ms KV transfer, over the TTFT SLO "
+                f"{slo.ttft_ms:g} ms",
+            )
+        return cand
+
+    # aggregated: B decodes + one chunk of `budget` tokens per step
+    assert budget is not None
+
+    def step_of(b: int) -> float:
+        return rl.mixed_step_ms(
+            replica, b, fig.decode_context_tokens, budget, fig.chunk_context_tokens
+        )
+
+    best = decode_slots(
+        replica,
+        fig.decode_context_tokens,
+        slo.tpot_ms,
+        chunk_tokens=budget,
+        chunk_context_tokens=fig.chunk_context_tokens,
+    )
+    if best is None:
+        return reject(
+            "tpot_unreachable",
+            f"a mixed step with a {budget}-token chunk takes {step_of(1):.1f} ms at batch 1, "
+            f"over the TPOT SLO {slo.tpot_ms:g} ms",
+        )
+    b_tpot = best[0]
+
+    def service_at(b: int, p: float) -> float:
+        return fast_chunked_ttft_ms(replica, p, budget, step_of(b), p * h)
+
+    def decode_rps(b: int) -> float:
+        return b / (fig.output_mean_tokens * step_of(b) / 1000.0)
+
+    def prefill_rps(b: int) -> float:
+        return 1000.0 / _expect(fig, lambda p: service_at(b, p))[0]
+
+    b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
+    # a smaller batch shortens the step, hence the chunked prefill: where the
+    # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
+    if slo.ttft_ms - service_at(b, fig.prompt_q_tokens) <= 0:
+        fits = largest_batch(b, lambda x: service_at(x, fig.prompt_q_tokens), slo.ttft_ms)
+        b = fits[0] if fits is not None else 1
+    step = step_of(b)
+
+    def service_agg(p: float) -> float:
+        return fast_chunked_ttft_ms(replica, p, budget, step, p * h)
+
+    mean, cv2 = _expect(fig, service_agg)
+    s_q = service_agg(fig.prompt_q_tokens)
+    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b)
+    cand.step_ms = step
+    cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
+    if cand.wait_budget_ms <= 0:
+        return reject(
+            "ttft_unreachable",
+            f"a p{slo.percentile:g} prompt ({fig.prompt_q_tokens:,.0f} tokens) needs "
+            f"{s_q:.0f} ms of {budget}-token chunks, over the TTFT SLO {slo.ttft_ms:g} ms",
+        )
+    return cand
+
+
+def capacity_maximizing_batch(
+    b_max: int, decode_rps: Callable[[int], float], prefill_rps: Callable[[int], float]
+) -> int:
+    """The decode batch of an aggregated replica (count, in [1, ``b_max``]): the B
+    that maximizes ``min(decode_rps(B), prefill_rps(B))`` (requests/s per replica).
+
+    ``decode_rps(B) = B / (G x step(B))`` grows with B (more sequences share each
+    read of the weights); ``prefill_rps(B) = 1 / E[chunked prefill time]`` falls with
+    B (each chunk waits for a longer step). Their minimum peaks where they cross: the
+    smallest B with ``decode_rps(B) >= prefill_rps(B)`` or the one below it, whichever
+    has the larger minimum (bisection); ``b_max`` (the largest batch within the TPOT
+    SLO and the KV cache, ``decode_slots``) when decode stays the bottleneck.
+
+    Taking ``b_max`` itself, as the planner did before, made a looser TPOT SLO buy
+    *less* capacity (longer steps, slower chunks): the feasible set only grows with the
+    SLO, so its maximum never falls."""
+    if b_max <= 1 or decode_rps(b_max) <= prefill_rps(b_max):
+        return max(b_max, 1)
+    lo, hi = 1, b_max  # decode_rps(hi) > prefill_rps(hi)
+    if decode_rps(lo) >= prefill_rps(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if decode_rps(mid) >= prefill_rps(mid):
+            hi = mid
+        else:
+            lo = mid
+    return max((lo, hi), key=lambda b: min(decode_rps(b), prefill_rps(b)))
+
+
+def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
+    roles = []
+    if Mode.AGGREGATED in cls.modes:
+        roles.append(PoolRole.AGGREGATED)
+    if Mode.DISAGGREGATED in cls.modes:
+        roles += [PoolRole.PREFILL, PoolRole.DECODE]
+    return roles
+
+
+def screen_candidates(
+    req: ResolvedRequest, catalog: Catalog, *, cross_gpu_prune: bool = True
+) -> Screening:
+    """Enumerate role x GPU x TP x dtype (x chunk budget) per class; screen; prune.
+
+    ``cross_gpu_prune=False`` keeps candidates that another GPU type beats on cost
+    (needed when GPUs are bought once for several scenarios: then the GPU type
+    itself matters, not just the cost of the pool)."""
+    eff = req.request.efficiency
+    overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
+    confidence = req.request.risk.confidence
+    kept: list[Candidate] = []
+    rejections: list[Rejection] = []
+    considered = 0
+    for cls in req.classes:
+        if cls.rate_rps <= 0:
+            continue
+        fig = ClassFigures.of(cls)
+        roles = _roles_for(cls)
+        for gpu_id in req.gpus:
+            gpu = catalog.gpus[gpu_id]
+            for dtype in req.dtypes:
+                if (
+                    gpu.peak_tflops(dtype) is None
+                    or dtype not in catalog.models[req.model_id].weight_dtypes
+                ):
+                    considered += len(roles)
+                    why = (
+                        f"{gpu_id} has no {dtype} tensor cores"
+                        if gpu.peak_tflops(dtype) is None
+                        else f"{req.model_id} is not served in {dtype}"
+                    )
+                    for role in roles:
+                        rejections.append(
+                            Rejection(
+                                cls.name,
+                                role,
+                                gpu_id,
+                                None,
+                                dtype.value,
+                                None,
+                                "dtype_unsupported",
+                                why,
+                            )
+                        )
+                    continue
+                for tp in tp_options(catalog, gpu_id, req.tps):
+                    try:
+                        replica = rl.build_replica(
+                            catalog,
+                            req.model_id,
+                            gpu_id,
+                            tp=tp,
+                            dtype=dtype,
+                            kv_dtype=kv_dtype_for(dtype),
+                            mfu=eff.prefill_mfu,
+                            mbu=eff.decode_mbu,
+                            overlap_factor=eff.overlap_factor,
+                        )
+                    except PlanningError as err:
+                        considered += len(roles)
+                        reason = "does_not_fit" if err.code == "does_not_fit" else "invalid"
+                        for role in roles:
+                            rejections.append(
+                                Rejection(
+                                    cls.name,
+                                    role,
+                                    gpu_id,
+                                    tp,
+                                    dtype.value,
+                                    None,
+                                    reason,
+                                    err.message,
+                                )
+                            )
+                        continue
+                    for role in roles:
+                        budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
+                        links = (
+                            prefill_link_options(catalog, gpu_id, req.gpus)
+                            if role == PoolRole.PREFILL
+                            else [None]
+                        )
+                        for budget in budgets:
+                            for link in links:
+                                considered += 1
+                                out = _screen_config(
+                                    catalog, req, cls, fig, replica, role, budget, link
+                                )
+                                if isinstance(out, Rejection):
+                                    rejections.append(out)
+                                else:
+                                    unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+                                    out.provenance = unc.provenance.value
+                                    out.factor_points = unc.points
+                                    out.level_scale = unc.level_scale
+                                    out.sigma_log = unc.sigma_log
+                                    out.risk_derate = capacity_derate(unc.sigma_log, confidence)
+                                    kept.append(out)
+    kept, unpaired = restrict_prefill_links(kept, catalog)
+    survivors, pruned = prune(kept)
+    pruned = unpaired + pruned
+    final: list[Candidate] = []
+    for cand in survivors:
+        failed = attach_capacity(cand)
+        if failed is None:
+            final.append(cand)
+        else:
+            rejections.append(failed)
+    final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
+    return Screening(final, pruned + dominated, rejections, considered, dominated)
+
+
+def restrict_prefill_links(
+    cands: list[Candidate], catalog: Catalog
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Re-price each network-priced prefill candidate on the slowest pair link to the
+    decode GPU types that have a screened decode candidate of its class and format
+    (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
+    and drop NVLink-priced ones whose GPU type has no such decode candidate.
+    Returns (kept, dropped)."""
+    decode_gpus: dict[tuple, set[str]] = {}
+    for c in cands:
+        if c.config.role == PoolRole.DECODE:
+            decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    for c in cands:
+        if c.config.role != PoolRole.PREFILL:
+            keep.append(c)
+            continue
+        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        if c.pairs_with is not None:
+            (keep if c.pairs_with & reach else drop).append(c)
+            continue
+        if not reach:
+            drop.append(c)
+            continue
+        link = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        if link.id != c.kv_transfer_link:
+            c.transfer_exposed_ms = kv_exposed_ms(
+                c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
+            )
+            c.kv_transfer_link = link.id
+        (keep if c.wait_budget_ms > 0 else drop).append(c)
+    return keep, drop
