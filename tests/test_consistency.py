@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
-from planner.report.render import sensitivity
+from planner.sensitivity import sensitivity
 from planner.service import make_plan
 from planner.simulate import verify as sv
 from planner.simulate.results import FamilyCorrection

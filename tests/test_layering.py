@@ -34,7 +34,18 @@ FORBIDDEN_FOR_FRONT_ENDS = {
     "planner.simulate": "simulate through api.services.plans",
     "planner.calibration": "resolve calibrations through api.services.calibrations",
     "planner.report.render": "render reports through api.services.reports",
+    "planner.sensitivity": "compute a report's sensitivity through api.services.reports",
 }
+#: What a report may not import: reports render what was planned, they never plan.
+PLANNING = (
+    "planner.service",
+    "planner.compare",
+    "planner.sensitivity",
+    "solver.solve",
+    "solver.backend",
+    "solver.decompose",
+    "solver.robust",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -95,6 +106,17 @@ def test_imports_flow_one_way(package):
 
 def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
+
+
+def test_reports_render_and_never_plan():
+    bad = [
+        f"{module} imports {name}"
+        for module, path in sorted(MODULES.items())
+        if _within(module, "planner.report")
+        for name in set(_imports(path))
+        if any(_within(name, p) for p in PLANNING)
+    ]
+    assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)

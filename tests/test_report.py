@@ -27,12 +27,10 @@ from planner.compare import compare
 from planner.errors import PlanningError
 from planner.report import bom as B
 from planner.report.csv_bom import COLUMNS, TOTAL
-from planner.report.render import (
-    check_format,
+from planner.report.render import check_format, render_comparison_report, render_plan_report
+from planner.sensitivity import (
     mix_shift,
     objective_cost_usd_per_hour,
-    render_comparison_report,
-    render_plan_report,
     sensitivity,
     sensitivity_cases,
 )

@@ -27,8 +27,9 @@ from api.settings import Settings
 from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.report.comparison_text import render_comparison_text
-from planner.report.render import render_comparison_report, render_plan_report, sensitivity
+from planner.report.render import render_comparison_report, render_plan_report
 from planner.report.text import render_plan_text, render_table, usd
+from planner.sensitivity import sensitivity
 from planner.service import SolverLimits
 from planner.simulate.report import render_simulation_text
 from solver.problem import has_solution
