@@ -19,15 +19,26 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
-
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
     from matplotlib.typing import RcKeyType  # matplotlib >= 3.9
+
+
+def _matplotlib() -> Any:
+    """matplotlib on the Agg backend, imported at the first chart: importing it costs
+    about a second, which a CLI command or an API worker that draws nothing should not
+    pay at start-up."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    return matplotlib
+
+
+def _formatter(fn: Any) -> FuncFormatter:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(fn)
 
 _LOCK = threading.Lock()  # rcParams are process-wide
 
@@ -115,13 +126,16 @@ def _attr(text: str) -> str:
 
 
 def _figure(width_in: float, height_in: float) -> Figure:
+    _matplotlib()
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width_in, height_in), dpi=96)
     fig.patch.set_alpha(0)
     return fig
 
 
 def _render(draw, label: str) -> str | None:
-    with _LOCK, matplotlib.rc_context(RC):
+    with _LOCK, _matplotlib().rc_context(RC):
         fig = draw()
         return None if fig is None else to_svg(fig, label)
 
@@ -221,7 +235,7 @@ def chart_cost_by_pool(plan: Mapping[str, Any]) -> str | None:
             )
         ax.set_yticks(y, labels)
         ax.set_xlim(0, top * 1.45)
-        ax.xaxis.set_major_formatter(FuncFormatter(usd_tick))
+        ax.xaxis.set_major_formatter(_formatter(usd_tick))
         ax.set_xlabel("cost, $ per hour")
         ax.set_title("Cost by pool and GPU type")
         ax.tick_params(axis="y", length=0)
@@ -410,7 +424,7 @@ def chart_variant_costs(
             ax.text(c + top * 0.012, yi, text, va="center", fontsize=9, color="#2b3138")
         ax.set_yticks(y, [str(r.get("variant")) for r in rows])
         ax.set_xlim(0, top * 1.3)
-        ax.xaxis.set_major_formatter(FuncFormatter(usd_tick))
+        ax.xaxis.set_major_formatter(_formatter(usd_tick))
         ax.set_xlabel("cost, $ per hour")
         ax.set_title(title)
         ax.tick_params(axis="y", length=0)
@@ -484,10 +498,10 @@ def chart_sweeps(rows: Sequence[Mapping[str, Any]], base_cost: float | None = No
                     color=BASE_COLOR,
                 )
             if share:
-                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v * 100:.0f}%"))
+                ax.xaxis.set_major_formatter(_formatter(lambda v, _p: f"{v * 100:.0f}%"))
             elif not numeric:
                 ax.set_xticks(xs, [str(v) for v in values])
-            ax.yaxis.set_major_formatter(FuncFormatter(usd_tick))
+            ax.yaxis.set_major_formatter(_formatter(usd_tick))
             ax.set_ylim(bottom=0)
             ax.set_xlabel(name)
             ax.set_ylabel("$ per hour")
