@@ -19,9 +19,32 @@ import numpy as np
 from solver.problem import PoolCandidate, PoolRole
 
 
+def capacity_curve(pc: PoolCandidate) -> np.ndarray:
+    """``pc.capacity_rps(n)`` for n = 1..max_replicas (requests/s), vectorized: the
+    min over cuts of intercept + slope x n and, with segments, the best segment
+    holding n (0 where none does), floored at 0; equal to the scalar function."""
+    n = np.arange(1, pc.max_replicas + 1, dtype=float)
+    if not len(n):
+        return n
+    caps = np.full(n.shape, np.inf)
+    for c in pc.cuts:
+        caps = np.minimum(caps, c.intercept_rps + c.slope_rps_per_replica * n)
+    if pc.segments:
+        held = np.full(n.shape, -np.inf)
+        for seg in pc.segments:
+            inside = (n >= seg.start_replicas) & (n <= seg.end_replicas)
+            held = np.where(
+                inside, np.maximum(held, seg.intercept_rps + seg.slope_rps_per_replica * n), held
+            )
+        caps = np.minimum(caps, np.where(np.isfinite(held), held, 0.0))
+    elif not pc.cuts:
+        return np.zeros(n.shape)
+    return np.maximum(caps, 0.0)
+
+
 def capacity_table(pc: PoolCandidate) -> np.ndarray:
     """Best capacity_rps(k) over k <= n, for n = 1..max_replicas (requests/s)."""
-    caps = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
+    caps = capacity_curve(pc)
     return np.maximum.accumulate(caps) if len(caps) else caps
 
 

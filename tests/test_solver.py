@@ -353,3 +353,33 @@ def test_disaggregated_pairs_share_one_checkpoint():
     assert set(r.replicas) in ({"pre8", "dec8"}, {"pre16", "dec16"})
     names = {con.name for con in build_model(p)[0].constraints()}
     assert "checkpoint_pick__a" in names and "checkpoint_use__pre8" in names
+
+
+def test_vectorized_capacity_curve_is_the_scalar_capacity():
+    """solver.prune.capacity_curve (numpy over n) equals PoolCandidate.capacity_rps
+    at every n, on the screened candidates of a real request (cuts and queueing
+    segments alike)."""
+    import numpy as np
+
+    from catalog.loader import load_catalog
+    from planner.candidates import screen_candidates
+    from planner.problem_build import parse_request
+    from planner.request import resolve_request
+    from solver.prune import capacity_curve, capacity_table
+
+    cat = load_catalog()
+    req = {
+        "model": "llama-3.1-8b",
+        "traffic": {
+            "rate_rps": 40,
+            "classes": [{"workload": "chat", "share": 0.7}, {"workload": "rag", "share": 0.3}],
+        },
+        "candidates": {"gpus": ["h100-sxm5-80gb", "l40s"], "tp": [1, 2]},
+    }
+    sc = screen_candidates(resolve_request(parse_request(req), cat), cat)
+    pcs = [c.to_pool_candidate() for c in sc.candidates]
+    assert pcs and any(pc.segments for pc in pcs)
+    for pc in pcs:
+        scalar = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
+        np.testing.assert_allclose(capacity_curve(pc), scalar, rtol=1e-12, atol=1e-9)
+        assert np.all(np.diff(capacity_table(pc)) >= 0)

@@ -10,6 +10,7 @@ import numpy as np
 from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
 from planner.request import ResolvedRequest
 from solver.problem import CapacityCut, PoolCandidate, PoolRole, Segment
+from solver.prune import capacity_table
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
 
@@ -79,9 +80,8 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
 
 def _capacity_table(pc: PoolCandidate) -> np.ndarray:
     """Best capacity_rps(k) over k <= n, for n = 1..max_replicas (requests/s): the
-    smallest n reaching a rate is the same as with the raw table."""
-    caps = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
-    return np.maximum.accumulate(caps)  # monotone, for searchsorted
+    solver's own table (:func:`solver.prune.capacity_table`, vectorized)."""
+    return capacity_table(pc)
 
 
 def prune_by_cost_curves(

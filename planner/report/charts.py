@@ -40,6 +40,7 @@ def _formatter(fn: Any) -> FuncFormatter:
 
     return FuncFormatter(fn)
 
+
 _LOCK = threading.Lock()  # rcParams are process-wide
 
 FONT = ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"]
