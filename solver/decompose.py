@@ -10,6 +10,8 @@ import math
 import time
 from typing import Protocol
 
+import numpy as np
+
 from solver.backend import TOL
 from solver.checks import limits_slack, unservable_classes
 from solver.problem import (
@@ -212,7 +214,7 @@ def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
         t = tables[c.id]
         if not len(t):
             continue
-        per_replica = float(max(t[n - 1] / n for n in range(1, len(t) + 1)))
+        per_replica = float(np.max(t / np.arange(1, len(t) + 1)))
         if per_replica <= 0:
             continue
         unit = c.cost_usd_per_hour_per_replica / per_replica
