@@ -24,6 +24,7 @@ from api.routes import comparisons as comparisons_routes
 from api.routes import health as health_routes
 from api.routes import plans as plans_routes
 from api.routes import reports as reports_routes
+from api.routes.docs import install_docs
 from api.schemas import error_responses
 from api.services.comparison_runner import ComparisonRunner
 from api.settings import Settings
@@ -56,6 +57,9 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
         lifespan=lifespan,
         # Every 422 carries the single error body (api.errors), whatever the route.
         responses=error_responses(422),
+        # /docs from local assets (api.routes.docs): the defaults load from a CDN
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.catalog = catalog
@@ -73,4 +77,5 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(analyses_routes.router)
     app.include_router(comparisons_routes.router)
     app.include_router(reports_routes.router)
+    install_docs(app)
     return app
