@@ -613,3 +613,20 @@ def test_reports_open_in_a_real_browser(chromium, catalog, small_comparison, tmp
     assert data[:5] == b"%PDF-"
     assert len(data) > 30_000
     assert len(re.findall(rb"/Type\s*/Page[^s]", data)) >= 2  # A4 pages, not one long sheet
+
+
+def test_next_cheapest_is_compared_with_the_plans_total(small_record, catalog):
+    """Alternatives are priced as the optimizer's objective (GPUs + operations), so
+    the summary compares them with the plan's total, not its GPU cost: the three-class
+    report said "+$86.36/h" for an alternative $16.36/h dearer."""
+    from planner.report.alternatives import next_cheapest
+    from planner.report.formatting import pct_delta, usd_delta
+
+    plan = small_record["plan"]
+    alt = next_cheapest(plan)
+    assert alt is not None and plan["total_cost_usd_per_hour"] > plan["cost_usd_per_hour"]
+    d = alt["cost_usd_per_hour"] - plan["total_cost_usd_per_hour"]
+    assert alt["delta_usd_per_hour"] == pytest.approx(d, abs=0.01)
+    text, _ = render_plan_report(dict(small_record, sensitivity=None), "md", catalog)
+    pct = pct_delta(100 * alt["delta_usd_per_hour"] / plan["total_cost_usd_per_hour"])
+    assert f"({usd_delta(alt['delta_usd_per_hour'])}/h, {pct})" in text

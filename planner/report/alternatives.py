@@ -41,7 +41,9 @@ def alternatives_table(plan: Mapping[str, Any]) -> Table | None:
     alts = _list(plan.get("alternatives"))
     if not alts:
         return None
-    base = plan.get("cost_usd_per_hour")
+    # alternatives are priced as the objective (GPUs + operations), like the total
+    total = plan.get("total_cost_usd_per_hour")
+    base = total if is_num(total) and total else plan.get("cost_usd_per_hour")
     rows = []
     for a in alts:
         d = a.get("delta_usd_per_hour")

@@ -190,13 +190,18 @@ def plan_document(
                 ]
             )
         alt = next_cheapest(plan)
-        if alt is not None and is_num(cost) and cost:
-            d = alt["cost_usd_per_hour"] - cost
+        # alternatives are priced as the optimizer's objective (GPUs + operations):
+        # compare with the plan's total, or take the planner's own delta
+        total = plan.get("total_cost_usd_per_hour")
+        base = total if is_num(total) and total else cost
+        if alt is not None and is_num(base) and base:
+            d = alt.get("delta_usd_per_hour")
+            d = d if is_num(d) else alt["cost_usd_per_hour"] - base
             bullets.append(
                 [
                     Strong("Next-cheapest: "),
                     f"“{alt.get('name')}” at {usd(alt['cost_usd_per_hour'])}/h "
-                    f"({usd_delta(d)}/h, {pct_delta(100 * d / cost)}).",
+                    f"({usd_delta(d)}/h, {pct_delta(100 * d / base)}).",
                 ]
             )
         unc = uncertainty_sentence(plan)
