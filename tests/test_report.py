@@ -630,3 +630,45 @@ def test_next_cheapest_is_compared_with_the_plans_total(small_record, catalog):
     text, _ = render_plan_report(dict(small_record, sensitivity=None), "md", catalog)
     pct = pct_delta(100 * alt["delta_usd_per_hour"] / plan["total_cost_usd_per_hour"])
     assert f"({usd_delta(alt['delta_usd_per_hour'])}/h, {pct})" in text
+
+
+def test_multinode_launch_shows_one_command_per_node(catalog):
+    """A replica spanning trays (GB200 tp 8 on 4-GPU nodes) is launched node by node:
+    the report said "one command per replica" and showed only node 0's command."""
+    from planner.report.blocks import launch_blocks
+    from planner.report.document import Code, Heading
+
+    pool = {
+        "class": "agent",
+        "role": "decode",
+        "gpu": "gb200-per-gpu",
+        "tp": 8,
+        "replicas": 3,
+        "dtype": "fp8",
+        "launch": {
+            "vllm": ["vllm", "serve", "m", "--distributed-executor-backend=ray"],
+            "sglang": ["python", "-m", "sglang.launch_server", "--nnodes=2", "--node-rank=0"],
+            "nodes_per_replica": 2,
+            "per_node": [
+                {
+                    "node_rank": 0,
+                    "ray": ["ray", "start", "--head", "--port=6379"],
+                    "vllm": ["vllm", "serve", "m", "--distributed-executor-backend=ray"],
+                    "sglang": ["python", "-m", "sglang.launch_server", "--node-rank=0"],
+                },
+                {
+                    "node_rank": 1,
+                    "ray": ["ray", "start", "--address=HEAD_ADDR:6379", "--block"],
+                    "vllm": [],
+                    "sglang": ["python", "-m", "sglang.launch_server", "--node-rank=1"],
+                },
+            ],
+        },
+    }
+    blocks = launch_blocks([pool], catalog)
+    (head,) = [b for b in blocks if isinstance(b, Heading)]
+    assert "each replica spans 2 nodes, one command per node" in head.text
+    codes = [(b.label, b.text) for b in blocks if isinstance(b, Code)]
+    assert ("vLLM · node 1 (Ray)", "ray start --address=HEAD_ADDR:6379 --block") in codes
+    assert ("SGLang · node 1", "python -m sglang.launch_server --node-rank=1") in codes
+    assert [label for label, _ in codes].count("vLLM · then on node 0") == 1

@@ -122,17 +122,58 @@ def launch_blocks(pools: Sequence[Mapping[str, Any]], catalog: Catalog) -> list[
         launch = _map(p.get("launch"))
         if not launch:
             continue
+        nodes = launch.get("nodes_per_replica") or 1
+        per_node = [_map(x) for x in _list(launch.get("per_node"))]
+        what = (
+            f"each replica spans {num(nodes)} nodes, one command per node "
+            "(HEAD_ADDR: the replica's node-0 address)"
+            if nodes > 1 and per_node
+            else "one command per replica"
+        )
         out.append(
             Heading(
                 f"{pool_class(p)} · {s(p.get('role'))} — {num(p.get('replicas'))} replicas of "
                 f"{num(p.get('tp'))} × {gpu_name(str(p.get('gpu')), catalog)} "
-                f"({s(p.get('dtype'))}), one command per replica"
+                f"({s(p.get('dtype'))}), {what}"
             )
         )
+        if nodes > 1 and per_node:
+            out += multinode_blocks(per_node)
+            continue
         for engine, label in (("vllm", "vLLM"), ("sglang", "SGLang")):
             cmd = _list(launch.get(engine))
             if cmd:
                 out.append(Code(label, shlex.join(str(a) for a in cmd)))
+    return out
+
+
+def multinode_blocks(per_node: Sequence[Mapping[str, Any]]) -> list[Block]:
+    """A multi-node replica's commands: vLLM joins every node to one Ray cluster and
+    starts the server on node 0 once all have joined; SGLang runs one command per
+    node with its rank."""
+    out: list[Block] = []
+    for x in per_node:
+        out.append(
+            Code(
+                f"vLLM · node {x.get('node_rank')} (Ray)", shlex.join(map(str, _list(x.get("ray"))))
+            )
+        )
+    for x in per_node:
+        if _list(x.get("vllm")):
+            out.append(
+                Code(
+                    f"vLLM · then on node {x.get('node_rank')}",
+                    shlex.join(map(str, _list(x.get("vllm")))),
+                )
+            )
+    for x in per_node:
+        if _list(x.get("sglang")):
+            out.append(
+                Code(
+                    f"SGLang · node {x.get('node_rank')}",
+                    shlex.join(map(str, _list(x.get("sglang")))),
+                )
+            )
     return out
 
 
