@@ -39,13 +39,6 @@ def prior_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
     return cb.UNCALIBRATED_DEFAULTS.get(gpu) or cb._prior(catalog, gpu, None)
 
 
-def catalog_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
-    """The catalog's current default factors of ``gpu`` (prefill MFU, decode MBU, step
-    overhead ms)."""
-    e = catalog.gpus[gpu].efficiency
-    return (e.prefill_mfu, e.decode_mbu, e.step_overhead_ms)
-
-
 def fit_per_gpu(points: Sequence[cb.Measurement], catalog: Catalog) -> dict[str, cb._GroupResult]:
     """Per GPU, :func:`planner.calibration.fit_group` over its ``fit`` points (every
     dtype and engine: the catalog keeps one set of factors per SKU), from and toward
@@ -546,11 +539,7 @@ def factor_spread(
             p = pred.get(q)
             if p is not None and p > 0 and v > 0:
                 logs.append(abs(math.log(v / p)))
-    if not logs:
-        return None
-    n = len(logs)
-    dof = max(n - fitted_factors, 1)
-    return max(cb.MAD_TO_SIGMA * median(logs) * math.sqrt(n / dof), cb.MIN_SIGMA_LOG)
+    return cb.sigma_from_log_errors(logs, fitted_factors)
 
 
 def analogy_level_scale(

@@ -61,6 +61,7 @@ from planner.calibration.fit import (
     group_measurements,
     leave_one_out,
     residual_sigma_log,
+    sigma_from_log_errors,
     source_weights,
 )
 from planner.calibration.fit import _GroupResult as _GroupResult
@@ -177,6 +178,7 @@ __all__ = [
     "residual_sigma_log",
     "resolve_model",
     "save_calibration",
+    "sigma_from_log_errors",
     "source_weights",
     "split_rank",
     "validation_reason",

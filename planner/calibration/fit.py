@@ -352,6 +352,13 @@ def residual_sigma_log(
         and p > 0
         and r.measured > 0
     ]
+    return sigma_from_log_errors(logs, fitted_factors)
+
+
+def sigma_from_log_errors(logs: Sequence[float], fitted_factors: int = 0) -> float | None:
+    """``1.4826 x median |ln(measured / predicted)| x sqrt(n / (n - k))`` over the
+    ``n`` absolute log errors ``logs`` with ``k = fitted_factors`` (``n - k`` at least
+    1), floored at :data:`MIN_SIGMA_LOG`; None without values. Dimensionless."""
     if not logs:
         return None
     n = len(logs)

@@ -9,7 +9,7 @@ import numpy as np
 
 from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
 from planner.request import ResolvedRequest
-from solver.problem import CapacityCut, PoolCandidate, PoolRole, Segment
+from solver.problem import CapacityCut, PoolRole, Segment
 from solver.prune import capacity_table
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
@@ -78,12 +78,6 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     return keep, drop
 
 
-def _capacity_table(pc: PoolCandidate) -> np.ndarray:
-    """Best capacity_rps(k) over k <= n, for n = 1..max_replicas (requests/s): the
-    solver's own table (:func:`solver.prune.capacity_table`, vectorized)."""
-    return capacity_table(pc)
-
-
 def prune_by_cost_curves(
     cands: list[Candidate], req: ResolvedRequest
 ) -> tuple[list[Candidate], list[Candidate]]:
@@ -134,7 +128,7 @@ def prune_by_cost_curves(
     for group in groups.values():
         free = [c for c in group if c.config.gpu not in limited]
         keep += [c for c in group if c.config.gpu in limited]
-        tables = {id(c): _capacity_table(c.to_pool_candidate()) for c in free}
+        tables = {id(c): capacity_table(c.to_pool_candidate()) for c in free}
         free.sort(key=lambda c: (c.usd_per_rps, c.config.key))
         alive: list[Candidate] = []
         for b in free:

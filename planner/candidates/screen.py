@@ -3,6 +3,7 @@ the aggregated batch, prefill service times (planner.candidates)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -204,13 +205,17 @@ def _screen_config(
             f"over the TPOT SLO {slo.tpot_ms:g} ms",
         )
     b_tpot = best[0]
+    # one cost-model step per batch tried (the chunked prefill of every prompt node
+    # and the bisection's comparisons all ask for it again)
+    step_at = functools.cache(step_of)
 
     def service_at(b: int, p: float) -> float:
-        return fast_chunked_ttft_ms(replica, p, budget, step_of(b), p * h)
+        return fast_chunked_ttft_ms(replica, p, budget, step_at(b), p * h)
 
     def decode_rps(b: int) -> float:
-        return b / (fig.output_mean_tokens * step_of(b) / 1000.0)
+        return b / (fig.output_mean_tokens * step_at(b) / 1000.0)
 
+    @functools.cache
     def prefill_rps(b: int) -> float:
         return 1000.0 / _expect(fig, lambda p: service_at(b, p))[0]
 
@@ -220,7 +225,7 @@ def _screen_config(
     if slo.ttft_ms - service_at(b, fig.prompt_q_tokens) <= 0:
         fits = largest_batch(b, lambda x: service_at(x, fig.prompt_q_tokens), slo.ttft_ms)
         b = fits[0] if fits is not None else 1
-    step = step_of(b)
+    step = step_at(b)
 
     def service_agg(p: float) -> float:
         return fast_chunked_ttft_ms(replica, p, budget, step, p * h)
