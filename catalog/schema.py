@@ -412,6 +412,20 @@ class Slo(Frozen):
     percentile: Annotated[float, Field(ge=50, le=99.9)] = 90.0
 
 
+class Sessions(Frozen):
+    """How a class's requests come in conversations (agent loops, chats): each session
+    sends ``turns`` requests, and between two turns it is idle for ``think_time_s``
+    on average (a tool running, a person reading). Its prefix hits need its context
+    kept in the KV cache while it is idle (:mod:`planner.candidates.sessions`)."""
+
+    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)] = Field(
+        description="Mean idle time between a session's turns, seconds (exponential)."
+    )
+    turns: Annotated[float, Field(ge=1, le=100_000, allow_inf_nan=False)] = Field(
+        description="Mean requests per session (1: no follow-up turn, nothing kept)."
+    )
+
+
 class Workload(Frozen):
     """A traffic class: prompt and output length distributions, prefix reuse, SLOs."""
 
@@ -422,6 +436,11 @@ class Workload(Frozen):
     output_tokens: LengthDist
     prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
         description="Share of prompt tokens already in the prefix cache (not recomputed)."
+    )
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Session shape behind the prefix hits (None: hits on shared prefixes, "
+        "such as a common system prompt, that need no per-session memory).",
     )
     slo: Slo
     sources: Sources

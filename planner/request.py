@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
+from catalog.schema import Catalog, Dtype, LengthDist, Model, Sessions, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from solver.problem import Mode, Objective
@@ -71,6 +71,12 @@ class ClassSpec(Strict):
     share: Share
     slo: SloSpec | None = None
     prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None = None
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Session shape behind the prefix hits (think_time_s, turns); defaults "
+        "to the workload's. The hit rate a plan counts on then follows from the KV memory "
+        "that holds idle sessions' prefixes (effective_prefix_hit_rate).",
+    )
     prompt_tokens: LengthSpec | None = None
     output_tokens: LengthSpec | None = None
     modes: list[Mode] | None = Field(default=None, min_length=1)
@@ -277,6 +283,7 @@ class ResolvedClass:
     prefix_hit_rate: float
     slo: Slo
     modes: tuple[Mode, ...]
+    sessions: Sessions | None = None
 
 
 @dataclass(frozen=True)
@@ -445,6 +452,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
                 ),
                 slo=_merge_slo(wl.slo, req.slo, spec.slo),
                 modes=modes,
+                sessions=spec.sessions if spec.sessions is not None else wl.sessions,
             )
         )
     gpus = req.candidates.gpus or sorted(catalog.gpus)

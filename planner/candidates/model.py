@@ -62,9 +62,12 @@ class ClassFigures:
     prompt_weights: tuple[float, ...]
 
     @classmethod
-    def of(cls, c: ResolvedClass) -> ClassFigures:
+    def of(cls, c: ResolvedClass, hit: float | None = None) -> ClassFigures:
+        """The class's figures; ``hit`` replaces its prefix hit rate (the effective rate
+        a pool can count on, :mod:`planner.candidates.sessions`)."""
         q = c.slo.percentile / 100.0
-        p, g, h = c.prompt.mean_tokens, c.output.mean_tokens, c.prefix_hit_rate
+        p, g = c.prompt.mean_tokens, c.output.mean_tokens
+        h = c.prefix_hit_rate if hit is None else hit
         nodes = np.exp(c.prompt.mu + c.prompt.sigma * math.sqrt(2.0) * _GH_X)
         weights = _GH_W / math.sqrt(math.pi)
         return cls(
@@ -153,6 +156,13 @@ class Candidate:
     level_scale: float = 1.0
     sigma_log: float = ANALOGY_SIGMA_LOG
     risk_derate: float = 1.0
+    #: The prefix hit rate this pool's figures assume: the class's nominal rate, or
+    #: less when idle sessions' prefixes do not all fit its KV cache
+    #: (:func:`planner.candidates.sessions.effective_hit_rate`); None for decode pools.
+    effective_prefix_hit_rate: float | None = None
+    #: The pool counts on hits from sessions' own prefixes: a session's turns must come
+    #: back to the replica that holds its prefix (session-affine routing).
+    session_affinity: bool = False
 
     @property
     def id(self) -> str:

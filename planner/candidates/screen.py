@@ -6,11 +6,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from catalog.schema import Catalog
 from planner import roofline as rl
+from planner.candidates import sessions as ses
 from planner.candidates.links import (
     kv_exposed_ms,
     kv_link_for,
@@ -112,9 +114,12 @@ def _screen_config(
     role: PoolRole,
     budget: int | None,
     link_option: tuple | None = None,
+    batch_cap: int | None = None,
 ) -> Candidate | Rejection:
     """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
-    the decode GPU types it pairs with, :func:`prefill_link_options`)."""
+    the decode GPU types it pairs with, :func:`prefill_link_options`); an aggregated
+    one's decode batch is at most ``batch_cap`` when given (KV memory left for idle
+    sessions' prefixes)."""
     gpu, tp, dtype = replica.gpu.id, replica.tp, replica.weight_dtype
     slo = cls.slo
 
@@ -204,7 +209,7 @@ def _screen_config(
             f"a mixed step with a {budget}-token chunk takes {step_of(1):.1f} ms at batch 1, "
             f"over the TPOT SLO {slo.tpot_ms:g} ms",
         )
-    b_tpot = best[0]
+    b_tpot = min(best[0], batch_cap) if batch_cap else best[0]
     # one cost-model step per batch tried (the chunked prefill of every prompt node
     # and the bisection's comparisons all ask for it again)
     step_at = functools.cache(step_of)
@@ -272,6 +277,91 @@ def capacity_maximizing_batch(
         else:
             lo = mid
     return max((lo, hi), key=lambda b: min(decode_rps(b), prefill_rps(b)))
+
+
+def _screen_with_sessions(
+    catalog: Catalog,
+    req: ResolvedRequest,
+    cls: ResolvedClass,
+    fig: ClassFigures,
+    replica: rl.Replica,
+    role: PoolRole,
+    budget: int | None,
+    link_option: tuple | None,
+) -> list[Candidate | Rejection]:
+    """Screen one configuration at the prefix hit rate it can count on.
+
+    Classes without sessions (or without hits), and decode pools, are screened at the
+    nominal rate. Otherwise the pool's hit rate is the fixed point of
+    :func:`planner.candidates.sessions.effective_hit_rate`, and an aggregated pool is
+    also offered with its decode batch capped at :data:`SESSION_BATCH_SHARES` of the
+    KV-limited batch, leaving KV memory for idle prefixes."""
+    h = fig.prefix_hit_rate
+    if role == PoolRole.DECODE or cls.sessions is None or cls.sessions.turns <= 1 or h <= 0:
+        out = _screen_config(catalog, req, cls, fig, replica, role, budget, link_option)
+        if isinstance(out, Candidate) and role != PoolRole.DECODE:
+            out.effective_prefix_hit_rate = h
+        return [out]
+    per_session = replica.coefficients.kv_held_bytes(h * fig.prompt_mean_tokens)
+    capacity = rl.kv_capacity_bytes(replica)
+    caps: list[int | None] = [None]
+    if role == PoolRole.AGGREGATED:
+        b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
+        caps += sorted({max(1, int(b_mem * share)) for share in ses.SESSION_BATCH_SHARES})
+    outs: list[Candidate | Rejection] = []
+    seen: set[str] = set()
+    for cap in caps:
+
+        def screened(hit: float, cap: int | None = cap) -> Candidate | Rejection:
+            return _screen_config(
+                catalog,
+                req,
+                cls,
+                ClassFigures.of(cls, hit),
+                replica,
+                role,
+                budget,
+                link_option,
+                cap,
+            )
+
+        def state_at(hit: float, screened=screened) -> tuple[float, float, float] | None:
+            c = screened(hit)
+            if isinstance(c, Rejection):
+                return None
+            if role == PoolRole.AGGREGATED:
+                rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
+                resident = (c.config.max_batch or 0) * replica.coefficients.kv_held_bytes(
+                    fig.decode_context_tokens
+                )
+            else:
+                rate = c.prefill_rps_per_replica or 0.0
+                resident = replica.coefficients.kv_held_bytes(fig.prompt_q_tokens)
+            return rate, ses.cache_free_bytes(capacity, resident), per_session
+
+        h_eff = ses.effective_hit_rate(h, cls.sessions, state_at)
+        out = screened(h_eff)
+        if isinstance(out, Candidate):
+            if out.config.key in seen:
+                continue
+            seen.add(out.config.key)
+            out.effective_prefix_hit_rate = h_eff
+            out.session_affinity = h_eff > 0
+            if h_eff < h:
+                out.notes.append(
+                    f"prefix hits {h_eff:.0%} of the nominal {h:.0%}: idle sessions' "
+                    "prefixes do not all fit this replica's KV cache"
+                )
+        elif outs:
+            continue  # a capped batch that fails adds nothing to the uncapped outcome
+        elif h_eff < h and out.reason == "ttft_unreachable":
+            out = replace(
+                out,
+                detail=f"{out.detail}; idle sessions' prefixes ({cls.sessions.think_time_s:g} s "
+                f"between turns) leave room for {h_eff:.0%} prefix hits of the nominal {h:.0%}",
+            )
+        outs.append(out)
+    return outs
 
 
 def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
@@ -369,12 +459,13 @@ def screen_candidates(
                         for budget in budgets:
                             for link in links:
                                 considered += 1
-                                out = _screen_config(
+                                outs = _screen_with_sessions(
                                     catalog, req, cls, fig, replica, role, budget, link
                                 )
-                                if isinstance(out, Rejection):
-                                    rejections.append(out)
-                                else:
+                                for out in outs:
+                                    if isinstance(out, Rejection):
+                                        rejections.append(out)
+                                        continue
                                     unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
                                     out.provenance = unc.provenance.value
                                     out.factor_points = unc.points

@@ -32,6 +32,23 @@ from planner.request import ResolvedRequest
 from solver.problem import PoolRole, SolveResult, SolveStatus
 
 
+def effective_hit_rate(pools: list[PoolPlan], nominal: float) -> float:
+    """A class's prefix hit rate over the pools that prefill it (dimensionless):
+    ``sum(rate_p x h_p) / sum(rate_p)`` over its aggregated and prefill pools with
+    traffic, each ``h_p`` its pool's effective rate
+    (:func:`planner.candidates.sessions.effective_hit_rate`); ``nominal`` when no pool
+    carries the class."""
+    weighted = [
+        (p.rate_rps, p.effective_prefix_hit_rate)
+        for p in pools
+        if p.role != PoolRole.DECODE and p.rate_rps > 0 and p.effective_prefix_hit_rate is not None
+    ]
+    total = sum(r for r, _ in weighted)
+    if total <= 0:
+        return nominal
+    return sum(r * h for r, h in weighted) / total
+
+
 def plan_from_result(
     req: ResolvedRequest,
     screening: Screening,
@@ -43,12 +60,16 @@ def plan_from_result(
     """Assemble the Plan from the solve: pools with predictions, classes, binding limits."""
     by_id = {c.id: c for c in screening.candidates}
     figs = {c.name: ClassFigures.of(c) for c in req.classes}
+    by_name = {c.name: c for c in req.classes}
     pools: list[PoolPlan] = []
     for cid, n in sorted(result.replicas.items()):
         cand = by_id[cid]
         rate = result.rates_rps.get(cid, 0.0)
         cap, planned, spares_down = pool_capacities(cand, n)
         fig = figs[cand.class_name]
+        hit = cand.effective_prefix_hit_rate
+        if hit is not None and hit != fig.prefix_hit_rate:
+            fig = ClassFigures.of(by_name[cand.class_name], hit)
         cap_band = risk.capacity_band_rps(cap / cand.risk_derate, cand.sigma_log)
         cost_band = risk.pool_cost_band_usd_per_hour(
             n,
@@ -93,6 +114,7 @@ def plan_from_result(
                 planned_capacity_rps=planned,
                 spare_replicas=cand.spare_replicas,
                 capacity_with_spares_down_rps=spares_down,
+                effective_prefix_hit_rate=hit,
             )
         )
     solved = result.status.has_solution
@@ -126,6 +148,9 @@ def plan_from_result(
                 prefill_gpus=gpus_of(PoolRole.PREFILL),
                 decode_gpus=gpus_of(PoolRole.DECODE),
                 aggregated_gpus=gpus_of(PoolRole.AGGREGATED),
+                prefix_hit_rate=cls.prefix_hit_rate,
+                effective_prefix_hit_rate=effective_hit_rate(mine, cls.prefix_hit_rate),
+                sessions=cls.sessions.model_dump() if cls.sessions else None,
             )
         )
     fill_gpu_seconds(classes, pools, by_id, req)

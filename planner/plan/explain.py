@@ -83,7 +83,7 @@ def fill_gpu_seconds(
     classes: list[ClassPlan], pools: list[PoolPlan], by_id: dict[str, Candidate], req
 ) -> None:
     """Per class, rate-weighted over its pools: prefill GPU-seconds per request
-    (``sizing.prefill_gpu_s`` of the mean prompt after prefix hits) and decode
+    (``sizing.prefill_gpu_s`` of the mean prompt after the pool's effective prefix hits) and decode
     GPU-seconds per request (``sizing.decode_gpu_s`` at the pool's step and max
     batch), and each class's share of the fleet's prefill load."""
     res = {c.name: c for c in req.classes}
@@ -95,8 +95,9 @@ def fill_gpu_seconds(
                 continue
             cand = by_id[p.id]
             if p.role in (PoolRole.PREFILL, PoolRole.AGGREGATED):
+                hit = cand.effective_prefix_hit_rate
                 pre += p.rate_rps * sizing.prefill_gpu_s(
-                    cand.replica, rc.prompt.mean_tokens, rc.prefix_hit_rate
+                    cand.replica, rc.prompt.mean_tokens, rc.prefix_hit_rate if hit is None else hit
                 )
                 w_pre += p.rate_rps
             if p.role in (PoolRole.DECODE, PoolRole.AGGREGATED) and cand.step_ms:

@@ -64,8 +64,9 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_consumer"}')
         s.append("--disaggregation-mode=decode")
     nodes = nodes_per_replica(cfg.tp, gpus_per_node(cand.replica.gpu))
+    router = session_router(model_id) if cand.session_affinity else {}
     if nodes == 1:
-        return LaunchSettings(vllm=v, sglang=s)
+        return LaunchSettings(vllm=v, sglang=s, router=router)
     per_node = []
     v_ray = [*v, "--distributed-executor-backend=ray"]
     for rank in range(nodes):
@@ -84,7 +85,34 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         sglang=per_node[0].sglang,
         nodes_per_replica=nodes,
         per_node=per_node,
+        router=router,
     )
+
+
+def session_router(model_id: str) -> dict[str, list[str]]:
+    """Router commands that keep a session's turns on one replica (its prefix stays
+    there): the vLLM production-stack router with session routing on the
+    ``x-session-id`` header, and the SGLang router's cache-aware policy (prefix
+    affinity with load balancing). WORKER_URLS stands for the pool's replica URLs."""
+    return {
+        "vllm": [
+            "vllm-router",
+            "--service-discovery=static",
+            "--static-backends=WORKER_URLS",
+            f"--static-models={model_id}",
+            "--routing-logic=session",
+            "--session-key=x-session-id",
+        ],
+        "sglang": [
+            "python",
+            "-m",
+            "sglang_router.launch_router",
+            "--worker-urls",
+            "WORKER_URLS",
+            "--policy",
+            "cache_aware",
+        ],
+    }
 
 
 def gpus_per_node(gpu) -> int:

@@ -38,6 +38,10 @@ class LaunchSettings(Out):
     nodes_per_replica: int = 1
     #: Multi-node replicas: one command per node, with its rank (empty otherwise).
     per_node: list[NodeLaunch] = []
+    #: Pools that count on sessions' own prefix hits: the router in front of the pool's
+    #: replicas, keeping a session on the replica that holds its prefix, per engine
+    #: (``vllm``, ``sglang``); empty otherwise. WORKER_URLS stands for the replicas.
+    router: dict[str, list[str]] = {}
 
 
 class PoolPlan(Out):
@@ -78,6 +82,9 @@ class PoolPlan(Out):
     spare_replicas: int = 0
     #: SLO capacity with spare_replicas replicas down (requests/s).
     capacity_with_spares_down_rps: float | None = None
+    #: Prefix hit rate the pool's figures assume (aggregated and prefill pools): the
+    #: class's nominal rate, or less where idle sessions' prefixes do not all fit.
+    effective_prefix_hit_rate: float | None = None
 
 
 class KvPair(Out):
@@ -135,6 +142,12 @@ class ClassPlan(Out):
     decode_gpu_s_per_request: float | None = None
     prefill_load_share: float | None = None
     mode_reason: str = ""
+    #: The nominal prefix hit rate (request or workload) and the one the plan counts on:
+    #: the rate-weighted hit rate of its prefilling pools, never above the nominal.
+    prefix_hit_rate: float | None = None
+    effective_prefix_hit_rate: float | None = None
+    #: The session shape behind the hits (think_time_s, turns), when the class has one.
+    sessions: dict[str, float] | None = None
 
 
 class BindingConstraint(Out):

@@ -531,6 +531,14 @@ def traffic_table(plan: Mapping[str, Any]) -> Table | None:
     classes = _map(_map(plan.get("assumptions")).get("classes"))
     if not classes:
         return None
+    planned = {_map(c).get("name"): _map(c) for c in plan.get("classes") or []}
+
+    def sessions(name: str) -> str:
+        s = _map(planned.get(name, {}).get("sessions"))
+        if not s:
+            return "-"
+        return f"{num(s.get('turns'))} turns, {num(s.get('think_time_s'))} s apart"
+
     rows = [
         [
             str(name),
@@ -538,6 +546,8 @@ def traffic_table(plan: Mapping[str, Any]) -> Table | None:
             num(_map(c).get("prompt_p90_tokens")),
             num(_map(c).get("output_mean_tokens")),
             pct(_map(c).get("prefix_hit_rate")),
+            sessions(str(name)),
+            pct(planned.get(name, {}).get("effective_prefix_hit_rate")),
         ]
         for name, c in classes.items()
     ]
@@ -548,9 +558,11 @@ def traffic_table(plan: Mapping[str, Any]) -> Table | None:
             "Prompt p90 (tokens)",
             "Output mean (tokens)",
             "Prefix-cache hits",
+            "Sessions",
+            "Hits counted on",
         ],
         rows,
-        [False, True, True, True, True],
+        [False, True, True, True, True, False, True],
         small=True,
     )
 

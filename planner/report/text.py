@@ -332,8 +332,18 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     headers.append("meets SLO")
     rows = []
     reasons = []
+    hits = []
     for c in classes:
         c = _map(c)
+        nominal, counted = c.get("prefix_hit_rate"), c.get("effective_prefix_hit_rate")
+        sessions = _map(c.get("sessions"))
+        if sessions and _is_num(nominal) and _is_num(counted):
+            hits.append(
+                f"  {c.get('name')}: counts on {counted:.0%} prefix hits of the nominal "
+                f"{nominal:.0%} (sessions of {num(sessions.get('turns'))} turns, "
+                f"{num(sessions.get('think_time_s'))} s apart: idle prefixes must fit the KV "
+                "cache of their replica; a session-affine router keeps them there)"
+            )
         slo = _map(c.get("slo"))
         pctl = slo.get("percentile")
         slo_text = f"{ms(slo.get('ttft_ms'))}/{ms(slo.get('tpot_ms'))}"
@@ -357,6 +367,8 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     out.append(render_table(headers, rows, indent="  "))
     if reasons:
         out += ["", "  Why this mode:", *["  " + r for r in reasons]]
+    if hits:
+        out += ["", "  Prefix hits:", *["  " + h for h in hits]]
     return out
 
 
@@ -508,6 +520,12 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
             f"tp{p.get('tp')}"
         )
         out.append("    " + shlex.join(str(a) for a in cmd))
+        router = _list(_map(launch.get("router")).get("vllm"))
+        if router:
+            out.append(
+                "    router (session-affine; WORKER_URLS: the replicas): "
+                + shlex.join(str(a) for a in router)
+            )
     return out
 
 

@@ -202,6 +202,12 @@ def build_fleet(
                 rate_rps=served,
                 planned_ttft_ms=cp.get("ttft_ms"),
                 planned_tpot_ms=cp.get("tpot_ms"),
+                # the hits the plan counts on (idle sessions' prefixes that fit)
+                prefix_hit_rate=(
+                    rc.prefix_hit_rate
+                    if cp.get("effective_prefix_hit_rate") is None
+                    else float(cp["effective_prefix_hit_rate"])
+                ),
             )
         )
     return out

@@ -1,0 +1,125 @@
+"""Prefix hits from capacity: the hit rate a pool can count on when its prefix cache
+must hold the context of every idle session (DOMAIN.md section 8).
+
+A class with ``sessions: {think_time_s, turns}`` sends ``turns`` requests per session,
+idle ``think_time_s`` on average between them. Its nominal ``prefix_hit_rate`` h
+says which share of a prompt repeats the previous turn; that share is a hit only if
+the session's prefix is still in the KV cache of the replica its next turn reaches
+(prefix-aware routing keeps a session on its replica). Per replica, at the rate
+``lambda`` it carries:
+
+* idle sessions (Little's law): ``N = lambda x (turns - 1) / turns x think_time_s``;
+* bytes to keep them: ``N x KV_held(h x P_mean)`` (the held KV of the re-used prefix,
+  TP replication included, :meth:`planner.kernels.StepCoefficients.kv_held_bytes`);
+* bytes free for them: the KV cache left after the running work
+  (:func:`cache_free_bytes`);
+* share held: ``f = min(1, free / needed)``. With exponential think times and an LRU
+  cache this share is also the probability that a session's prefix survives until
+  its next turn (the cache keeps sessions idle less than some T: it holds
+  ``1 - exp(-T / think)`` of them, which is the chance a think time is under T);
+* effective hit rate: ``h_eff = h x f``.
+
+``lambda`` itself grows with the hit rate (cached tokens are not prefilled), so
+``h_eff`` is the fixed point of ``h = h_nominal x f(lambda(h))``, found by bisection
+(:func:`effective_hit_rate`). ``lambda`` is the replica's full capacity (the most it
+may carry), so ``f`` is the least the cache holds: conservative. Longer think times
+or more turns only add idle sessions, so ``h_eff`` never rises with them, and it
+never exceeds the nominal rate.
+
+Inputs: ``think_time_s`` and ``turns`` are the user's (or the workload catalog's)
+assumptions; KV bytes and capacity come from the model and GPU (catalog); the
+replica rate from screening. Not modelled: a CPU-memory (or SSD) tier for evicted
+prefixes (LMCache, SGLang HiCache); where a stack has one, ``h_eff`` is a lower bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from catalog.schema import Sessions
+
+#: Bisection steps for the fixed point (precision: nominal hit rate / 2^steps).
+FIXED_POINT_STEPS = 7
+
+#: Aggregated replicas with session-held prefixes are also screened with their decode
+#: batch capped at these shares of the KV-limited batch: a smaller batch leaves KV
+#: memory for idle prefixes (the optimizer then picks the cheaper trade-off).
+SESSION_BATCH_SHARES = (0.5, 0.25)
+
+
+def idle_sessions(rate_rps: float, sessions: Sessions) -> float:
+    """Sessions idle between turns on a replica carrying ``rate_rps`` (sessions):
+    ``rate x (turns - 1) / turns x think_time_s`` (Little's law; every turn but a
+    session's last is followed by an idle wait)."""
+    if rate_rps <= 0 or sessions.turns <= 1:
+        return 0.0
+    return rate_rps * (sessions.turns - 1.0) / sessions.turns * sessions.think_time_s
+
+
+def cache_free_bytes(capacity_bytes: float, resident_bytes: float) -> float:
+    """KV bytes a replica has for idle sessions' prefixes (bytes, >= 0): its KV
+    capacity (:func:`planner.roofline.kv_capacity_bytes`) minus what its running work
+    holds (an aggregated replica: its decode batch at the mean resident context; a
+    prefill replica: the percentile prompt in flight)."""
+    return max(capacity_bytes - resident_bytes, 0.0)
+
+
+def share_held(free_bytes: float, idle: float, bytes_per_session: float) -> float:
+    """Share of idle sessions whose prefix the cache keeps (dimensionless, in [0, 1]):
+    ``min(1, free / (idle x bytes per session))``; 1 when nothing needs keeping."""
+    need = idle * bytes_per_session
+    if need <= 0:
+        return 1.0
+    return min(1.0, max(free_bytes, 0.0) / need)
+
+
+def effective_hit_rate(
+    nominal: float,
+    sessions: Sessions | None,
+    state_at: Callable[[float], tuple[float, float, float] | None],
+    steps: int = FIXED_POINT_STEPS,
+) -> float:
+    """The hit rate a pool can count on (dimensionless, ``0 <= h_eff <= nominal``).
+
+    ``state_at(h)`` screens the pool as if its hit rate were ``h`` and returns
+    ``(rate per replica rps, KV bytes free for idle prefixes, KV bytes per idle
+    session)``, or None when the pool is infeasible at ``h``. The result is the
+    largest tried ``h`` with ``h <= nominal x share_held(...)`` at ``h``: the cache
+    then holds at least the prefixes that rate counts on (bisection, ``steps``
+    halvings; 0 when even that fails). Fewer hits never make a pool feasible, so an
+    ``h`` where the pool is infeasible (None) moves the search up; the pool is
+    rejected when the result is still infeasible. Without sessions, or with no hits, the
+    nominal rate (shared prefixes need no per-session memory)."""
+    if sessions is None or nominal <= 0 or sessions.turns <= 1:
+        return nominal
+
+    def supported(h: float) -> float | None:
+        state = state_at(h)
+        if state is None:
+            return None
+        rate, free, per_session = state
+        return nominal * share_held(free, idle_sessions(rate, sessions), per_session)
+
+    top = supported(nominal)
+    if top is not None and top >= nominal:
+        return nominal
+    lo, hi = 0.0, nominal
+    for _ in range(steps):
+        mid = (lo + hi) / 2.0
+        got = supported(mid)
+        # infeasible at ``mid`` (too few hits for the TTFT SLO): the answer lies above
+        if got is None or mid <= got:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+__all__ = [
+    "FIXED_POINT_STEPS",
+    "SESSION_BATCH_SHARES",
+    "cache_free_bytes",
+    "effective_hit_rate",
+    "idle_sessions",
+    "share_held",
+]

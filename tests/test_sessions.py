@@ -1,0 +1,185 @@
+"""Prefix hits from capacity (issue 12 item 5): idle sessions' prefixes must fit the KV
+cache, so the hit rate a plan counts on falls as think time grows, never exceeds the
+nominal rate, and longer think times never make a plan cheaper."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from catalog.loader import load_catalog
+from catalog.schema import Catalog, Sessions
+from planner.candidates import sessions as ses
+from planner.errors import PlanningError
+from planner.plan import Plan
+from planner.service import make_plan
+from planner.simulate.fleet import build_fleet
+
+AGENT_H100: dict[str, Any] = {
+    "name": "agents on h100",
+    "model": "llama-3.1-70b",
+    "traffic": {"rate_rps": 20, "classes": [{"workload": "agent", "share": 1.0}]},
+    "candidates": {"gpus": ["h100-sxm5-80gb"], "dtypes": ["fp8"], "tp": [8]},
+    "constraints": {"max_configurations": 4},
+}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _plan(catalog: Catalog, think_s: float | None, turns: float = 30) -> Plan:
+    req = copy.deepcopy(AGENT_H100)
+    if think_s is not None:
+        req["traffic"]["classes"][0]["sessions"] = {"think_time_s": think_s, "turns": turns}
+    return make_plan(req, catalog, alternatives=False, verify=False)
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def test_idle_sessions_is_littles_law() -> None:
+    s = Sessions(think_time_s=20, turns=30)
+    assert ses.idle_sessions(0.5, s) == pytest.approx(0.5 * 29 / 30 * 20)
+    assert ses.idle_sessions(0.5, Sessions(think_time_s=20, turns=1)) == 0.0
+    assert ses.idle_sessions(0.0, s) == 0.0
+
+
+def test_share_held_and_free_bytes() -> None:
+    assert ses.share_held(50.0, 10.0, 10.0) == pytest.approx(0.5)
+    assert ses.share_held(500.0, 10.0, 10.0) == 1.0
+    assert ses.share_held(-5.0, 10.0, 10.0) == 0.0
+    assert ses.share_held(0.0, 0.0, 10.0) == 1.0
+    assert ses.cache_free_bytes(100.0, 30.0) == 70.0
+    assert ses.cache_free_bytes(100.0, 130.0) == 0.0
+
+
+def _toy_state(capacity: float, infeasible_below: float = 0.0):
+    """A pool whose rate grows with hits (1 + 4h req/s), 10 bytes per idle session."""
+
+    def state_at(h: float) -> tuple[float, float, float] | None:
+        if h < infeasible_below:
+            return None
+        return 1.0 + 4.0 * h, capacity, 10.0
+
+    return state_at
+
+
+def test_effective_hit_rate_without_sessions_is_nominal() -> None:
+    assert ses.effective_hit_rate(0.9, None, _toy_state(0.0)) == 0.9
+    assert ses.effective_hit_rate(0.0, Sessions(think_time_s=5, turns=9), _toy_state(0.0)) == 0.0
+
+
+def test_effective_hit_rate_is_a_consistent_fixed_point() -> None:
+    s = Sessions(think_time_s=10, turns=2)
+    state_at = _toy_state(capacity=100.0)
+    h = ses.effective_hit_rate(0.9, s, state_at)
+    assert 0.0 < h < 0.9
+    state = state_at(h)
+    assert state is not None
+    rate, free, per = state
+    # the cache holds at least the hits the pool counts on
+    assert h <= 0.9 * ses.share_held(free, ses.idle_sessions(rate, s), per) + 1e-12
+    # and the next step up (the bisection's precision) would not be held
+    up = min(0.9, h + 0.9 / 2**ses.FIXED_POINT_STEPS)
+    state = state_at(up)
+    assert state is not None
+    rate, free, per = state
+    assert up > 0.9 * ses.share_held(free, ses.idle_sessions(rate, s), per)
+
+
+def test_an_infeasible_low_hit_region_moves_the_search_up() -> None:
+    """Too few hits miss the TTFT SLO (None): the answer is above that region."""
+    s = Sessions(think_time_s=1, turns=2)
+    h = ses.effective_hit_rate(0.9, s, _toy_state(capacity=40.0, infeasible_below=0.5))
+    assert h >= 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(0.05, 0.99),
+    st.floats(0.1, 5_000),
+    st.floats(1.01, 20.0),
+    st.floats(1.0, 500.0),
+)
+def test_effective_hit_rate_falls_with_think_time(
+    nominal: float, think_s: float, longer: float, capacity: float
+) -> None:
+    state_at = _toy_state(capacity)
+    short = ses.effective_hit_rate(nominal, Sessions(think_time_s=think_s, turns=10), state_at)
+    long = ses.effective_hit_rate(
+        nominal, Sessions(think_time_s=think_s * longer, turns=10), state_at
+    )
+    assert 0.0 <= long <= short <= nominal
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def test_plans_count_on_fewer_hits_as_think_time_grows(catalog: Catalog) -> None:
+    plans = {t: _plan(catalog, t) for t in (5, 60, 300)}
+    hits = {t: p.classes[0].effective_prefix_hit_rate for t, p in plans.items()}
+    costs = {t: p.total_cost_usd_per_hour for t, p in plans.items()}
+    assert all(p.status.has_solution for p in plans.values())
+    assert all(h is not None and h <= 0.92 for h in hits.values())
+    assert hits[5] >= hits[60] >= hits[300]  # type: ignore[operator]
+    assert hits[300] < 0.92  # type: ignore[operator]
+    assert costs[5] <= costs[60] <= costs[300]  # type: ignore[operator]
+    assert plans[5].classes[0].prefix_hit_rate == 0.92
+    assert plans[300].classes[0].sessions == {"think_time_s": 300.0, "turns": 30.0}
+
+
+def test_pools_that_count_on_session_hits_say_how_to_route(catalog: Catalog) -> None:
+    plan = _plan(catalog, 20)
+    prefilling = [p for p in plan.pools if p.role.value != "decode"]
+    assert prefilling
+    for pool in prefilling:
+        assert pool.effective_prefix_hit_rate is not None
+        assert "--routing-logic=session" in pool.launch.router["vllm"]
+        assert "cache_aware" in pool.launch.router["sglang"]
+    # one turn per session: nothing to keep, the nominal rate and no router
+    single = _plan(catalog, 20, turns=1)
+    assert single.classes[0].effective_prefix_hit_rate == pytest.approx(0.92)
+    assert all(not p.launch.router for p in single.pools)
+
+
+def test_infeasible_sessions_say_why(catalog: Catalog) -> None:
+    plan = _plan(catalog, 3600)
+    assert not plan.status.has_solution
+    text = " ".join(plan.infeasible_reasons)
+    assert "idle sessions' prefixes (3600 s between turns)" in text
+
+
+def test_the_simulation_uses_the_hits_the_plan_counts_on(catalog: Catalog) -> None:
+    req = copy.deepcopy(AGENT_H100)
+    req["traffic"]["classes"][0]["sessions"] = {"think_time_s": 300, "turns": 30}
+    plan = make_plan(req, catalog, alternatives=False, verify=False)
+    (sim_class,) = build_fleet(plan.to_json_dict(), req, catalog)
+    assert sim_class.prefix_hit_rate == pytest.approx(plan.classes[0].effective_prefix_hit_rate)
+    assert sim_class.prefix_hit_rate < 0.92
+
+
+@pytest.mark.parametrize(
+    ("sessions", "field"),
+    [
+        ({"think_time_s": 0, "turns": 3}, "think_time_s"),
+        ({"think_time_s": -1, "turns": 3}, "think_time_s"),
+        ({"think_time_s": 10, "turns": 0.5}, "turns"),
+        ({"think_time_s": 10}, "turns"),
+        ({"think_time_s": 10, "turns": 3, "extra": 1}, "extra"),
+    ],
+)
+def test_bad_sessions_name_the_field(
+    catalog: Catalog, sessions: dict[str, Any], field: str
+) -> None:
+    req = copy.deepcopy(AGENT_H100)
+    req["traffic"]["classes"][0]["sessions"] = sessions
+    with pytest.raises(PlanningError) as err:
+        make_plan(req, catalog, alternatives=False, verify=False)
+    fields = " ".join(f for f, _ in err.value.issues)
+    assert "traffic.classes[0].sessions" in fields and field in fields
