@@ -17,6 +17,14 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
 * the per-step **overhead**.
 
+**Pipeline parallelism** (``pp`` stages of ``tp`` GPUs, layers split evenly): the
+``B`` resident sequences run as ``pp`` micro-batches of ``B / pp``, one per stage at
+a time, so every sequence advances one token per pass of its micro-batch through all
+stages: ``step(B) = kernels(B / pp decodes + the chunk) + pp x hop(B / pp + T)`` with
+:meth:`StepCoefficients.stage_hop_ms` the activations' transfer between stages. One
+chunk per pass is credited (the planner's one chunk slot per replica): conservative,
+as an engine may schedule one per micro-batch.
+
 ``F_gemm = tp x peak(weight dtype) x MFU``, ``F_attn = tp x peak(attention dtype)
 x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`),
 ``W_eff = tp x HBM bandwidth x MBU``. KV bytes are those the replica *holds*,
@@ -140,6 +148,8 @@ class StepCoefficients:
     link: Link | None
     overhead_ms: float
     overlap: float
+    pp: int = 1
+    pp_link: Link | None = None
 
     # ------------------------------------------------------------ shapes
 
@@ -240,6 +250,21 @@ class StepCoefficients:
         message = tokens * self.hidden_size * ACTIVATION_BYTES
         return 2 * self.num_layers * allreduce_ms(self.link, self.tp, message)
 
+    def stage_hop_ms(self, tokens: float) -> float:
+        """One hand-over between pipeline stages of ``tokens`` tokens' activations (ms):
+        ``latency + tokens x hidden x 2 bytes / link bandwidth`` (0 without stages)."""
+        if self.pp <= 1 or self.pp_link is None or tokens <= 0:
+            return 0.0
+        message = tokens * self.hidden_size * ACTIVATION_BYTES
+        return self.pp_link.latency_us * 1e-3 + message / (
+            self.pp_link.bandwidth_gb_per_s * 1e9 / 1e3
+        )
+
+    def pipeline_ms(self, tokens: float, hops: int | None = None) -> float:
+        """Hand-overs of one pass (ms): ``hops x stage_hop_ms(tokens)``; ``hops``
+        defaults to ``pp`` (the last stage's token back to the first)."""
+        return (self.pp if hops is None else hops) * self.stage_hop_ms(tokens)
+
     # ------------------------------------------------------------ steps
 
     def kernels(
@@ -251,14 +276,17 @@ class StepCoefficients:
         *,
         include_overhead: bool = True,
     ) -> StepKernels:
-        """The kernel times of one step (see the module docstring)."""
-        n = max(batch, 0.0) + max(chunk, 0.0)
+        """The kernel times of one step (see the module docstring); with pipeline
+        stages, of one micro-batch's pass (``batch / pp`` decodes), hand-overs in
+        ``comm_ms``."""
+        b = max(batch, 0.0) / self.pp
+        n = b + max(chunk, 0.0)
         busy = n > 0 and include_overhead
         return StepKernels(
             gemm_ms=self.gemm_ms(n),
             moe_ms=self.moe_ms(n),
-            attention_ms=self.attention_ms(batch, context, chunk, chunk_start),
-            comm_ms=self.comm_ms(n) if busy else 0.0,
+            attention_ms=self.attention_ms(b, context, chunk, chunk_start),
+            comm_ms=self.comm_ms(n) + self.pipeline_ms(n) if busy else 0.0,
             overhead_ms=self.overhead_ms if busy else 0.0,
         )
 
@@ -272,10 +300,13 @@ class StepCoefficients:
         include_overhead: bool = True,
     ) -> float:
         """One step's time, the sum of :meth:`kernels` (ms)."""
-        n = max(batch, 0.0) + max(chunk, 0.0)
-        t = self.gemm_ms(n) + self.moe_ms(n) + self.attention_ms(batch, context, chunk, chunk_start)
+        b = max(batch, 0.0) / self.pp
+        n = b + max(chunk, 0.0)
+        t = self.gemm_ms(n) + self.moe_ms(n) + self.attention_ms(b, context, chunk, chunk_start)
         if include_overhead and n > 0:
             t += self.comm_ms(n) + self.overhead_ms
+            if self.pp > 1:
+                t += self.pipeline_ms(n)
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
@@ -297,8 +328,10 @@ class StepCoefficients:
         self, batch: float, context: float, chunk: float, starts: np.ndarray
     ) -> np.ndarray:
         """:meth:`step_ms` of equal chunks at many start contexts (ms), vectorized."""
+        batch = batch / self.pp
         n = batch + chunk
         fixed = self.gemm_ms(n) + self.moe_ms(n) + self.comm_ms(n) + self.overhead_ms
+        fixed += self.pipeline_ms(n)
         dc, dm = self.decode_attention_parts_ms(batch, context)
         a_d = max(dc, dm)
 
@@ -356,6 +389,8 @@ def coefficients_of(replica) -> StepCoefficients:
         link=replica.scale_up_link,
         overhead_ms=replica.step_overhead_ms,
         overlap=replica.overlap_factor,
+        pp=replica.pp,
+        pp_link=replica.pp_link,
     )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Sessions, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
+from planner.roofline.replica import PP_OPTIONS
 from solver.problem import Mode, Objective
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -115,9 +116,28 @@ class CandidateSpec(Strict):
     )
     dtypes: list[Dtype] = Field(default_factory=lambda: [Dtype.BF16, Dtype.FP8], min_length=1)
     tp: list[int] | None = Field(default=None, min_length=1)
+    pp: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        description="Pipeline-parallel degrees to consider (1, 2, 4, 8). Default: 1, and "
+        "2/4/8 with TP filling a node when the model does not fit one node.",
+    )
     chunk_budgets: list[Annotated[int, Field(ge=16, le=65536)]] = Field(
         default_factory=lambda: list(DEFAULT_CHUNK_BUDGETS), min_length=1
     )
+
+    @field_validator("pp")
+    @classmethod
+    def _stages(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None:
+            allowed = (1, *PP_OPTIONS)
+            for pp in v:
+                if pp not in allowed:
+                    raise ValueError(
+                        f"{pp} is not a pipeline degree the planner offers "
+                        f"({', '.join(map(str, allowed))})"
+                    )
+        return v
 
     @field_validator("tp")
     @classmethod
@@ -296,6 +316,7 @@ class ResolvedRequest:
     tps: tuple[int, ...] | None
     chunk_budgets: tuple[int, ...]
     warnings: tuple[str, ...] = ()
+    pps: tuple[int, ...] | None = None
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -474,6 +495,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         gpus=tuple(dict.fromkeys(gpus)),
         dtypes=tuple(dict.fromkeys(req.candidates.dtypes)),
         tps=tuple(sorted(set(req.candidates.tp))) if req.candidates.tp else None,
+        pps=tuple(sorted(set(req.candidates.pp))) if req.candidates.pp else None,
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),
     )

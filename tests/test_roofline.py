@@ -186,13 +186,18 @@ def test_model_too_big_for_tp_names_tp_and_the_gb() -> None:
     rl.build_replica(CAT, BIG70.id, H100, tp=2)  # fits
 
 
-def test_model_too_big_for_the_whole_domain_names_gpu() -> None:
+def test_model_too_big_for_the_whole_domain_names_pp_then_gpu() -> None:
     with pytest.raises(DoesNotFitError) as info:
         rl.build_replica(CAT, BIG405.id, H100, tp=8)
-    assert _issue_fields(info.value) == ["gpu"]
-    assert "588.8 GB usable" in str(info.value)
+    assert _issue_fields(info.value) == ["pp"]  # stages across nodes would fit
+    assert "588.8 GB usable" in str(info.value) and "(pp=2) would fit" in str(info.value)
+    rl.build_replica(CAT, BIG405.id, H100, tp=8, pp=2)  # two stages fit
     rl.build_replica(CAT, BIG405.id, H100, tp=8, dtype="fp8")  # fp8 weights fit
     rl.build_replica(CAT, BIG405.id, H100, tp=8, check_fit=False)  # no check asked
+    # too big even for the most stages offered: the GPU is named
+    with pytest.raises(DoesNotFitError) as info:
+        rl.build_replica(CAT, BIG405.id, "a10g", tp=4)
+    assert _issue_fields(info.value) == ["gpu"]
 
 
 def test_replica_validates_its_own_fields(llama: rl.Replica) -> None:

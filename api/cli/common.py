@@ -141,6 +141,9 @@ REPLICA_OPTIONS = {
     "model": "--model",
     "gpu": "--gpu",
     "tp": "--tp",
+    # single-replica analyses take no pipeline stages: a model too big for a node is
+    # a --gpu question there (the message says how many stages would fit)
+    "pp": "--gpu",
     "dtype": "--dtype",
     "kv_dtype": "--kv-dtype",
     "mfu": "--mfu",

@@ -15,16 +15,33 @@ from planner.candidates.model import DEFAULT_MAX_TP, KV_STREAM_OVERLAP
 # --------------------------------------------------------------------------- helpers
 
 
-def replica_cost_usd_per_hour(catalog: Catalog, gpu_id: str, tp: int) -> float:
-    """tp x on-demand price per GPU-hour ($/hour)."""
-    return tp * catalog.gpus[gpu_id].price.usd_per_hour
+def replica_cost_usd_per_hour(catalog: Catalog, gpu_id: str, gpus: int) -> float:
+    """GPUs of the replica (tp x pp) x on-demand price per GPU-hour ($/hour)."""
+    return gpus * catalog.gpus[gpu_id].price.usd_per_hour
 
 
-def replica_power_kw(catalog: Catalog, gpu_id: str, tp: int) -> float:
-    """tp x (TDP + server overhead / GPUs per server) / 1000 (kW at full load)."""
+def replica_power_kw(catalog: Catalog, gpu_id: str, gpus: int) -> float:
+    """GPUs (tp x pp) x (TDP + server overhead / GPUs per server) / 1000 (kW at full load)."""
     gpu = catalog.gpus[gpu_id]
     per_gpu_w = gpu.tdp_w + gpu.server.server_overhead_w / gpu.server.gpus_per_server
-    return tp * per_gpu_w / 1000.0
+    return gpus * per_gpu_w / 1000.0
+
+
+def pp_options(
+    catalog: Catalog, gpu_id: str, tp: int, fits_alone: bool, wanted: tuple[int, ...] | None
+) -> list[int]:
+    """Pipeline-parallel degrees to screen at ``tp`` on ``gpu_id``: ``wanted`` (the
+    request's ``candidates.pp``) when given; else 1, plus
+    :data:`planner.roofline.PP_OPTIONS` when the model does not fit at the largest
+    single-node TP (``fits_alone`` false) and ``tp`` is that TP (TP within a node,
+    stages across nodes, as engines run models larger than a node)."""
+    if wanted:
+        return list(wanted)
+    if fits_alone:
+        return [1]
+    gpu = catalog.gpus[gpu_id]
+    node = gpu.server.gpus_per_node or gpu.server.gpus_per_server
+    return [1, *rl.PP_OPTIONS] if tp == min(rl.max_tp(gpu), node) else [1]
 
 
 def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) -> list[int]:
@@ -110,10 +127,11 @@ def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus: Iter
 def kv_exposed_ms(replica: rl.Replica, prefill_ms: float, prompt_tokens: float, link) -> float:
     """Exposed KV-transfer time (ms) of a ``prompt_tokens`` prompt prefilled in
     ``prefill_ms`` on ``replica``, shipped over ``link``: each of the tp GPUs ships
-    its shard over its own link (bandwidth x tp), layer-wise streaming hides
+    its shard over its own link (bandwidth x tp x pp: every stage ships its layers),
+    layer-wise streaming hides
     KV_STREAM_OVERLAP of it (``roofline.kv_transfer_ms``, ``exposed_transfer_ms``)."""
     kv_bytes = arch.kv_bytes_for_sequence(replica.model, prompt_tokens, replica.kv_dtype)
-    transfer = rl.kv_transfer_ms(kv_bytes, link.bandwidth_gb_per_s * replica.tp, link.latency_us)
+    transfer = rl.kv_transfer_ms(kv_bytes, link.bandwidth_gb_per_s * replica.gpus, link.latency_us)
     return rl.exposed_transfer_ms(
         transfer, prefill_ms, KV_STREAM_OVERLAP, num_layers=replica.model.num_layers
     )

@@ -94,10 +94,19 @@ class PoolConfig:
     kv_dtype: Dtype
     chunk_budget_tokens: int | None = None
     max_batch: int | None = None
+    #: Pipeline stages (1: none); a replica has ``tp x pp`` GPUs.
+    pp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica: ``tp x pp``."""
+        return self.tp * self.pp
 
     @property
     def key(self) -> str:
         parts = [self.role.value, self.gpu, f"tp{self.tp}", self.dtype.value]
+        if self.pp > 1:
+            parts.insert(3, f"pp{self.pp}")
         if self.chunk_budget_tokens:
             parts.append(f"T{self.chunk_budget_tokens}")
         if self.max_batch:
@@ -173,7 +182,7 @@ class Candidate:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.config.tp
+        return self.config.gpus
 
     @property
     def wait_budget_ms(self) -> float:
@@ -269,7 +278,7 @@ class Candidate:
             class_id=self.class_name,
             role=self.config.role,
             gpu=self.config.gpu,
-            gpus_per_replica=self.config.tp,
+            gpus_per_replica=self.config.gpus,
             cost_usd_per_hour_per_replica=self.cost_usd_per_hour,
             power_kw_per_replica=self.power_kw,
             cuts=self.cuts,

@@ -35,7 +35,7 @@ def dominates(a: Candidate, b: Candidate) -> bool:
         return False
     if b.pairs_with is not None and (a.pairs_with is None or not a.pairs_with >= b.pairs_with):
         return False
-    if a.config.tp > b.config.tp or a.cost_usd_per_hour > b.cost_usd_per_hour:
+    if a.config.gpus > b.config.gpus or a.cost_usd_per_hour > b.cost_usd_per_hour:
         return False
     if a.power_kw > b.power_kw:
         return False
@@ -66,7 +66,7 @@ def prune(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
         groups.setdefault(key, []).append(c)
     keep, drop = [], []
     for group in groups.values():
-        group.sort(key=lambda c: (c.usd_per_rps, c.config.tp, c.config.key))
+        group.sort(key=lambda c: (c.usd_per_rps, c.config.gpus, c.config.key))
         alive: list[Candidate] = []
         for c in group:
             if any(dominates(k, c) for k in alive):

@@ -18,6 +18,7 @@ from planner.candidates.links import (
     kv_link_for,
     kv_pair_link,
     network_link_for_pairs,
+    pp_options,
     prefill_link_options,
     replica_cost_usd_per_hour,
     replica_power_kw,
@@ -120,7 +121,7 @@ def _screen_config(
     the decode GPU types it pairs with, :func:`prefill_link_options`); an aggregated
     one's decode batch is at most ``batch_cap`` when given (KV memory left for idle
     sessions' prefixes)."""
-    gpu, tp, dtype = replica.gpu.id, replica.tp, replica.weight_dtype
+    gpu, tp, dtype, pp = replica.gpu.id, replica.tp, replica.weight_dtype, replica.pp
     slo = cls.slo
 
     def reject(reason: str, detail: str) -> Rejection:
@@ -130,15 +131,15 @@ def _screen_config(
     b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
     cand = Candidate(
         class_name=cls.name,
-        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None),
+        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None, pp),
         replica=replica,
         rate_rps=cls.rate_rps,
         quantile=fig.quantile,
         ttft_slo_ms=slo.ttft_ms,
         tpot_slo_ms=slo.tpot_ms,
         output_mean_tokens=fig.output_mean_tokens,
-        cost_usd_per_hour=replica_cost_usd_per_hour(catalog, gpu, tp),
-        power_kw=replica_power_kw(catalog, gpu, tp),
+        cost_usd_per_hour=replica_cost_usd_per_hour(catalog, gpu, replica.gpus),
+        power_kw=replica_power_kw(catalog, gpu, replica.gpus),
         min_replicas=req.request.constraints.min_replicas_per_pool,
         arrival_cv2=req.request.traffic.burst_cv**2,
         max_utilization=req.request.constraints.max_utilization,
@@ -159,7 +160,7 @@ def _screen_config(
                 f"decode step {step1:.1f} ms at batch 1 exceeds the TPOT SLO {slo.tpot_ms:g} ms",
             )
         b, step = best
-        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b)
+        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b, pp)
         cand.step_ms = step
         return cand
 
@@ -237,7 +238,7 @@ def _screen_config(
 
     mean, cv2 = _expect(fig, service_agg)
     s_q = service_agg(fig.prompt_q_tokens)
-    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b)
+    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b, pp)
     cand.step_ms = step
     cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
     if cand.wait_budget_ms <= 0:
@@ -364,6 +365,28 @@ def _screen_with_sessions(
     return outs
 
 
+def fits_one_node(catalog: Catalog, model_id: str, gpu_id: str, dtype) -> bool:
+    """Whether ``model_id`` in ``dtype`` fits one node of ``gpu_id`` without pipeline
+    stages (at the largest TP within a node: :func:`planner.roofline.memory_needed_gb`
+    against :func:`planner.roofline.usable_memory_gb`)."""
+    gpu = catalog.gpus[gpu_id]
+    node = min(rl.max_tp(gpu), gpu.server.gpus_per_node or gpu.server.gpus_per_server)
+    tp = 1 << (node.bit_length() - 1)  # largest power of two within the node
+    try:
+        replica = rl.build_replica(
+            catalog,
+            model_id,
+            gpu_id,
+            tp=tp,
+            dtype=dtype,
+            kv_dtype=kv_dtype_for(dtype),
+            check_fit=False,
+        )
+    except PlanningError:
+        return True  # not a memory question: the screening reports it
+    return rl.memory_needed_gb(replica) <= rl.usable_memory_gb(replica)
+
+
 def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
     roles = []
     if Mode.AGGREGATED in cls.modes:
@@ -419,7 +442,13 @@ def screen_candidates(
                             )
                         )
                     continue
-                for tp in tp_options(catalog, gpu_id, req.tps):
+                fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
+                shapes = [
+                    (tp, pp)
+                    for tp in tp_options(catalog, gpu_id, req.tps)
+                    for pp in pp_options(catalog, gpu_id, tp, fits_alone, req.pps)
+                ]
+                for tp, pp in shapes:
                     try:
                         replica = rl.build_replica(
                             catalog,
@@ -431,6 +460,7 @@ def screen_candidates(
                             mfu=eff.prefill_mfu,
                             mbu=eff.decode_mbu,
                             overlap_factor=eff.overlap_factor,
+                            pp=pp,
                         )
                     except PlanningError as err:
                         considered += len(roles)

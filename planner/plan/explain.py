@@ -102,7 +102,10 @@ def fill_gpu_seconds(
                 w_pre += p.rate_rps
             if p.role in (PoolRole.DECODE, PoolRole.AGGREGATED) and cand.step_ms:
                 dec += p.rate_rps * sizing.decode_gpu_s(
-                    cand.config.tp, rc.output.mean_tokens, cand.step_ms, cand.config.max_batch or 1
+                    cand.config.gpus,
+                    rc.output.mean_tokens,
+                    cand.step_ms,
+                    cand.config.max_batch or 1,
                 )
                 w_dec += p.rate_rps
         cp.prefill_gpu_s_per_request = pre / w_pre if w_pre else None

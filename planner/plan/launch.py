@@ -36,6 +36,9 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         f"--tp-size={cfg.tp}",
         f"--mem-fraction-static={cand.replica.memory_utilization}",
     ]
+    if cfg.pp > 1:
+        v.append(f"--pipeline-parallel-size={cfg.pp}")
+        s.append(f"--pp-size={cfg.pp}")
     if cfg.dtype.value in ("fp8", "fp4"):
         v.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
         s.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
@@ -63,7 +66,7 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     else:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_consumer"}')
         s.append("--disaggregation-mode=decode")
-    nodes = nodes_per_replica(cfg.tp, gpus_per_node(cand.replica.gpu))
+    nodes = nodes_per_replica(cfg.gpus, gpus_per_node(cand.replica.gpu))
     router = session_router(model_id) if cand.session_affinity else {}
     if nodes == 1:
         return LaunchSettings(vllm=v, sglang=s, router=router)
@@ -122,6 +125,7 @@ def gpus_per_node(gpu) -> int:
     return gpu.server.gpus_per_node or gpu.server.gpus_per_server
 
 
-def nodes_per_replica(tp: int, per_node: int) -> int:
-    """Hosts one replica of ``tp`` GPUs spans: ceil(tp / GPUs per node) (>= 1)."""
-    return max(1, math.ceil(tp / max(1, per_node)))
+def nodes_per_replica(gpus: int, per_node: int) -> int:
+    """Hosts one replica of ``gpus`` GPUs (tp x pp) spans: ceil(gpus / GPUs per node)
+    (>= 1)."""
+    return max(1, math.ceil(gpus / max(1, per_node)))

@@ -34,7 +34,7 @@ class NodeLaunch(Out):
 class LaunchSettings(Out):
     vllm: list[str]
     sglang: list[str]
-    #: Nodes (servers) one replica spans: tp / GPUs per node, 1 for a single server.
+    #: Nodes (servers) one replica spans: tp x pp / GPUs per node, 1 for a single server.
     nodes_per_replica: int = 1
     #: Multi-node replicas: one command per node, with its rank (empty otherwise).
     per_node: list[NodeLaunch] = []
@@ -50,6 +50,8 @@ class PoolPlan(Out):
     role: PoolRole
     gpu: str
     tp: int
+    #: Pipeline stages per replica (1: none); a replica has tp x pp GPUs.
+    pp: int = 1
     dtype: str
     kv_dtype: str
     replicas: int

@@ -204,7 +204,7 @@ def pools_table(pools: Sequence[Mapping[str, Any]]) -> Table:
                 pool_class(p),
                 s(p.get("role")),
                 s(p.get("gpu")),
-                num(p.get("tp")),
+                _text.parallel_text(p),
                 dt,
                 num(p.get("replicas")),
                 num(p.get("gpus")),

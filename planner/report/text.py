@@ -114,6 +114,14 @@ def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
     return f"{usd(b[0], digits)}-{usd(b[1], digits)}"
 
 
+def parallel_text(pool: Mapping[str, Any]) -> str:
+    """A pool's parallelism: its TP degree, with ``x pp2`` for pipeline stages (``8``,
+    ``8 x pp2``)."""
+    tp, pp = pool.get("tp"), pool.get("pp") or 1
+    text = num(tp)
+    return f"{text} x pp{pp}" if _is_num(pp) and pp > 1 else text
+
+
 def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
     pts, sigma 0.23``, ``scaled x0.57 to 26 pts, sigma 0.40`` (the analogy's factors
@@ -282,7 +290,7 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
                 _s(p.get("class")),
                 _s(p.get("role")),
                 _s(p.get("gpu")),
-                num(p.get("tp")),
+                parallel_text(p),
                 dtype,
                 num(p.get("replicas")),
                 num(p.get("gpus")),
@@ -500,7 +508,8 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
         if nodes > 1 and per_node:
             out.append(
                 f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
-                f"tp{p.get('tp')}, multi-node: each replica spans {num(nodes)} nodes, one "
+                f"tp{parallel_text(p).replace(' x ', ' ')}, multi-node: each replica spans "
+                f"{num(nodes)} nodes, one "
                 "command per node (HEAD_ADDR: the replica's node-0 address)"
             )
             for x in per_node:
@@ -517,7 +526,7 @@ def _launch(plan: Mapping[str, Any]) -> list[str]:
             continue
         out.append(
             f"  {p.get('class')} {p.get('role')}: {num(p.get('replicas'))} x {p.get('gpu')} "
-            f"tp{p.get('tp')}"
+            f"tp{parallel_text(p).replace(' x ', ' ')}"
         )
         out.append("    " + shlex.join(str(a) for a in cmd))
         router = _list(_map(launch.get("router")).get("vllm"))

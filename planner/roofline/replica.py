@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from catalog.schema import Catalog, Dtype, Gpu, Link, Model
+from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, Model
 from planner import architecture as arch
 from planner import engines
 from planner import kernels as kn
@@ -73,6 +73,26 @@ class Replica:
     activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB
     attention_dtype: Dtype = Dtype.BF16
     engine: str = engines.DEFAULT_ENGINE
+    #: Pipeline stages (each ``tp`` GPUs holding ``num_layers / pp`` layers) and the link
+    #: between consecutive stages (the network across nodes; None at ``pp == 1``).
+    pp: int = 1
+    pp_link: Link | None = None
+    #: MoE serving with data-parallel attention and expert parallelism: ``dp`` attention
+    #: ranks of ``tp / dp`` GPUs each (every rank its own sequences and KV cache, its own
+    #: copy of the non-expert weights), the routed experts spread over ``ep`` GPUs (1, 1:
+    #: plain tensor parallelism).
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica: ``tp x pp``."""
+        return self.tp * self.pp
+
+    @property
+    def attention_tp(self) -> int:
+        """GPUs one attention rank spans: ``tp / dp`` (KV replication follows it)."""
+        return self.tp // self.dp
 
     @cached_property
     def coefficients(self) -> kn.StepCoefficients:
@@ -105,6 +125,26 @@ class Replica:
             raise PlanningError.for_field(
                 "activation_reserve_gb", f"must be >= 0, got {self.activation_reserve_gb}"
             )
+        if isinstance(self.pp, bool) or not isinstance(self.pp, int) or self.pp < 1:
+            raise PlanningError.for_field("pp", f"must be a positive integer, got {self.pp!r}")
+        for name, value in (("dp", self.dp), ("ep", self.ep)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PlanningError.for_field(name, f"must be a positive integer, got {value!r}")
+            if self.tp % value:
+                raise PlanningError.for_field(name, f"{name}={value} must divide tp={self.tp}")
+        if self.ep > 1:
+            if self.model.moe is None:
+                raise PlanningError.for_field(
+                    "ep", f"{self.model.id} has no experts to spread (not a mixture of experts)"
+                )
+            if self.model.moe.num_experts % self.ep:
+                raise PlanningError.for_field(
+                    "ep",
+                    f"ep={self.ep} does not divide {self.model.id}'s "
+                    f"{self.model.moe.num_experts} experts",
+                )
+        if self.pp > 1 and self.pp_link is None:
+            raise PlanningError.for_field("pp", f"pp={self.pp} needs a link between stages")
         if self.tp > 1 and self.scale_up_link is None:
             raise PlanningError.for_field(
                 "tp", f"tp={self.tp} needs a scale-up link and {self.gpu.id} has none"
@@ -129,20 +169,22 @@ def _check_fraction(field: str, value: float | None) -> None:
 
 
 def memory_needed_gb(replica: Replica) -> float:
-    """Memory a replica needs to fit (GB): weights + ``tp x activation_reserve`` + the KV
-    cache of one sequence of ``min(max_context, MIN_FIT_CONTEXT_TOKENS)`` tokens, held
-    ``kv_replication(tp)`` times (heads or an MLA latent replicated over ranks)."""
+    """Memory a replica needs to fit (GB): weights + ``tp x pp x activation_reserve`` + the
+    KV cache of one sequence of ``min(max_context, MIN_FIT_CONTEXT_TOKENS)`` tokens, held
+    ``kv_replication(tp)`` times (heads or an MLA latent replicated over ranks; pipeline
+    stages split layers, so they add no copies). Stages are taken as balanced (layers
+    split evenly)."""
     ctx = min(replica.model.max_context_tokens, MIN_FIT_CONTEXT_TOKENS)
     kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype) * arch.kv_replication(
-        replica.model, replica.tp
+        replica.model, replica.attention_tp
     )
-    weights = arch.weight_bytes(replica.model, replica.weight_dtype)
-    return (weights + kv) / 1e9 + replica.tp * replica.activation_reserve_gb
+    weights = replica_weight_bytes(replica)
+    return (weights + kv) / 1e9 + replica.gpus * replica.activation_reserve_gb
 
 
 def usable_memory_gb(replica: Replica) -> float:
-    """Memory the engine may use (GB): ``tp x memory_gb x memory_utilization``."""
-    return replica.tp * replica.gpu.memory_gb * replica.memory_utilization
+    """Memory the engine may use (GB): ``tp x pp x memory_gb x memory_utilization``."""
+    return replica.gpus * replica.gpu.memory_gb * replica.memory_utilization
 
 
 def check_memory_fit(replica: Replica) -> None:
@@ -157,12 +199,13 @@ def check_memory_fit(replica: Replica) -> None:
         return
     m, g = replica.model, replica.gpu
     ctx = min(m.max_context_tokens, MIN_FIT_CONTEXT_TOKENS)
-    weights_gb = arch.weight_bytes(m, replica.weight_dtype) / 1e9
-    reserve_gb = replica.tp * replica.activation_reserve_gb
+    weights_gb = replica_weight_bytes(replica) / 1e9
+    reserve_gb = replica.gpus * replica.activation_reserve_gb
+    shape = f"tp={replica.tp}" + (f" x pp={replica.pp}" if replica.pp > 1 else "")
     text = (
         f"{m.id} in {replica.weight_dtype} needs {needed:.1f} GB ({weights_gb:.1f} GB weights "
         f"+ {reserve_gb:.1f} GB activations + {needed - weights_gb - reserve_gb:.1f} GB for one "
-        f"{ctx}-token KV cache) but tp={replica.tp} x {g.id} offers {available:.1f} GB usable "
+        f"{ctx}-token KV cache) but {shape} x {g.id} offers {available:.1f} GB usable "
         f"({g.memory_gb:g} GB x {replica.memory_utilization:g} per GPU)"
     )
     larger = [
@@ -172,9 +215,35 @@ def check_memory_fit(replica: Replica) -> None:
         and needed - replica.tp * replica.activation_reserve_gb + t * replica.activation_reserve_gb
         <= t * g.memory_gb * replica.memory_utilization
     ]
-    if larger:
+    if larger and replica.pp == 1:
         raise DoesNotFitError.for_field("tp", f"{text}; tp={larger[0]} would fit")
+    stages = [
+        k
+        for k in PP_OPTIONS
+        if k > replica.pp
+        and needed + (replica.tp * k - replica.gpus) * replica.activation_reserve_gb
+        <= replica.tp * k * g.memory_gb * replica.memory_utilization
+    ]
+    if stages:
+        raise DoesNotFitError.for_field(
+            "pp", f"{text}; pipeline parallelism across nodes (pp={stages[0]}) would fit"
+        )
     raise DoesNotFitError.for_field("gpu", f"{text}, even at the largest tp of its domain")
+
+
+#: Pipeline-parallel degrees offered (stages across nodes).
+PP_OPTIONS = (2, 4, 8)
+
+
+def pp_link_id(gpu: Gpu, tp: int, pp: int) -> str | None:
+    """The link between a replica's pipeline stages: None at pp 1, the scale-up link
+    when all ``tp x pp`` GPUs share one scale-up domain (e.g. NVL72), else the GPU's
+    network link (stages on separate nodes)."""
+    if pp <= 1:
+        return None
+    if tp * pp <= gpu.scale_up_domain_size and gpu.scale_up_link is not None:
+        return gpu.scale_up_link
+    return gpu.network_link
 
 
 def max_tp(gpu: Gpu) -> int:
@@ -209,6 +278,9 @@ def build_replica(
     memory_utilization: float | None = None,
     activation_reserve_gb: float | None = None,
     engine: str | None = None,
+    pp: int = 1,
+    dp: int = 1,
+    ep: int = 1,
 ) -> Replica:
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
@@ -217,7 +289,10 @@ def build_replica(
     ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
     activation dtype, bf16, even for fp8 weights). ``engine`` (default vLLM) sets the
     memory defaults and the attention precision (:mod:`planner.engines`). ``tp`` may
-    exceed the scale-up domain up to a whole server (TP over PCIe). Raises
+    exceed the scale-up domain up to a whole server (TP over PCIe); ``pp`` pipeline
+    stages of ``tp`` GPUs each split the layers (:func:`pp_link_id` between them); ``dp``
+    data-parallel attention ranks and ``ep``-way expert parallelism (MoE models) within
+    the ``tp`` GPUs (:class:`Replica`). Raises
     :class:`UnknownEntryError` (fields ``model``, ``gpu``) or
     :class:`PlanningError` (``tp``, ``dtype``, ``kv_dtype``, ``mfu``, ``mbu``,
     ``step_overhead_ms``, ``overlap_factor``) and, with ``check_fit``,
@@ -242,6 +317,14 @@ def build_replica(
             f"its {gpu.server.gpus_per_server}-GPU server: the largest replica is "
             f"{max_tp(gpu)} GPUs (TP over PCIe beyond the scale-up domain)",
         )
+    if isinstance(pp, bool) or not isinstance(pp, int) or not (pp == 1 or pp in PP_OPTIONS):
+        raise PlanningError.for_field(
+            "pp", f"must be 1 or one of {', '.join(map(str, PP_OPTIONS))}, got {pp!r}"
+        )
+    if pp > 1 and model.num_layers < pp:
+        raise PlanningError.for_field(
+            "pp", f"{model.id} has {model.num_layers} layers, fewer than pp={pp} stages"
+        )
     profile = engines.engine_profile(engine)
     w_dtype = _parse_dtype(dtype, "dtype")
     if gpu.peak_tflops(w_dtype) is None:
@@ -264,6 +347,7 @@ def build_replica(
     eff = gpu.efficiency_for(w_dtype)
     link_id = tp_link_id(gpu, tp)
     link = catalog.links[link_id] if link_id is not None else None
+    stage_link_id = pp_link_id(gpu, tp, pp)
     replica = Replica(
         model=model,
         gpu=gpu,
@@ -285,6 +369,10 @@ def build_replica(
         ),
         attention_dtype=engines.attention_dtype(profile, k_dtype),
         engine=profile.name,
+        pp=pp,
+        pp_link=catalog.links[stage_link_id] if stage_link_id is not None else None,
+        dp=dp,
+        ep=ep,
     )
     if check_fit:
         check_memory_fit(replica)
@@ -292,15 +380,22 @@ def build_replica(
 
 
 def replica_weight_bytes(replica: Replica) -> float:
-    """Bytes of the replica's weights in its dtype (all ``tp`` shards together)."""
-    return arch.weight_bytes(replica.model, replica.weight_dtype)
+    """Bytes of the replica's weights in its dtype, all shards together:
+    ``weight_bytes + (dp - 1) x dense (non-expert) weight bytes`` (every data-parallel
+    attention rank holds its own copy of the non-expert weights; conservative, as
+    engines may shard the dense MLPs over the ranks)."""
+    extra = (replica.dp - 1) * arch.dense_weight_param_count(replica.model)
+    return (
+        arch.weight_bytes(replica.model, replica.weight_dtype)
+        + extra * (DTYPE_BYTES[replica.weight_dtype])
+    )
 
 
 def kv_capacity_bytes(replica: Replica) -> float:
     """Bytes left for the KV cache:
-    ``(tp x memory_gb x memory_utilization - tp x activation_reserve_gb) x 1e9 - weights``
-    (bytes; 0 if negative)."""
-    usable = usable_memory_gb(replica) - replica.tp * replica.activation_reserve_gb
+    ``(G x memory_gb x memory_utilization - G x activation_reserve_gb) x 1e9 - weights``
+    with ``G = tp x pp`` GPUs (bytes; 0 if negative)."""
+    usable = usable_memory_gb(replica) - replica.gpus * replica.activation_reserve_gb
     return max(usable * 1e9 - replica_weight_bytes(replica), 0.0)
 
 
@@ -312,7 +407,7 @@ def kv_capacity_tokens(replica: Replica) -> int:
     sequence (see :func:`max_resident_batch`). Replicated KV heads (tp > kv_heads) and
     MLA's latent (whole on every rank) divide the pooled capacity.
     """
-    per_token = arch.kv_bytes_per_token_held(replica.model, replica.kv_dtype, replica.tp)
+    per_token = arch.kv_bytes_per_token_held(replica.model, replica.kv_dtype, replica.attention_tp)
     return math.floor(kv_capacity_bytes(replica) / per_token)
 
 

@@ -99,8 +99,9 @@ def prefill_ms(
     A sum of kernels (:mod:`planner.kernels`): weight GEMMs
     ``max(S x 2 N_dense / F_gemm, dense weight bytes / W_eff)``, MoE expert GEMMs,
     attention ``max(attention FLOPs / F_attn, KV bytes / W_eff)``, then
-    ``tp_comm_ms(S) + step_overhead`` (only with ``include_overhead``). 0 when nothing
-    is new.
+    ``tp_comm_ms(S) + step_overhead`` (only with ``include_overhead``), and with ``pp``
+    pipeline stages ``(pp - 1)`` hand-overs of the prompt's activations (the stages run
+    one after another for one prompt). 0 when nothing is new.
 
     DOMAIN.md's "129 ms prefill" of a 4,096-token llama-2-7b prompt on one H100 at
     MFU 0.5 is ``4096 x 15.62 GFLOP / 494.7 TFLOP/s = 129.4 ms``: attention at
@@ -124,7 +125,7 @@ def prefill_ms(
         flops = new * c.prefill_attn_per_ctx * c.context_weight(prompt_tokens)
         t += max(flops / c.f_attn_per_ms, c.kv_held_bytes(prompt_tokens) / c.w_per_ms)
     if include_overhead:
-        t += c.comm_ms(new) + c.overhead_ms
+        t += c.comm_ms(new) + c.overhead_ms + c.pipeline_ms(new, hops=replica.pp - 1)
     return t
 
 

@@ -141,7 +141,7 @@ def build_fleet(
     model = catalog.models[req.model_id]
     if plan.get("model", req.model_id) != req.model_id:
         raise PlanningError.for_field("model", "the plan and its request name different models")
-    replicas: dict[tuple[str, int, str, str], rl.Replica] = {}
+    replicas: dict[tuple[str, int, str, str, int], rl.Replica] = {}
     by_class: dict[str, list[SimPool]] = {}
     for pool in plan.get("pools", []):
         n = int(pool["replicas"])
@@ -149,9 +149,10 @@ def build_fleet(
         if n <= 0 or rate <= 0:
             continue
         gpu, tp, dtype, kv = pool["gpu"], int(pool["tp"]), pool["dtype"], pool["kv_dtype"]
+        pp = int(pool.get("pp") or 1)
         if gpu not in catalog.gpus:
             raise PlanningError.for_field("pools.gpu", f"the catalog has no GPU {gpu!r}")
-        key = (gpu, tp, dtype, kv)
+        key = (gpu, tp, dtype, kv, pp)
         if key not in replicas:
             replicas[key] = rl.build_replica(
                 catalog,
@@ -163,13 +164,14 @@ def build_fleet(
                 mfu=eff.prefill_mfu,
                 mbu=eff.decode_mbu,
                 overlap_factor=eff.overlap_factor,
+                pp=pp,
             )
         role = PoolRole(pool["role"])
         link_bw, link_lat = None, 0.0
         if role == PoolRole.PREFILL:
             link_id = pool.get("kv_transfer_link")
             link = catalog.links[link_id] if link_id in catalog.links else kv_link_for(catalog, gpu)
-            link_bw, link_lat = link.bandwidth_gb_per_s * tp, link.latency_us
+            link_bw, link_lat = link.bandwidth_gb_per_s * tp * pp, link.latency_us
         by_class.setdefault(_pool_class(pool), []).append(
             SimPool(
                 id=str(pool["id"]),
