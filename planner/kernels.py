@@ -17,6 +17,15 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
 * the per-step **overhead**.
 
+**Data-parallel attention with expert parallelism** (MoE models, ``dp`` attention
+ranks of ``tp / dp`` GPUs, experts over ``ep`` GPUs): attention and dense GEMMs run
+per rank on ``B / dp`` sequences, so their FLOPs and KV reads spread as before but
+every rank reads its own copy of the dense weights (``dp x dense bytes / W_eff``),
+and the KV is replicated only over a rank's ``tp / dp`` GPUs (an MLA latent once per
+rank instead of ``tp`` times); expert GEMMs spread over ``ep`` GPUs at
+:data:`EP_LOAD_IMBALANCE`; the all-reduces shrink to a rank's GPUs and each MoE layer
+adds a dispatch and a combine all-to-all (:func:`all_to_all_ms`).
+
 **Pipeline parallelism** (``pp`` stages of ``tp`` GPUs, layers split evenly): the
 ``B`` resident sequences run as ``pp`` micro-batches of ``B / pp``, one per stage at
 a time, so every sequence advances one token per pass of its micro-batch through all
@@ -67,6 +76,11 @@ MOE_HALF_EFFICIENCY_TOKENS = 16.0
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
 ACTIVATION_BYTES = 2.0
 
+#: Expert parallelism: the busiest GPU's share of expert work over the mean (the step
+#: waits for it). Assumed: routing skew at decode batches with an expert-placement
+#: balancer is commonly reported at 1.1-1.3x; 1.25 errs high. Not fitted.
+EP_LOAD_IMBALANCE = 1.25
+
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
     """Share of the dense MFU a grouped expert GEMM reaches at ``m`` tokens per expert:
@@ -101,6 +115,17 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
     one_shot = alpha_ms + (tp - 1) * message_bytes * beta_ms
     two_shot = 2 * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
     return min(ring, one_shot, two_shot)
+
+
+def all_to_all_ms(link: Link, ranks: int, bytes_per_rank: float) -> float:
+    """One all-to-all over ``ranks`` GPUs on ``link``, each rank sending
+    ``bytes_per_rank`` spread evenly over all ranks (ms):
+    ``latency + bytes_per_rank x (ranks - 1) / ranks / bandwidth``; 0 for one rank."""
+    if ranks <= 1 or bytes_per_rank <= 0:
+        return 0.0
+    return link.latency_us * 1e-3 + bytes_per_rank * (ranks - 1) / ranks / (
+        link.bandwidth_gb_per_s * 1e9 / 1e3
+    )
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,9 @@ class StepCoefficients:
     overlap: float
     pp: int = 1
     pp_link: Link | None = None
+    dp: int = 1
+    ep: int = 1
+    moe_layers: int = 0
 
     # ------------------------------------------------------------ shapes
 
@@ -179,12 +207,13 @@ class StepCoefficients:
 
     def gemm_ms(self, tokens: float) -> float:
         """Dense weight GEMMs over ``tokens`` tokens:
-        ``max(tokens x 2 N_dense / F_gemm, dense bytes / W_eff)`` (ms; 0 with no tokens)."""
+        ``max(tokens x 2 N_dense / F_gemm, dp x dense bytes / W_eff)`` (ms; 0 with no
+        tokens; ``dp`` attention ranks each read their own copy)."""
         if tokens <= 0:
             return 0.0
         return max(
             tokens * self.dense_flops_per_token / self.f_gemm_per_ms,
-            self.dense_weight_bytes / self.w_per_ms,
+            self.dp * self.dense_weight_bytes / self.w_per_ms,
         )
 
     def experts_touched(self, tokens: float) -> float:
@@ -210,7 +239,8 @@ class StepCoefficients:
             * self.expert_bytes_all_layers
             / (self.w_per_ms * MOE_BANDWIDTH_EFFICIENCY)
         )
-        return max(compute, memory)
+        skew = EP_LOAD_IMBALANCE if self.ep > 1 else 1.0
+        return skew * max(compute, memory)
 
     def decode_attention_parts_ms(self, batch: float, context: float) -> tuple[float, float]:
         """(compute, memory) of ``batch`` decodes' attention at mean context (ms)."""
@@ -244,11 +274,20 @@ class StepCoefficients:
         )
 
     def comm_ms(self, tokens: float) -> float:
-        """Two all-reduces per layer of ``tokens x hidden x 2`` bytes (ms; 0 at tp 1)."""
+        """Collectives of a step over ``tokens`` tokens (ms; 0 at tp 1): two all-reduces
+        per layer of ``tokens x hidden x 2`` bytes over the ``tp`` GPUs; with ``dp``
+        attention ranks, the all-reduces of a rank's ``tokens / dp`` over its ``tp / dp``
+        GPUs, and with ``ep`` two all-to-alls per MoE layer (dispatch, combine) of a
+        rank's ``tokens / dp x k x hidden x 2`` bytes (:func:`all_to_all_ms`)."""
         if self.tp <= 1 or tokens <= 0 or self.link is None:
             return 0.0
-        message = tokens * self.hidden_size * ACTIVATION_BYTES
-        return 2 * self.num_layers * allreduce_ms(self.link, self.tp, message)
+        if self.dp == 1 and self.ep == 1:
+            message = tokens * self.hidden_size * ACTIVATION_BYTES
+            return 2 * self.num_layers * allreduce_ms(self.link, self.tp, message)
+        per_rank = tokens / self.dp * self.hidden_size * ACTIVATION_BYTES
+        t = 2 * self.num_layers * allreduce_ms(self.link, self.tp // self.dp, per_rank)
+        routed = per_rank * self.experts_per_token
+        return t + 2 * self.moe_layers * all_to_all_ms(self.link, self.ep, routed)
 
     def stage_hop_ms(self, tokens: float) -> float:
         """One hand-over between pipeline stages of ``tokens`` tokens' activations (ms):
@@ -363,7 +402,7 @@ def coefficients_of(replica) -> StepCoefficients:
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
     b_w = DTYPE_BYTES[replica.weight_dtype]
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
-    repl = arch.kv_replication(model, tp)
+    repl = arch.kv_replication(model, replica.attention_tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
     return StepCoefficients(
@@ -391,15 +430,20 @@ def coefficients_of(replica) -> StepCoefficients:
         overlap=replica.overlap_factor,
         pp=replica.pp,
         pp_link=replica.pp_link,
+        dp=replica.dp,
+        ep=replica.ep,
+        moe_layers=arch.moe_layer_count(model),
     )
 
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "EP_LOAD_IMBALANCE",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
     "StepCoefficients",
     "StepKernels",
+    "all_to_all_ms",
     "allreduce_ms",
     "coefficients_of",
     "grouped_gemm_efficiency",

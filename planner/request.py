@@ -122,6 +122,13 @@ class CandidateSpec(Strict):
         description="Pipeline-parallel degrees to consider (1, 2, 4, 8). Default: 1, and "
         "2/4/8 with TP filling a node when the model does not fit one node.",
     )
+    ep: list[Annotated[int, Field(ge=1, le=1024)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Expert-parallel degrees to consider for a mixture-of-experts model "
+        "(with data-parallel attention over the same GPUs; 1: plain TP). Each must divide "
+        "the model's expert count. Default: 1, and ep = tp where tp divides the experts.",
+    )
     chunk_budgets: list[Annotated[int, Field(ge=16, le=65536)]] = Field(
         default_factory=lambda: list(DEFAULT_CHUNK_BUDGETS), min_length=1
     )
@@ -317,6 +324,7 @@ class ResolvedRequest:
     chunk_budgets: tuple[int, ...]
     warnings: tuple[str, ...] = ()
     pps: tuple[int, ...] | None = None
+    eps: tuple[int, ...] | None = None
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -483,6 +491,20 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
                 f"candidates.gpus[{i}]",
                 f"unknown GPU {_clip(g)!r}; known: {', '.join(sorted(catalog.gpus))}",
             )
+    model = catalog.models[req.model]
+    for i, ep in enumerate(req.candidates.ep or []):
+        if ep == 1:
+            continue
+        if model.moe is None:
+            raise PlanningError.for_field(
+                f"candidates.ep[{i}]",
+                f"{ep}: {model.id} is not a mixture of experts (no experts to spread); use 1",
+            )
+        if model.moe.num_experts % ep:
+            raise PlanningError.for_field(
+                f"candidates.ep[{i}]",
+                f"{ep} does not divide {model.id}'s {model.moe.num_experts} experts",
+            )
     for g in req.constraints.max_gpus:
         if g not in catalog.gpus:
             raise UnknownEntryError.for_field(
@@ -496,6 +518,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         dtypes=tuple(dict.fromkeys(req.candidates.dtypes)),
         tps=tuple(sorted(set(req.candidates.tp))) if req.candidates.tp else None,
         pps=tuple(sorted(set(req.candidates.pp))) if req.candidates.pp else None,
+        eps=tuple(sorted(set(req.candidates.ep))) if req.candidates.ep else None,
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),
     )

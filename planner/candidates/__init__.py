@@ -26,6 +26,7 @@ and capacity curves). Every name is re-exported here.
 
 from planner.candidates.links import (
     RACK_SCALE_DOMAIN,
+    dp_ep_options,
     kv_exposed_ms,
     kv_link_for,
     kv_pair_link,
@@ -78,6 +79,7 @@ __all__ = [
     "attach_capacity",
     "capacity_maximizing_batch",
     "dominates",
+    "dp_ep_options",
     "fast_chunked_ttft_ms",
     "kv_dtype_for",
     "kv_exposed_ms",

@@ -27,6 +27,28 @@ def replica_power_kw(catalog: Catalog, gpu_id: str, gpus: int) -> float:
     return gpus * per_gpu_w / 1000.0
 
 
+def dp_ep_options(
+    catalog: Catalog, model_id: str, gpu_id: str, tp: int, wanted: tuple[int, ...] | None
+) -> list[tuple[int, int]]:
+    """(dp, ep) pairs to screen at ``tp`` (pairs (1, 1): plain TP). For a mixture of
+    experts, also data-parallel attention with expert parallelism over all ``tp`` GPUs
+    (``dp = ep = tp``, as engines serve DeepSeek-class models) when ``tp >= 2``, ``tp``
+    divides the expert count, and the GPUs share a scale-up link (no all-to-all over
+    PCIe). ``wanted`` (the request's ``candidates.ep``) keeps only those ep values."""
+    model, gpu = catalog.models[model_id], catalog.gpus[gpu_id]
+    out = [(1, 1)]
+    if (
+        model.moe is not None
+        and tp >= 2
+        and model.moe.num_experts % tp == 0
+        and rl.tp_link_id(gpu, tp) == gpu.scale_up_link
+    ):
+        out.append((tp, tp))
+    if wanted:
+        out = [(d, e) for d, e in out if e in wanted]
+    return out
+
+
 def pp_options(
     catalog: Catalog, gpu_id: str, tp: int, fits_alone: bool, wanted: tuple[int, ...] | None
 ) -> list[int]:

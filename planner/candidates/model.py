@@ -96,6 +96,9 @@ class PoolConfig:
     max_batch: int | None = None
     #: Pipeline stages (1: none); a replica has ``tp x pp`` GPUs.
     pp: int = 1
+    #: MoE: data-parallel attention ranks and expert-parallel GPUs within ``tp`` (1: none).
+    dp: int = 1
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
@@ -107,6 +110,8 @@ class PoolConfig:
         parts = [self.role.value, self.gpu, f"tp{self.tp}", self.dtype.value]
         if self.pp > 1:
             parts.insert(3, f"pp{self.pp}")
+        if self.dp > 1 or self.ep > 1:
+            parts.insert(3, f"dp{self.dp}-ep{self.ep}")
         if self.chunk_budget_tokens:
             parts.append(f"T{self.chunk_budget_tokens}")
         if self.max_batch:

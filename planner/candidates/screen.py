@@ -14,6 +14,7 @@ from catalog.schema import Catalog
 from planner import roofline as rl
 from planner.candidates import sessions as ses
 from planner.candidates.links import (
+    dp_ep_options,
     kv_exposed_ms,
     kv_link_for,
     kv_pair_link,
@@ -122,6 +123,7 @@ def _screen_config(
     one's decode batch is at most ``batch_cap`` when given (KV memory left for idle
     sessions' prefixes)."""
     gpu, tp, dtype, pp = replica.gpu.id, replica.tp, replica.weight_dtype, replica.pp
+    par = {"pp": pp, "dp": replica.dp, "ep": replica.ep}
     slo = cls.slo
 
     def reject(reason: str, detail: str) -> Rejection:
@@ -131,7 +133,7 @@ def _screen_config(
     b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
     cand = Candidate(
         class_name=cls.name,
-        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None, pp),
+        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None, **par),
         replica=replica,
         rate_rps=cls.rate_rps,
         quantile=fig.quantile,
@@ -160,7 +162,7 @@ def _screen_config(
                 f"decode step {step1:.1f} ms at batch 1 exceeds the TPOT SLO {slo.tpot_ms:g} ms",
             )
         b, step = best
-        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b, pp)
+        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b, **par)
         cand.step_ms = step
         return cand
 
@@ -238,7 +240,7 @@ def _screen_config(
 
     mean, cv2 = _expect(fig, service_agg)
     s_q = service_agg(fig.prompt_q_tokens)
-    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b, pp)
+    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b, **par)
     cand.step_ms = step
     cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
     if cand.wait_budget_ms <= 0:
@@ -444,11 +446,12 @@ def screen_candidates(
                     continue
                 fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
                 shapes = [
-                    (tp, pp)
+                    (tp, pp, dp, ep)
                     for tp in tp_options(catalog, gpu_id, req.tps)
                     for pp in pp_options(catalog, gpu_id, tp, fits_alone, req.pps)
+                    for dp, ep in dp_ep_options(catalog, req.model_id, gpu_id, tp, req.eps)
                 ]
-                for tp, pp in shapes:
+                for tp, pp, dp, ep in shapes:
                     try:
                         replica = rl.build_replica(
                             catalog,
@@ -461,6 +464,8 @@ def screen_candidates(
                             mbu=eff.decode_mbu,
                             overlap_factor=eff.overlap_factor,
                             pp=pp,
+                            dp=dp,
+                            ep=ep,
                         )
                     except PlanningError as err:
                         considered += len(roles)

@@ -86,6 +86,8 @@ def plan_from_result(
                 gpu=cand.config.gpu,
                 tp=cand.config.tp,
                 pp=cand.config.pp,
+                dp=cand.config.dp,
+                ep=cand.config.ep,
                 dtype=cand.config.dtype.value,
                 kv_dtype=cand.config.kv_dtype.value,
                 replicas=n,

@@ -25,7 +25,7 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         "vllm",
         "serve",
         model_id,
-        f"--tensor-parallel-size={cfg.tp}",
+        f"--tensor-parallel-size={cfg.tp // cfg.dp}",
         f"--gpu-memory-utilization={cand.replica.memory_utilization}",
     ]
     s = [
@@ -39,6 +39,13 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     if cfg.pp > 1:
         v.append(f"--pipeline-parallel-size={cfg.pp}")
         s.append(f"--pp-size={cfg.pp}")
+    if cfg.dp > 1:
+        # vLLM: dp engines of tp/dp GPUs; SGLang: --tp-size counts all GPUs
+        v.append(f"--data-parallel-size={cfg.dp}")
+        s += ["--enable-dp-attention", f"--dp-size={cfg.dp}"]
+    if cfg.ep > 1:
+        v.append("--enable-expert-parallel")
+        s.append(f"--ep-size={cfg.ep}")
     if cfg.dtype.value in ("fp8", "fp4"):
         v.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
         s.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")

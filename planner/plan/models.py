@@ -52,6 +52,9 @@ class PoolPlan(Out):
     tp: int
     #: Pipeline stages per replica (1: none); a replica has tp x pp GPUs.
     pp: int = 1
+    #: MoE: data-parallel attention ranks and expert-parallel GPUs within tp (1: unused).
+    dp: int = 1
+    ep: int = 1
     dtype: str
     kv_dtype: str
     replicas: int

@@ -115,10 +115,14 @@ def usd_band(band: Any, digits: int = 2, missing: str = MISSING) -> str:
 
 
 def parallel_text(pool: Mapping[str, Any]) -> str:
-    """A pool's parallelism: its TP degree, with ``x pp2`` for pipeline stages (``8``,
-    ``8 x pp2``)."""
+    """A pool's parallelism: its TP degree, with ``x pp2`` for pipeline stages and the
+    data-parallel attention and expert parallelism of a MoE pool (``8``, ``8 x pp2``,
+    ``8 (dp8 ep8)``)."""
     tp, pp = pool.get("tp"), pool.get("pp") or 1
+    dp, ep = pool.get("dp") or 1, pool.get("ep") or 1
     text = num(tp)
+    if _is_num(dp) and _is_num(ep) and (dp > 1 or ep > 1):
+        text += f" (dp{dp} ep{ep})"
     return f"{text} x pp{pp}" if _is_num(pp) and pp > 1 else text
 
 

@@ -141,7 +141,7 @@ def build_fleet(
     model = catalog.models[req.model_id]
     if plan.get("model", req.model_id) != req.model_id:
         raise PlanningError.for_field("model", "the plan and its request name different models")
-    replicas: dict[tuple[str, int, str, str, int], rl.Replica] = {}
+    replicas: dict[tuple[str, int, str, str, int, int, int], rl.Replica] = {}
     by_class: dict[str, list[SimPool]] = {}
     for pool in plan.get("pools", []):
         n = int(pool["replicas"])
@@ -150,9 +150,10 @@ def build_fleet(
             continue
         gpu, tp, dtype, kv = pool["gpu"], int(pool["tp"]), pool["dtype"], pool["kv_dtype"]
         pp = int(pool.get("pp") or 1)
+        dp, ep = int(pool.get("dp") or 1), int(pool.get("ep") or 1)
         if gpu not in catalog.gpus:
             raise PlanningError.for_field("pools.gpu", f"the catalog has no GPU {gpu!r}")
-        key = (gpu, tp, dtype, kv, pp)
+        key = (gpu, tp, dtype, kv, pp, dp, ep)
         if key not in replicas:
             replicas[key] = rl.build_replica(
                 catalog,
@@ -165,6 +166,8 @@ def build_fleet(
                 mbu=eff.decode_mbu,
                 overlap_factor=eff.overlap_factor,
                 pp=pp,
+                dp=dp,
+                ep=ep,
             )
         role = PoolRole(pool["role"])
         link_bw, link_lat = None, 0.0
