@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
+from planner import risk
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.plan.figures import output_tokens_per_hour
@@ -321,6 +322,14 @@ def attach_tco(
     plan.tco = tco
     plan.capex_usd = tco.capex_usd
     plan.servers_by_type = dict(tco.servers_by_type)
+    bands = [(p.gpu, *p.cost_band_usd_per_hour) for p in plan.pools if p.cost_band_usd_per_hour]
+    if bands:
+        ranges = {}
+        for g in {b[0] for b in bands}:
+            price = catalog.gpus[g].price
+            lo, hi = price.range_usd_per_hour or (price.usd_per_hour, price.usd_per_hour)
+            ranges[g] = (lo, price.usd_per_hour, hi)
+        plan.cost_band_with_prices_usd_per_hour = risk.price_band_usd_per_hour(bands, ranges)
 
 
 def calibrated_catalog(

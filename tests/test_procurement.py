@@ -83,6 +83,16 @@ def test_hourly_need_follows_the_curve_and_keeps_the_minimum():
     assert hourly_need(flat, DIURNAL) == (7,) * 24
 
 
+def test_price_band_moves_each_pool_to_its_price_range():
+    from planner.risk import price_band_usd_per_hour
+
+    bands = [("a", 10.0, 20.0), ("b", 4.0, 8.0), ("c", 1.0, 2.0)]
+    ranges = {"a": (1.0, 2.0, 5.0), "b": (2.0, 2.0, 2.0)}  # c: no range, nominal
+    lo, hi = price_band_usd_per_hour(bands, ranges)
+    assert lo == pytest.approx(10 * 0.5 + 4 + 1)
+    assert hi == pytest.approx(20 * 2.5 + 8 + 2)
+
+
 # --------------------------------------------------------------------------- whole servers
 
 
@@ -263,6 +273,10 @@ def test_80_20_has_capex_whole_servers_and_a_3_year_tco(plan_80_20):
     assert plan.capex_usd == tco.capex_usd and plan.servers_by_type == tco.servers_by_type
     assert tco.usd_per_million_output_tokens and tco.usd_per_million_output_tokens > 0
     assert len(tco.hourly) == 24 and tco.load_profile == DIURNAL
+    # the plan's band covers the price ranges too (every shipped price has a range)
+    cap_lo, cap_hi = plan.cost_band_usd_per_hour
+    price_lo, price_hi = plan.cost_band_with_prices_usd_per_hour
+    assert price_lo <= cap_lo and price_hi >= cap_hi and price_lo < price_hi
     doc = plan.to_json_dict()
     assert doc["tco"]["total_usd"] == tco.total_usd and doc["capex_usd"] == plan.capex_usd
 

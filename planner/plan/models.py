@@ -203,6 +203,11 @@ class Plan(Out):
         description="[low, high]: the cost of right-sizing every pool at the ends of its "
         "90% capacity band (planner.risk.cost_band_usd_per_hour)",
     )
+    cost_band_with_prices_usd_per_hour: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: cost_band_usd_per_hour with every GPU's price at the ends "
+        "of its catalog range too (planner.risk.price_band_usd_per_hour)",
+    )
     unmeasured_gpus: list[str] = Field(
         default_factory=list,
         description="GPU types in the plan whose efficiency factors rest on no measurement "

@@ -328,7 +328,11 @@ def plan_tco(
         # optimality never reports more than the better of them
         for name in ("buy", "rent"):
             alt, alt_d = options[name]
-            if alt_d is not None and alt.total_usd is not None and alt.total_usd < cost["total"]:
+            if (
+                alt_d is not None
+                and alt.total_usd is not None
+                and alt.total_usd < cost["total"] * (1 - 1e-9)
+            ):
                 d, cost = alt_d, option_cost(pools, alt_d, prices, spec, operations_usd_per_hour)
                 hybrid_note = (
                     f"the own-or-rent MILP stopped at {res.status.value}; {name} is cheaper"

@@ -87,6 +87,14 @@ def _headline(bom: Bom, tco: Mapping[str, Any]) -> str:
     return f"Buy {_buy_text(bom)}"
 
 
+def _with_prices(plan: Mapping[str, Any]) -> str:
+    """ "; with price ranges $a–$b" (``cost_band_with_prices_usd_per_hour``), or ""."""
+    band = _text.band_of(plan.get("cost_band_with_prices_usd_per_hour"))
+    if band is None:
+        return ""
+    return f"; with price ranges {usd_short(band[0])}–{usd_short(band[1])}"
+
+
 def _bom_purchase_note(tco: Mapping[str, Any]) -> list[Block]:
     """Under rent or hybrid, say that the bill of materials is the peak fleet, not
     what is bought."""
@@ -173,7 +181,8 @@ def plan_document(
                 Figure(
                     "cost band per hour",
                     f"{usd_short(band[0])}–{usd_short(band[1])}",
-                    f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                    f"{pct(risk.get('band_confidence'))} band of the capacity error"
+                    + _with_prices(plan),
                 ),
             )
         if is_num(tco.get("total_usd")):

@@ -165,6 +165,9 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     ratio = plan.get("pool_ratio_prefill_to_decode")
     band = plan.get("cost_band_usd_per_hour")
     cost_band = f" (band {usd_band(band)})" if usd_band(band) != MISSING else ""
+    priced = plan.get("cost_band_with_prices_usd_per_hour")
+    if cost_band and usd_band(priced) != MISSING:
+        cost_band += f" (with price ranges {usd_band(priced)})"
     rows = [
         ("status", status),
         ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
