@@ -329,7 +329,8 @@ def attach_tco(
             price = catalog.gpus[g].price
             lo, hi = price.range_usd_per_hour or (price.usd_per_hour, price.usd_per_hour)
             ranges[g] = (lo, price.usd_per_hour, hi)
-        plan.cost_band_with_prices_usd_per_hour = risk.price_band_usd_per_hour(bands, ranges)
+        lo, hi = risk.price_band_usd_per_hour(bands, ranges)
+        plan.cost_band_with_prices_usd_per_hour = (round(lo, 2), round(hi, 2))
 
 
 def calibrated_catalog(

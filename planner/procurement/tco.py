@@ -355,7 +355,8 @@ def plan_tco(
     if decision is not None:
         lo = option_cost(pools, decision, prices, spec, operations_usd_per_hour, LOW)
         hi = option_cost(pools, decision, prices, spec, operations_usd_per_hour, HIGH)
-        band = tco_band_usd(lo["total"], hi["total"], ops, capacity_band_ratio)
+        band_lo, band_hi = tco_band_usd(lo["total"], hi["total"], ops, capacity_band_ratio)
+        band = (round(band_lo, 2), round(band_hi, 2))
         lines = _lines(pools, needs, decision, prices, spec)
         hourly = _hourly(pools, needs, decision, day)
     else:
