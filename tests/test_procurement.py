@@ -305,3 +305,12 @@ def test_80_20_text_plan_has_the_tco_lines(plan_80_20):
     assert "3.0 years, hybrid" in tco_line and "per million output tokens" in tco_line
     opts = next(ln for ln in text.splitlines() if ln.startswith("TCO options"))
     assert "buy $" in opts and "rent $" in opts and "hybrid $" in opts
+
+
+def test_a_flat_day_draws_no_hourly_chart(plan_80_20):
+    _req_doc, plan = plan_80_20
+    doc = plan.to_json_dict()
+    doc["tco"]["load_profile"] = None
+    html, _ = render_plan_report({"id": "y", "plan": doc}, "html", CAT)
+    assert "Total cost of ownership" in html
+    assert "Owned and rented GPUs over the day" not in html

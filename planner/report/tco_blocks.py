@@ -7,7 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from planner.report.document import Block, Bullets, Chart, Para, Run, Section, Strong, Table
+from planner.report.document import (
+    Block,
+    Bullets,
+    Chart,
+    Charts,
+    Para,
+    Run,
+    Section,
+    Strong,
+    Table,
+)
 from planner.report.formatting import _list, _map, is_num, num, usd, usd_short
 
 TERMS = {
@@ -166,21 +176,15 @@ def tco_section(plan: Mapping[str, Any], with_charts: bool = True) -> Section | 
     notes: list[list[Run]] = [[str(n)] for n in _list(tco.get("notes"))]
     if notes:
         blocks.append(Bullets(notes))
-    if with_charts and tco.get("hourly"):
+    # a flat day (no load_profile) has nothing to show hour by hour
+    if with_charts and tco.get("hourly") and tco.get("load_profile"):
         from planner.report.tco_chart import chart_own_rent_by_hour
 
         svg = chart_own_rent_by_hour(tco)
         if svg:
-            from planner.report.document import Charts
-
             caption = (
                 "Bars: GPUs owned (light: owned but idle that hour), reserved and rented on "
-                "demand; line: GPUs each hour's load needs"
-                + (
-                    " (the request's load_profile)."
-                    if tco.get("load_profile")
-                    else " (a flat day)."
-                )
+                "demand; line: GPUs each hour's load needs (the request's load_profile)."
             )
             blocks.append(Charts([Chart(svg, caption)]))
     return Section("tco", "Total cost of ownership", blocks)
