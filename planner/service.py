@@ -212,7 +212,14 @@ def make_plan(
             sv.verify_robust(robust, request, raw, catalog)
         else:
             robust.verification = sv.skipped(request.verify)
-        attach_tco(robust, request, catalog, (), resolve_request(request, catalog))
+        attach_tco(
+            robust,
+            request,
+            catalog,
+            (),
+            resolve_request(request, catalog),
+            solver_options_for(request, caps).time_limit_s,
+        )
         return robust
     resolved = resolve_request(request, catalog)
     uncorrected = screen_candidates(resolved, catalog)
@@ -265,7 +272,7 @@ def make_plan(
         explain_modes(plan)
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["calibration"] = request.calibration
-    attach_tco(plan, request, catalog, problem.candidates, resolved)
+    attach_tco(plan, request, catalog, problem.candidates, resolved, opts.time_limit_s)
     plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
     return plan
 
@@ -276,13 +283,14 @@ def attach_tco(
     catalog: Catalog,
     candidates: tuple[PoolCandidate, ...],
     resolved: ResolvedRequest,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> None:
     """Set the plan's ``tco``, ``capex_usd`` and ``servers_by_type`` for the request's
     ``procurement`` over its ``load_profile`` (:func:`planner.procurement.plan_tco`).
     Each pool's hourly need follows the fleet MILP's own capacity curve of its
     candidate (in ``candidates``, the model the plan was solved on); a plan without
     pools (a robust plan) is costed per GPU type from ``gpus_by_type``, the same
-    every hour."""
+    every hour. The own-or-rent MILP gets the request's solver time limit (capped)."""
     if not plan.status.has_solution or not plan.gpus_by_type:
         return
     by_id = {c.id: c for c in candidates}
@@ -318,6 +326,7 @@ def attach_tco(
         plan.operations.cost_usd_per_hour if plan.operations else 0.0,
         output_tokens_per_hour(resolved),
         ratio,
+        time_limit_s,
     )
     plan.tco = tco
     plan.capex_usd = tco.capex_usd

@@ -27,6 +27,7 @@ from planner.procurement import formulas as f
 from planner.procurement.models import HourSplit, PurchaseOption, Tco, TcoLine
 from planner.procurement.spec import HOURS_PER_DAY, ProcurementSpec, Purchase, RentTerm
 from solver.hybrid import HybridGpu, HybridPool, HybridProblem, solve_hybrid
+from solver.problem import SolverOptions
 
 FLAT_DAY = (1.0,) * HOURS_PER_DAY
 #: Price points: nominal, and the low and high ends of the catalog's ranges.
@@ -272,6 +273,7 @@ def plan_tco(
     operations_usd_per_hour: float,
     output_tokens_per_hour_at_peak: float,
     capacity_band_ratio: tuple[float, float] | None = None,
+    time_limit_s: float = 10.0,
 ) -> Tco:
     """The plan's TCO over ``spec.horizon_years`` for ``spec.purchase``, with buy, rent
     and hybrid side by side (each at nominal prices; the chosen one's band at the
@@ -319,7 +321,16 @@ def plan_tco(
             _option("rent", option_cost(pools, d, prices, spec, operations_usd_per_hour), d),
             d,
         )
-    res = solve_hybrid(hybrid_problem(pools, needs, prices, spec))
+    res = solve_hybrid(
+        hybrid_problem(pools, needs, prices, spec),
+        SolverOptions(time_limit_s=time_limit_s, rel_gap=0.0),
+    )
+    if res.status.has_solution and res.status.value != "optimal":
+        notes.append(
+            f"The own-or-rent MILP stopped at its time limit ({res.status.value}, gap "
+            f"{res.gap if res.gap is not None else 'unknown'}): hybrid may be a little dearer "
+            "than the best split."
+        )
     hybrid_note = ""
     if res.status.has_solution:
         d = Decision(res.owned_replicas, res.reserved_replicas, res.on_demand_replicas, res.servers)
