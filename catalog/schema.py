@@ -173,15 +173,101 @@ class Efficiency(Uncertainty):
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
 
 
+Month = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$")]
+
+
+def _check_quoted_range(
+    nominal: float, rng: tuple[float, float] | None, estimate: bool, field: str
+) -> None:
+    """An estimated price needs a range ``[low, high]`` holding its nominal value, and
+    the nominal value no lower than the range's midpoint: an assumed price must not
+    make a plan look better than a quoted one would (the plan's band shows the rest).
+    A quoted price (``estimate: false``) may carry a range or not."""
+    if rng is not None:
+        if rng[0] > rng[1]:
+            raise ValueError(f"{field}: low must not exceed high")
+        if not rng[0] <= nominal <= rng[1]:
+            raise ValueError(
+                f"{field}: the nominal price {nominal:g} lies outside [{rng[0]:g}, {rng[1]:g}]"
+            )
+    if estimate:
+        if rng is None:
+            raise ValueError(f"{field}: an estimate (estimate: true) needs a range [low, high]")
+        if nominal < (rng[0] + rng[1]) / 2 - 1e-9:
+            raise ValueError(
+                f"{field}: an estimated price must be at least the middle of its range "
+                f"({(rng[0] + rng[1]) / 2:g}), so that a guess never looks cheaper than a quote"
+            )
+
+
+class ServerPurchase(Frozen):
+    """What buying one server (the unit :class:`Server` describes: 8 GPUs in an HGX
+    node, 72 in a GB200 NVL72 rack) costs, in US dollars, with where the figure comes
+    from. ``networking_usd_per_server``: the scale-out network one server needs (NICs
+    beyond those in the server price, its share of leaf/spine switches, optics and
+    cables). ``sources``: URLs (or "estimate: ..." with the reasoning); ``date``: the
+    month the figure was published or read (YYYY-MM)."""
+
+    usd_per_server: PosFloat
+    range_usd_per_server: tuple[PosFloat, PosFloat] | None = None
+    networking_usd_per_server: NonNegFloat
+    networking_range_usd_per_server: tuple[NonNegFloat, NonNegFloat] | None = None
+    estimate: bool
+    sources: Sources
+    date: Month
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ServerPurchase:
+        _check_quoted_range(
+            self.usd_per_server, self.range_usd_per_server, self.estimate, "range_usd_per_server"
+        )
+        _check_quoted_range(
+            self.networking_usd_per_server,
+            self.networking_range_usd_per_server,
+            self.estimate,
+            "networking_range_usd_per_server",
+        )
+        return self
+
+
+class ReservedPrice(Frozen):
+    """A committed rental price per GPU-hour (a 1- or 3-year reservation, paid for
+    every hour of the term whether used or not), with its sources and date."""
+
+    usd_per_hour: PosFloat
+    range_usd_per_hour: tuple[PosFloat, PosFloat] | None = None
+    estimate: bool
+    sources: Sources
+    date: Month
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _range(self) -> ReservedPrice:
+        _check_quoted_range(
+            self.usd_per_hour, self.range_usd_per_hour, self.estimate, "range_usd_per_hour"
+        )
+        return self
+
+
 class Price(Frozen):
-    """On-demand price per GPU-hour; ``estimate`` marks third-party estimates."""
+    """On-demand price per GPU-hour; ``estimate`` marks third-party estimates.
+
+    ``purchase``: the price of the server the SKU is sold in (None: not sold to
+    buy, e.g. a cloud-only part); ``reserved_1y`` / ``reserved_3y``: committed rental
+    prices per GPU-hour (None: no such offer known)."""
 
     usd_per_hour: PosFloat
     estimate: bool
     range_usd_per_hour: tuple[PosFloat, PosFloat] | None = None
     purchase_usd: PosFloat | None = Field(
-        default=None, description="Capital cost per GPU where known (for procurement reports)."
+        default=None,
+        description="Capital cost per GPU (legacy; ``purchase`` prices whole servers and "
+        "is preferred when both are set).",
     )
+    purchase: ServerPurchase | None = None
+    reserved_1y: ReservedPrice | None = None
+    reserved_3y: ReservedPrice | None = None
     note: str = ""
 
     @model_validator(mode="after")

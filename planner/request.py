@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Sessions, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
+from planner.procurement.spec import LoadProfileSpec, ProcurementSpec
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from planner.roofline.replica import PP_OPTIONS
 from solver.problem import Mode, Objective
@@ -275,6 +276,25 @@ class PlanRequest(Strict):
     verify: VerifySpec = Field(default_factory=VerifySpec)
     operations: OperationsSpec = Field(default_factory=OperationsSpec)
     risk: RiskSpec = Field(default_factory=RiskSpec)
+    procurement: ProcurementSpec = Field(
+        default_factory=ProcurementSpec,
+        description="How the plan's total cost of ownership is computed: horizon, energy, "
+        "PUE, hosting, buy/rent/hybrid, rent term (planner.procurement.spec).",
+    )
+    load_profile: LoadProfileSpec | None = Field(
+        default=None,
+        description="The day's load: 24 hourly factors on traffic.rate_rps, the largest 1 "
+        "(the request's rate is the peak hour's). Unset: a flat day.",
+    )
+
+    @model_validator(mode="after")
+    def _profile_without_scenarios(self) -> PlanRequest:
+        if self.load_profile is not None and self.scenarios:
+            raise ValueError(
+                "load_profile cannot be combined with scenarios (a robust fleet has no "
+                "per-pool capacity curve to follow the day's load)"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

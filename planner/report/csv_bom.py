@@ -33,6 +33,17 @@ COLUMNS = [
     "purchase_usd_per_gpu",
     "capital_usd",
     "note",
+    "purchase_usd_per_server",
+    "networking_usd_per_server",
+    "tco_horizon_years",
+    "tco_purchase",
+    "tco_servers",
+    "tco_capex_usd",
+    "tco_energy_usd",
+    "tco_hosting_usd",
+    "tco_rent_usd",
+    "tco_operations_usd",
+    "tco_total_usd",
 ]
 TOTAL = "TOTAL"
 
@@ -73,6 +84,9 @@ def bom_rows(bom: Bom) -> list[list[str]]:
                 _n(ln.purchase_usd_per_gpu, 2),
                 _n(ln.capital_usd, 2),
                 note,
+                _n(ln.purchase_usd_per_server, 2),
+                _n(ln.networking_usd_per_server, 2),
+                *_tco_cells(bom, ln.gpu),
             ]
         )
     t = bom.total
@@ -95,9 +109,45 @@ def bom_rows(bom: Bom) -> list[list[str]]:
             "",
             _n(t.capital_usd, 2),
             t.capital_note,
+            "",
+            "",
+            *_tco_cells(bom, None),
         ]
     )
     return rows
+
+
+def _tco_cells(bom: Bom, gpu: str | None) -> list[str]:
+    """The plan's TCO (``plan.tco``, planner.procurement) for one GPU type's line, or
+    (``gpu`` None) the whole fleet's with operations and the total; blank without one."""
+    tco = bom.tco
+    if not tco:
+        return [""] * 9
+    head = [_n(tco.get("horizon_years"), 2), str(tco.get("purchase") or "")]
+    if gpu is None:
+        return [
+            *head,
+            _n(sum((tco.get("servers_by_type") or {}).values()), 0),
+            _n(tco.get("capex_usd"), 2),
+            _n(tco.get("energy_usd"), 2),
+            _n(tco.get("hosting_usd"), 2),
+            _n(tco.get("rent_usd"), 2),
+            _n(tco.get("operations_usd"), 2),
+            _n(tco.get("total_usd"), 2),
+        ]
+    line = next((x for x in tco.get("lines") or [] if x.get("gpu") == gpu), None)
+    if line is None:
+        return [*head] + [""] * 7
+    return [
+        *head,
+        _n(line.get("servers"), 0),
+        _n(line.get("capex_usd"), 2),
+        _n(line.get("energy_usd"), 2),
+        _n(line.get("hosting_usd"), 2),
+        _n(line.get("rent_usd"), 2),
+        "",
+        "",
+    ]
 
 
 def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
