@@ -268,3 +268,47 @@ def test_numbers_and_names_that_are_fine_still_plan(migrated_sqlite_url):
     with api_client(migrated_sqlite_url) as client:
         response = client.post("/plans", json=body)
         assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize("name", ["cal\n", "cal\x00", "cal\r\n"])
+def test_calibration_names_refuse_a_trailing_newline(name, tmp_path):
+    """Python's ``re.match`` let ``$`` match before a trailing newline: "cal\\n" passed
+    the name check and became a file name (and the CLI then crashed)."""
+    from planner.calibration.store import check_name, list_calibration_names
+    from planner.errors import PlanningError
+
+    with pytest.raises(PlanningError):
+        check_name(name)
+    (tmp_path / "cal\n.yaml").write_text("x")
+    assert list_calibration_names(tmp_path) == []
+
+
+def test_plan_requests_refuse_a_calibration_name_with_a_trailing_newline(migrated_sqlite_url):
+    with api_client(migrated_sqlite_url) as client:
+        error = assert_error(client.post("/plans", json=small(calibration="cal\n")), 422)
+        assert fields_of(error) == ["calibration"]
+
+
+CAPACITY = {"model": "llama-3.1-8b", "gpu": "l40s", "prompt_tokens": 1000, "output_tokens": 200}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"max_batch": 10**9}, "max_batch"),
+        ({"prompt_tokens": 10**12}, "prompt_tokens"),
+        ({"prompt_tokens": True}, "prompt_tokens"),
+        ({"request_rate_rps": "5"}, "request_rate_rps"),
+        ({"gpu": "l40s\n"}, "gpu"),
+    ],
+)
+def test_capacity_analyses_are_bounded_and_strict(migrated_sqlite_url, change, field):
+    with api_client(migrated_sqlite_url) as client:
+        response = client.post("/analyses/capacity", json={**CAPACITY, **change})
+        assert fields_of(assert_error(response, 422)) == [field]
+
+
+def test_a_capacity_analysis_still_answers(migrated_sqlite_url):
+    with api_client(migrated_sqlite_url) as client:
+        response = client.post("/analyses/capacity", json=CAPACITY)
+        assert response.status_code == 200, response.text
