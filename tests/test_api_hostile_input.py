@@ -126,13 +126,15 @@ COMPARISONS = [
 
 
 @pytest.mark.parametrize(("name", "body", "field"), COMPARISONS, ids=[c[0] for c in COMPARISONS])
-def test_malformed_comparisons_are_422_naming_the_field(migrated_sqlite_url, name, body, field):
-    with api_client(migrated_sqlite_url, compare_workers=1) as client:
+def test_malformed_comparisons_are_422_naming_the_field(db_url, name, body, field):
+    """On SQLite and PostgreSQL (where a NUL in a name was a 500, or an SQL error in
+    the comparison's ``error``)."""
+    with api_client(db_url, compare_workers=1) as client:
         response = client.post("/comparisons", json=body)
         error = assert_error(response, 422)
         fields = fields_of(error)
         assert any(f == field or f.startswith(field + ".") for f in fields), (fields, error)
-    assert count_rows(migrated_sqlite_url, ComparisonRecord) == 0
+    assert count_rows(db_url, ComparisonRecord) == 0
 
 
 SCENARIO = {"name": "a", "mix": {"chat": 1}}
@@ -233,13 +235,13 @@ PLANS = [
 
 
 @pytest.mark.parametrize(("name", "body", "field"), PLANS, ids=[c[0] for c in PLANS])
-def test_malformed_plans_are_422_naming_the_field(migrated_sqlite_url, name, body, field):
-    with api_client(migrated_sqlite_url) as client:
+def test_malformed_plans_are_422_naming_the_field(db_url, name, body, field):
+    with api_client(db_url) as client:
         response = client.post("/plans", json=body)
         error = assert_error(response, 422)
         fields = fields_of(error)
         assert any(f == field or f.startswith(field + ".") for f in fields), (fields, error)
-    assert count_plans(migrated_sqlite_url) == 0
+    assert count_plans(db_url) == 0
 
 
 def test_caps_say_the_limit_and_why(migrated_sqlite_url):
