@@ -314,3 +314,12 @@ def test_a_capacity_analysis_still_answers(migrated_sqlite_url):
     with api_client(migrated_sqlite_url) as client:
         response = client.post("/analyses/capacity", json=CAPACITY)
         assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("options", [{"requests": "5000"}, {"seed": True}, {"burst_cv": "1"}])
+def test_simulation_options_are_strict_numbers(migrated_sqlite_url, options):
+    with api_client(migrated_sqlite_url) as client:
+        created = client.post("/plans", json=small())
+        assert created.status_code == 201, created.text
+        response = client.post(f"/plans/{created.json()['id']}/simulations", json=options)
+        assert fields_of(assert_error(response, 422)) == list(options)
