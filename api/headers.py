@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: No scripts, frames, plugins or forms; styles inline and images inline or from here.
@@ -45,7 +45,11 @@ def allowed_methods(routes: Iterable[BaseRoute], scope: Scope) -> set[str]:
     methods = {
         method
         for method in METHODS
-        if any(route.matches({**scope, "method": method})[0] == Match.FULL for route in routes)
+        if any(
+            route.matches({**scope, "method": method})[0] == Match.FULL
+            and (method in ("GET", "HEAD") or not isinstance(route, Mount))  # static files
+            for route in routes
+        )
     }
     if methods:
         methods.add("OPTIONS")
