@@ -502,10 +502,10 @@ class Sessions(Frozen):
     on average (a tool running, a person reading). Its prefix hits need its context
     kept in the KV cache while it is idle (:mod:`planner.candidates.sessions`)."""
 
-    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)] = Field(
-        description="Mean idle time between a session's turns, seconds (exponential)."
+    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False, strict=True)] = (
+        Field(description="Mean idle time between a session's turns, seconds (exponential).")
     )
-    turns: Annotated[float, Field(ge=1, le=100_000, allow_inf_nan=False)] = Field(
+    turns: Annotated[float, Field(ge=1, le=100_000, allow_inf_nan=False, strict=True)] = Field(
         description="Mean requests per session (1: no follow-up turn, nothing kept)."
     )
 

@@ -528,7 +528,7 @@ def screen_candidates(
                 f"limit of this request's planning, with {considered:,} configurations "
                 f"screened ({len(req.classes)} classes x {len(req.gpus)} GPU types x "
                 f"{len(req.dtypes)} dtypes x {len(req.chunk_budgets)} chunk budgets x TP "
-                "degrees); ask for fewer GPU types, dtypes, TP degrees or chunk budgets",
+                "and PP degrees); ask for fewer GPU types, dtypes, TP degrees or chunk budgets",
             )
 
     for cls in req.classes:
