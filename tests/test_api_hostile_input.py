@@ -231,6 +231,18 @@ PLANS = [
         "scenarios",
     ),
     ("tp 2**20", small(candidates={"tp": [2**20]}), "candidates.tp.0"),
+    ("pp as a string", small(candidates={"pp": ["2"]}), "candidates.pp.0"),
+    ("five pp degrees", small(candidates={"pp": [1, 2, 4, 8, 8]}), "candidates.pp"),
+    (
+        "session turns as a string",
+        small(
+            traffic={
+                "rate_rps": 5,
+                "classes": [{"workload": "chat", "share": 1, "sessions": {"turns": "3"}}],
+            }
+        ),
+        "traffic.classes.0.sessions.turns",
+    ),
 ]
 
 
