@@ -4,12 +4,19 @@ type and a total row (RFC 4180: CRLF line ends, fields quoted where needed).
 Numbers are plain (no thousands separators or currency signs; money to the
 cent, power to 0.001 kW); units are in the column names. Missing figures are
 empty cells.
+
+Text cells come from users (a custom GPU's name, a price note, a variant's name), and
+a spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` as a formula
+(``=HYPERLINK(...)`` leaks data, DDE runs commands): such a text cell is written with
+a leading single quote (OWASP's advice for CSV injection), so it shows as text. A
+number (``-12.50``) is left as it is.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -150,11 +157,25 @@ def _tco_cells(bom: Bom, gpu: str | None) -> list[str]:
     ]
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """``cell`` with a leading ``'`` when a spreadsheet would run it as a formula;
+    numbers (``-3.5``, ``+1e3``) unchanged."""
+    if cell.startswith(FORMULA_START) and not _NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
+
+
 def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """RFC 4180 CSV, every cell made :func:`spreadsheet_safe`."""
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-    w.writerow(header)
-    w.writerows(rows)
+    w.writerow([spreadsheet_safe(c) for c in header])
+    w.writerows([spreadsheet_safe(c) for c in row] for row in rows)
     return buf.getvalue()
 
 
