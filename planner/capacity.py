@@ -191,7 +191,7 @@ class StepModel:
         c = self.coefficients
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
-        weights = self.weight_bytes(n) / c.w_per_ms if n > 0 else 0.0
+        weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
         gemm_per_token = (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 

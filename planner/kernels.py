@@ -17,7 +17,9 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
 * the per-step **overhead**.
 
-``F_gemm = tp x peak(weight dtype) x MFU``, ``F_attn = tp x peak(attention dtype)
+``F_gemm = tp x peak(weight dtype) x MFU`` (x :data:`FP4_GEMM_DERATE` for unmeasured
+FP4 weights, whose reads also run at ``W_eff x`` :data:`FP4_WEIGHT_READ_DERATE`:
+:func:`weight_dtype_derates`), ``F_attn = tp x peak(attention dtype)
 x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`),
 ``W_eff = tp x HBM bandwidth x MBU``. KV bytes are those the replica *holds*,
 replication under TP included (:func:`planner.architecture.kv_replication`). MLA
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from catalog.schema import DTYPE_BYTES, Link, LinkKind
+from catalog.schema import Dtype, Gpu, Link, LinkKind
 from planner import architecture as arch
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
@@ -58,6 +60,32 @@ MOE_HALF_EFFICIENCY_TOKENS = 16.0
 
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
 ACTIVATION_BYTES = 2.0
+
+#: Share of ``peak(fp4) x MFU`` that FP4 weight GEMMs are assumed to reach, where no FP4
+#: measurement backs the GPU's factors. Assumed, not fitted: the reference measurements
+#: price no FP4 run the planner can use, and FP4 GEMMs pay block-scale handling and
+#: activation quantization (W4A4) that FP8 GEMMs do not, in kernels younger than FP8's. At
+#: 0.75 an FP4 GEMM runs 1.5x an FP8 one on Blackwell (peak ratio 2x).
+FP4_GEMM_DERATE = 0.75
+
+#: Share of the effective HBM bandwidth ``W_eff`` that reading FP4 weights is assumed to
+#: reach where no FP4 measurement backs the factors (dequantizing 16- or 32-value blocks
+#: in small-batch GEMMs costs issue slots a BF16/FP8 read does not). Assumed, not fitted.
+FP4_WEIGHT_READ_DERATE = 0.85
+
+
+def weight_dtype_derates(gpu: Gpu, dtype: Dtype | str) -> tuple[float, float]:
+    """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
+    MBU for weights in ``dtype`` (dimensionless, <= 1).
+
+    ``(FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)`` for fp4 unless the GPU's catalog (or
+    an applied calibration) has factors measured in fp4 (``efficiency.by_dtype['fp4']``):
+    the GPU's factors were set or fitted on BF16/FP8 runs, and an unmeasured format must
+    not look better than a measured one. (1, 1) for every other dtype."""
+    d = Dtype(dtype)
+    if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
+        return (1.0, 1.0)
+    return (FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
@@ -121,6 +149,7 @@ class StepCoefficients:
     f_gemm_per_ms: float
     f_attn_per_ms: float
     w_per_ms: float
+    w_weights_per_ms: float  # weight reads: w_per_ms x the dtype's read derate
     dense_flops_per_token: float
     dense_weight_bytes: float
     routed_flops_per_token: float
@@ -174,7 +203,7 @@ class StepCoefficients:
             return 0.0
         return max(
             tokens * self.dense_flops_per_token / self.f_gemm_per_ms,
-            self.dense_weight_bytes / self.w_per_ms,
+            self.dense_weight_bytes / self.w_weights_per_ms,
         )
 
     def experts_touched(self, tokens: float) -> float:
@@ -198,7 +227,7 @@ class StepCoefficients:
         memory = (
             self.experts_touched(tokens)
             * self.expert_bytes_all_layers
-            / (self.w_per_ms * MOE_BANDWIDTH_EFFICIENCY)
+            / (self.w_weights_per_ms * MOE_BANDWIDTH_EFFICIENCY)
         )
         return max(compute, memory)
 
@@ -328,15 +357,18 @@ def coefficients_of(replica) -> StepCoefficients:
     peak_w = gpu.peak_tflops(replica.weight_dtype)
     assert peak_w is not None  # checked when the replica was built
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
-    b_w = DTYPE_BYTES[replica.weight_dtype]
+    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
+    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype)
+    w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
     repl = arch.kv_replication(model, tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
     return StepCoefficients(
-        f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu / 1e3,
+        f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu * gemm_derate / 1e3,
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
-        w_per_ms=tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3,
+        w_per_ms=w_per_ms,
+        w_weights_per_ms=w_per_ms * read_derate,
         dense_flops_per_token=2.0 * arch.dense_weight_param_count(model),
         dense_weight_bytes=arch.dense_weight_param_count(model) * b_w,
         routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
@@ -361,6 +393,8 @@ def coefficients_of(replica) -> StepCoefficients:
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "FP4_GEMM_DERATE",
+    "FP4_WEIGHT_READ_DERATE",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
     "StepCoefficients",
@@ -368,4 +402,5 @@ __all__ = [
     "allreduce_ms",
     "coefficients_of",
     "grouped_gemm_efficiency",
+    "weight_dtype_derates",
 ]

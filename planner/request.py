@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
+from planner.roofline.replica import fp4_format_error
 from solver.problem import Mode, Objective
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -459,6 +460,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             raise UnknownEntryError.for_field(
                 f"constraints.max_gpus.{_clip(g)}", f"unknown GPU {_clip(g)!r}"
             )
+    check_fp4_offer(req, catalog, gpus)
     return ResolvedRequest(
         request=req,
         model_id=req.model,
@@ -469,3 +471,24 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),
     )
+
+
+def check_fp4_offer(req: PlanRequest, catalog: Catalog, gpus: list[str]) -> None:
+    """Refuse ``fp4`` in ``candidates.dtypes`` (error on ``candidates.dtypes[i]``) when
+    the model has no published FP4 checkpoint, or when none of the offered GPUs has an
+    FP4 peak for that checkpoint's format (:func:`planner.roofline.fp4_format_error`).
+    When some offered GPUs can and others cannot, fp4 is screened out on the others
+    (reason ``dtype_unsupported``)."""
+    if Dtype.FP4 not in req.candidates.dtypes:
+        return
+    i = req.candidates.dtypes.index(Dtype.FP4)
+    model = catalog.models[req.model]
+    errors = [fp4_format_error(model, catalog.gpus[g]) for g in gpus]
+    if all(errors):
+        reason = errors[0] if len(set(errors)) == 1 or model.fp4_checkpoint is None else None
+        raise PlanningError.for_field(
+            f"candidates.dtypes[{i}]",
+            reason
+            or "fp4 needs an FP4 peak for the checkpoint's format on an offered GPU: "
+            + "; ".join(sorted(set(e for e in errors if e))),
+        )

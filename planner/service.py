@@ -8,7 +8,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
-from catalog.schema import Catalog
+from catalog.schema import Catalog, Dtype, Model
+from planner import architecture as arch
+from planner import kernels as kn
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.problem_build import build_problem, parse_request
@@ -310,4 +312,40 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
             for c in req.classes
         },
         "pools_per_class": "each pool serves one class (no head-of-line blocking across classes)",
+        **fp4_assumptions(catalog.models[req.model_id], screening),
+    }
+
+
+def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
+    """What an FP4 candidate was priced on (empty when none was screened in): the
+    checkpoint, its bits per weight (:func:`planner.architecture.fp4_bits_per_weight`),
+    the GEMM and weight-read derates per GPU type
+    (:func:`planner.kernels.weight_dtype_derates`) and the factors' provenance and spread
+    (:func:`planner.risk.factor_uncertainty`: analogy unless measured in FP4)."""
+    fp4 = [c for c in screening.candidates if c.config.dtype == Dtype.FP4]
+    if not fp4 or model.fp4_checkpoint is None:
+        return {}
+    by_gpu: dict[str, Candidate] = {}
+    for c in fp4:
+        by_gpu.setdefault(c.config.gpu, c)
+    ckpt = model.fp4_checkpoint
+    return {
+        "fp4": {
+            "checkpoint": ckpt.repo,
+            "format": ckpt.format.value,
+            "bits_per_weight": arch.fp4_bits_per_weight(ckpt.format),
+            "kv_dtype": "fp8",
+            "gpus": {
+                g: {
+                    "gemm_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[0],
+                    "weight_read_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[1],
+                    "provenance": c.provenance,
+                    "sigma_log": c.sigma_log,
+                }
+                for g, c in sorted(by_gpu.items())
+            },
+            "note": "FP4 efficiency is not measured: GEMMs at the FP4 peak x the GPU's MFU x "
+            "gemm_derate, weight reads at W_eff x weight_read_derate (both assumed, "
+            "planner.kernels), with the analogy spread in the risk derate",
+        }
     }

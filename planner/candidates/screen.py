@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from catalog.schema import Catalog
+from catalog.schema import Catalog, Dtype
 from planner import roofline as rl
 from planner.candidates.links import (
     kv_exposed_ms,
@@ -305,15 +305,18 @@ def screen_candidates(
         for gpu_id in req.gpus:
             gpu = catalog.gpus[gpu_id]
             for dtype in req.dtypes:
+                model = catalog.models[req.model_id]
+                fp4_error = rl.fp4_format_error(model, gpu) if dtype == Dtype.FP4 else None
                 if (
                     gpu.peak_tflops(dtype) is None
-                    or dtype not in catalog.models[req.model_id].weight_dtypes
+                    or dtype not in model.weight_dtypes
+                    or fp4_error is not None
                 ):
                     considered += len(roles)
                     why = (
                         f"{gpu_id} has no {dtype} tensor cores"
                         if gpu.peak_tflops(dtype) is None
-                        else f"{req.model_id} is not served in {dtype}"
+                        else fp4_error or f"{req.model_id} is not served in {dtype}"
                     )
                     for role in roles:
                         rejections.append(

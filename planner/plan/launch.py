@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from catalog.schema import Dtype, Model
 from planner import engines
 from planner.candidates import Candidate
 from planner.plan.models import LaunchSettings, NodeLaunch
@@ -18,9 +19,12 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     follow each engine's semantics (:func:`planner.engines.launch_token_budget`):
     vLLM's ``--max-num-batched-tokens`` is the chunk plus the max batch, SGLang's
     ``--chunked-prefill-size`` the chunk alone (with ``--enable-mixed-chunk`` so decodes
-    share the prefill step, as the plan assumes)."""
+    share the prefill step, as the plan assumes). FP4 pools load the model's published
+    FP4 checkpoint (:func:`checkpoint_repo`); the engines read its quantization (NVFP4 or
+    MXFP4) from the checkpoint's config, so no ``--quantization`` is passed. FP8 pools
+    quantize the BF16 weights on load (``--quantization=fp8``)."""
     cfg = cand.config
-    model_id = cand.replica.model.hf_repo or model_id
+    model_id = checkpoint_repo(cand.replica.model, cfg.dtype) or model_id
     v = [
         "vllm",
         "serve",
@@ -36,9 +40,9 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         f"--tp-size={cfg.tp}",
         f"--mem-fraction-static={cand.replica.memory_utilization}",
     ]
-    if cfg.dtype.value in ("fp8", "fp4"):
-        v.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
-        s.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
+    if cfg.dtype == Dtype.FP8:
+        v.append("--quantization=fp8")
+        s.append("--quantization=fp8")
     if cfg.kv_dtype.value == "fp8":
         v.append("--kv-cache-dtype=fp8")
         s.append("--kv-cache-dtype=fp8_e4m3")
@@ -85,6 +89,15 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         nodes_per_replica=nodes,
         per_node=per_node,
     )
+
+
+def checkpoint_repo(model: Model, dtype: Dtype) -> str | None:
+    """The Hugging Face repository a pool in ``dtype`` loads: the model's published FP4
+    checkpoint for fp4 (``fp4_checkpoint.repo``), else its ``hf_repo`` (None when the
+    catalog names none)."""
+    if dtype == Dtype.FP4 and model.fp4_checkpoint is not None:
+        return model.fp4_checkpoint.repo
+    return model.hf_repo
 
 
 def gpus_per_node(gpu) -> int:

@@ -177,6 +177,24 @@ def check_memory_fit(replica: Replica) -> None:
     raise DoesNotFitError.for_field("gpu", f"{text}, even at the largest tp of its domain")
 
 
+def fp4_format_error(model: Model, gpu: Gpu) -> str | None:
+    """Why ``model`` cannot run in fp4 on ``gpu``, or None: the model needs a published
+    FP4 checkpoint (``fp4_checkpoint``) and the GPU an FP4 peak for that checkpoint's
+    block format (``fp4_dense_tflops``, ``fp4_formats``: NVFP4 and MXFP4 on Blackwell)."""
+    ckpt = model.fp4_checkpoint
+    if ckpt is None:
+        return f"{model.id} has no published FP4 checkpoint in the catalog (fp4_checkpoint)"
+    if gpu.fp4_dense_tflops is None:
+        return f"{gpu.id} has no FP4 tensor cores (no fp4_dense_tflops in the catalog)"
+    if ckpt.format not in gpu.fp4_formats:
+        formats = ", ".join(f.value for f in gpu.fp4_formats)
+        return (
+            f"{model.id}'s FP4 checkpoint {ckpt.repo} is {ckpt.format.value}; {gpu.id} runs "
+            f"{formats} natively"
+        )
+    return None
+
+
 def max_tp(gpu: Gpu) -> int:
     """Largest tensor parallelism of one replica on ``gpu`` (GPUs): its scale-up domain,
     or a whole server over PCIe when the server holds more GPUs than that domain
@@ -254,6 +272,9 @@ def build_replica(
         raise PlanningError.for_field(
             "dtype", f"{model.id} is not served in {w_dtype} (served in: {served})"
         )
+    fmt_error = fp4_format_error(model, gpu) if w_dtype == Dtype.FP4 else None
+    if fmt_error:
+        raise PlanningError.for_field("dtype", fmt_error)
     k_dtype = Dtype.BF16 if kv_dtype is None else _parse_dtype(kv_dtype, "kv_dtype")
     if k_dtype not in KV_DTYPES:
         raise PlanningError.for_field(
