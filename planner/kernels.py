@@ -42,6 +42,7 @@ Units: times in ms, bytes, FLOP; rates are stored per ms so a step costs arithme
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -123,6 +124,80 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
     return min(ring, one_shot, two_shot)
 
 
+class SpecMethod(StrEnum):
+    """How draft tokens are proposed: an EAGLE-3 head, the model's own multi-token-
+    prediction module, n-gram lookup in the context (CPU), or a smaller draft model."""
+
+    EAGLE3 = "eagle3"
+    MTP = "mtp"
+    NGRAM = "ngram"
+    DRAFT_MODEL = "draft_model"
+
+
+#: Target layers' worth of work (FLOPs, weight bytes, KV) one draft token costs, per
+#: method with a head on the target. EAGLE-3: one decoder layer fed the target's hidden
+#: states (plus a small fusion projection); DeepSeek-V3's MTP module: one transformer block
+#: (11.5 B parameters, 671 B / 61 layers = 11 B). Assumed from the architectures, not
+#: measured; n-gram lookup runs on the CPU (0); a draft model is priced as itself.
+DRAFT_TARGET_LAYERS: dict[SpecMethod, float] = {
+    SpecMethod.EAGLE3: 1.0,
+    SpecMethod.MTP: 1.0,
+    SpecMethod.NGRAM: 0.0,
+    SpecMethod.DRAFT_MODEL: 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding on a replica (per traffic class; the user's assumption).
+
+    ``draft_tokens`` k proposed per verification step; ``acceptance_length`` a = mean
+    tokens each sequence advances per verification step (accepted drafts + the bonus
+    token), 1 <= a <= k + 1, assumed by the user (measured acceptance depends on the
+    traffic: code-like agent turns reach 2-3 at k = 3); ``draft_repo`` what the engine
+    loads as the drafter; ``draft`` the draft model's :class:`StepCoefficients` on the
+    same GPUs (method ``draft_model`` only); ``draft_weight_bytes`` the drafter's
+    weights held next to the target's (bytes)."""
+
+    method: SpecMethod
+    draft_tokens: int
+    acceptance_length: float
+    draft_repo: str | None = None
+    draft: StepCoefficients | None = None
+    draft_weight_bytes: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Query tokens per sequence in one verification step: ``k + 1``."""
+        return self.draft_tokens + 1
+
+
+def tokens_per_verification_step(spec: Speculation | None) -> float:
+    """Mean output tokens a sequence advances per engine step (tokens): the assumed
+    acceptance length ``a`` with speculative decoding, else 1."""
+    return 1.0 if spec is None else spec.acceptance_length
+
+
+def effective_tpot_ms(step_ms: float, tokens_per_step: float) -> float:
+    """Time per output token with speculative decoding (ms): ``step / a`` (a verification
+    step of ``step_ms`` advances each sequence by ``a`` tokens on average)."""
+    return step_ms / tokens_per_step
+
+
+def decode_tokens_per_s(batch: float, step_ms: float, tokens_per_step: float) -> float:
+    """Output tokens/s of a replica running ``batch`` sequences: ``B x a / step``
+    (tokens/s; a = 1 without speculation)."""
+    return batch * tokens_per_step / step_ms * 1e3
+
+
+def verification_steps(output_tokens: float, tokens_per_step: float) -> float:
+    """Engine steps a sequence spends decoding ``output_tokens`` after its first token:
+    ``(G - 1) / a`` (steps, at least 1 when G > 1; the first token comes from prefill)."""
+    if output_tokens <= 1:
+        return 0.0
+    return max(1.0, (output_tokens - 1.0) / tokens_per_step)
+
+
 @dataclass(frozen=True)
 class StepKernels:
     """One step's kernel times (ms): ``total_ms`` is their sum."""
@@ -132,10 +207,18 @@ class StepKernels:
     attention_ms: float
     comm_ms: float
     overhead_ms: float
+    draft_ms: float = 0.0  # speculative decoding: the drafter's work per step
 
     @property
     def total_ms(self) -> float:
-        return self.gemm_ms + self.moe_ms + self.attention_ms + self.comm_ms + self.overhead_ms
+        return (
+            self.gemm_ms
+            + self.moe_ms
+            + self.attention_ms
+            + self.comm_ms
+            + self.overhead_ms
+            + self.draft_ms
+        )
 
 
 @dataclass(frozen=True)
@@ -169,6 +252,14 @@ class StepCoefficients:
     link: Link | None
     overhead_ms: float
     overlap: float
+    # speculative decoding (see :class:`Speculation`): query tokens per sequence in a
+    # step (k + 1), the drafter's target-layer fraction per step (k x layers / L), and a
+    # draft model's own coefficients with its k steps
+    queries_per_seq: int = 1
+    draft_layer_fraction: float = 0.0
+    draft: StepCoefficients | None = None
+    draft_steps: int = 0
+    draft_kv_held: float = 0.0  # drafter KV bytes per token (one target layer each)
 
     # ------------------------------------------------------------ shapes
 
@@ -189,9 +280,11 @@ class StepCoefficients:
 
     def kv_held_bytes(self, tokens: float) -> float:
         """KV bytes the replica holds for one sequence of ``tokens`` (replication included)."""
-        held = self.kv_full_held * tokens
+        held = (self.kv_full_held + self.draft_kv_held) * tokens
         if self.kv_windowed_held:
             held += self.kv_windowed_held * min(tokens, self.window_tokens)
+        if self.draft is not None:
+            held += self.draft.kv_held_bytes(tokens)
         return held
 
     # ------------------------------------------------------------ kernels
@@ -231,11 +324,15 @@ class StepCoefficients:
         )
         return max(compute, memory)
 
-    def decode_attention_parts_ms(self, batch: float, context: float) -> tuple[float, float]:
-        """(compute, memory) of ``batch`` decodes' attention at mean context (ms)."""
+    def decode_attention_parts_ms(
+        self, batch: float, context: float, queries: float = 1.0
+    ) -> tuple[float, float]:
+        """(compute, memory) of ``batch`` decodes' attention at mean context (ms), each
+        with ``queries`` query tokens (k + 1 when verifying drafts): the FLOPs scale with
+        the queries, the KV is read once per sequence."""
         if batch <= 0:
             return 0.0, 0.0
-        flops = batch * self.decode_attn_per_ctx * self.context_weight(context)
+        flops = queries * batch * self.decode_attn_per_ctx * self.context_weight(context)
         return flops / self.f_attn_per_ms, batch * self.kv_held_bytes(context) / self.w_per_ms
 
     def chunk_attention_parts_ms(self, chunk: float, start: float) -> tuple[float, float]:
@@ -258,7 +355,7 @@ class StepCoefficients:
     def attention_ms(self, batch: float, context: float, chunk: float, start: float) -> float:
         """Decode and chunk attention in one launch (:meth:`shared_attention_ms`, ms)."""
         return self.shared_attention_ms(
-            *self.decode_attention_parts_ms(batch, context),
+            *self.decode_attention_parts_ms(batch, context, self.queries_per_seq),
             *self.chunk_attention_parts_ms(chunk, start),
         )
 
@@ -281,7 +378,7 @@ class StepCoefficients:
         include_overhead: bool = True,
     ) -> StepKernels:
         """The kernel times of one step (see the module docstring)."""
-        n = max(batch, 0.0) + max(chunk, 0.0)
+        n = max(batch, 0.0) * self.queries_per_seq + max(chunk, 0.0)
         busy = n > 0 and include_overhead
         return StepKernels(
             gemm_ms=self.gemm_ms(n),
@@ -289,6 +386,7 @@ class StepCoefficients:
             attention_ms=self.attention_ms(batch, context, chunk, chunk_start),
             comm_ms=self.comm_ms(n) if busy else 0.0,
             overhead_ms=self.overhead_ms if busy else 0.0,
+            draft_ms=self.draft_ms(batch, context),
         )
 
     def step_ms(
@@ -300,11 +398,37 @@ class StepCoefficients:
         *,
         include_overhead: bool = True,
     ) -> float:
-        """One step's time, the sum of :meth:`kernels` (ms)."""
-        n = max(batch, 0.0) + max(chunk, 0.0)
+        """One step's time, the sum of :meth:`kernels` (ms). With speculative decoding the
+        ``batch`` decodes each carry ``k + 1`` query tokens (a verification step: GEMMs
+        over ``B (k + 1) + chunk`` tokens, weights read once, attention FLOPs x (k + 1)
+        over the same KV) and the drafter's :meth:`draft_ms` is added."""
+        n = max(batch, 0.0) * self.queries_per_seq + max(chunk, 0.0)
         t = self.gemm_ms(n) + self.moe_ms(n) + self.attention_ms(batch, context, chunk, chunk_start)
         if include_overhead and n > 0:
             t += self.comm_ms(n) + self.overhead_ms
+        return t + self.draft_ms(batch, context)
+
+    def base_decode_ms(self, batch: float, context: float) -> float:
+        """A plain decode step of ``batch`` sequences, one token each, without the
+        per-step overhead (ms): ``gemm(B) + moe(B) + attention(B, s) + comm(B)``."""
+        if batch <= 0:
+            return 0.0
+        dc, dm = self.decode_attention_parts_ms(batch, context)
+        return self.gemm_ms(batch) + self.moe_ms(batch) + max(dc, dm) + self.comm_ms(batch)
+
+    def draft_ms(self, batch: float, context: float) -> float:
+        """The drafter's work per verification step for ``batch`` sequences (ms):
+        ``k x DRAFT_TARGET_LAYERS / L x base_decode_ms(B, s)`` for a head on the target
+        (EAGLE-3, MTP: about one target layer per draft token), plus ``k`` full decode
+        steps of a draft model (its own coefficients, overhead included); 0 without
+        speculation or for n-gram lookup (CPU)."""
+        if batch <= 0:
+            return 0.0
+        t = 0.0
+        if self.draft_layer_fraction:
+            t += self.draft_layer_fraction * self.base_decode_ms(batch, context)
+        if self.draft is not None and self.draft_steps:
+            t += self.draft_steps * self.draft.step_ms(batch, context)
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
@@ -326,9 +450,15 @@ class StepCoefficients:
         self, batch: float, context: float, chunk: float, starts: np.ndarray
     ) -> np.ndarray:
         """:meth:`step_ms` of equal chunks at many start contexts (ms), vectorized."""
-        n = batch + chunk
-        fixed = self.gemm_ms(n) + self.moe_ms(n) + self.comm_ms(n) + self.overhead_ms
-        dc, dm = self.decode_attention_parts_ms(batch, context)
+        n = batch * self.queries_per_seq + chunk
+        fixed = (
+            self.gemm_ms(n)
+            + self.moe_ms(n)
+            + self.comm_ms(n)
+            + self.overhead_ms
+            + self.draft_ms(batch, context)
+        )
+        dc, dm = self.decode_attention_parts_ms(batch, context, self.queries_per_seq)
         a_d = max(dc, dm)
 
         def span(x: np.ndarray) -> np.ndarray:
@@ -364,6 +494,17 @@ def coefficients_of(replica) -> StepCoefficients:
     repl = arch.kv_replication(model, tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
+    spec: Speculation | None = getattr(replica, "speculative", None)
+    spec_fields: dict = {}
+    if spec is not None:
+        layers = DRAFT_TARGET_LAYERS[spec.method]
+        spec_fields = {
+            "queries_per_seq": spec.tokens_per_step,
+            "draft_layer_fraction": spec.draft_tokens * layers / model.num_layers,
+            "draft": spec.draft,
+            "draft_steps": spec.draft_tokens if spec.draft is not None else 0,
+            "draft_kv_held": per_layer * layers,
+        }
     return StepCoefficients(
         f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu * gemm_derate / 1e3,
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
@@ -388,19 +529,27 @@ def coefficients_of(replica) -> StepCoefficients:
         link=replica.scale_up_link,
         overhead_ms=replica.step_overhead_ms,
         overlap=replica.overlap_factor,
+        **spec_fields,
     )
 
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "DRAFT_TARGET_LAYERS",
     "FP4_GEMM_DERATE",
     "FP4_WEIGHT_READ_DERATE",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
+    "SpecMethod",
+    "Speculation",
     "StepCoefficients",
     "StepKernels",
     "allreduce_ms",
     "coefficients_of",
+    "decode_tokens_per_s",
+    "effective_tpot_ms",
     "grouped_gemm_efficiency",
+    "tokens_per_verification_step",
+    "verification_steps",
     "weight_dtype_derates",
 ]

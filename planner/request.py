@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from catalog.schema import Catalog, Dtype, LengthDist, Model, Slo, Workload
 from planner.errors import PlanningError, UnknownEntryError
+from planner.kernels import SpecMethod
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from planner.roofline.replica import fp4_format_error
+from planner.roofline.speculative import MAX_DRAFT_TOKENS, check_speculation
 from solver.problem import Mode, Objective
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -65,6 +67,24 @@ class LengthSpec(Strict):
     p90_tokens: PosFloat
 
 
+class SpeculativeSpec(Strict):
+    """Speculative decoding for a class's decode (and aggregated) pools: ``method``
+    proposes ``draft_tokens`` k per step, the target verifies them in one step, and each
+    sequence advances ``acceptance_length`` a tokens per step on average (accepted
+    drafts + the bonus token, 1 <= a <= k + 1): the user's assumption, typically 2-3 for
+    code at k = 3. ``draft_model``: a catalog model id (method draft_model);
+    ``draft_repo``: the drafter's Hugging Face repository (default: the catalog's
+    EAGLE-3 head for eagle3, the draft model's repository for draft_model)."""
+
+    method: SpecMethod
+    draft_tokens: Annotated[int, Field(ge=1, le=MAX_DRAFT_TOKENS)]
+    acceptance_length: Annotated[float, Field(ge=1, allow_inf_nan=False)]
+    draft_model: str | None = Field(default=None, min_length=1, max_length=64)
+    draft_repo: str | None = Field(
+        default=None, min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
+    )
+
+
 class ClassSpec(Strict):
     """One traffic class: a catalog workload, its share of requests, overrides."""
 
@@ -76,6 +96,7 @@ class ClassSpec(Strict):
     output_tokens: LengthSpec | None = None
     modes: list[Mode] | None = Field(default=None, min_length=1)
     name: str | None = Field(default=None, description="Label; defaults to the workload id.")
+    speculative: SpeculativeSpec | None = None
 
 
 class Traffic(Strict):
@@ -278,6 +299,7 @@ class ResolvedClass:
     prefix_hit_rate: float
     slo: Slo
     modes: tuple[Mode, ...]
+    speculative: SpeculativeSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -446,6 +468,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
                 ),
                 slo=_merge_slo(wl.slo, req.slo, spec.slo),
                 modes=modes,
+                speculative=checked_speculative(req, catalog, spec, i),
             )
         )
     gpus = req.candidates.gpus or sorted(catalog.gpus)
@@ -492,3 +515,25 @@ def check_fp4_offer(req: PlanRequest, catalog: Catalog, gpus: list[str]) -> None
             or "fp4 needs an FP4 peak for the checkpoint's format on an offered GPU: "
             + "; ".join(sorted(set(e for e in errors if e))),
         )
+
+
+def checked_speculative(
+    req: PlanRequest, catalog: Catalog, spec: ClassSpec, index: int
+) -> SpeculativeSpec | None:
+    """The class's ``speculative`` settings once checked against the model and catalog
+    (:func:`planner.roofline.check_speculation`; errors name
+    ``traffic.classes[i].speculative.<field>``)."""
+    sp = spec.speculative
+    if sp is None:
+        return None
+    check_speculation(
+        catalog,
+        catalog.models[req.model],
+        sp.method,
+        sp.draft_tokens,
+        sp.acceptance_length,
+        sp.draft_model,
+        sp.draft_repo,
+        f"traffic.classes[{index}].speculative",
+    )
+    return sp

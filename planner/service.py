@@ -11,10 +11,11 @@ from catalog.loader import load_catalog
 from catalog.schema import Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
+from planner import roofline as rl
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.problem_build import build_problem, parse_request
-from planner.request import PlanRequest, ResolvedRequest, resolve_request
+from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
     MIN_SOLVE_TIME_S,
@@ -308,11 +309,41 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 "prompt_p90_tokens": c.prompt.p90_tokens,
                 "output_mean_tokens": c.output.mean_tokens,
                 "prefix_hit_rate": c.prefix_hit_rate,
+                **speculative_assumption(c, catalog, catalog.models[req.model_id]),
             }
             for c in req.classes
         },
         "pools_per_class": "each pool serves one class (no head-of-line blocking across classes)",
         **fp4_assumptions(catalog.models[req.model_id], screening),
+    }
+
+
+def speculative_assumption(c: ResolvedClass, catalog: Catalog, model: Model) -> dict[str, Any]:
+    """A class's speculative decoding as the plan assumed it (empty without): method,
+    draft tokens k, acceptance length a (the request's assumption), the drafter loaded
+    and how the cost model used them (planner.kernels, planner.roofline.speculative)."""
+    sp = c.speculative
+    if sp is None:
+        return {}
+    return {
+        "speculative": {
+            "method": sp.method.value,
+            "draft_tokens": sp.draft_tokens,
+            "acceptance_length": sp.acceptance_length,
+            "draft_model": sp.draft_model,
+            "draft_repo": rl.draft_repo_for(
+                model, sp.method, sp.draft_repo, catalog, sp.draft_model
+            ),
+            "note": (
+                f"assumed by the request, not measured: each verification step runs the "
+                f"target over {sp.draft_tokens + 1} tokens per sequence plus the "
+                f"{sp.method.value} drafter and advances a sequence "
+                f"{sp.acceptance_length:g} tokens on average, so TPOT = step / "
+                f"{sp.acceptance_length:g} and decode throughput = B x "
+                f"{sp.acceptance_length:g} / step (decode and aggregated pools; prefill "
+                "pools do not speculate)"
+            ),
+        }
     }
 
 

@@ -4,10 +4,12 @@ and the hosts one replica spans.
 
 from __future__ import annotations
 
+import json
 import math
 
 from catalog.schema import Dtype, Model
 from planner import engines
+from planner import kernels as kn
 from planner.candidates import Candidate
 from planner.plan.models import LaunchSettings, NodeLaunch
 from solver.problem import PoolRole
@@ -46,19 +48,24 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     if cfg.kv_dtype.value == "fp8":
         v.append("--kv-cache-dtype=fp8")
         s.append("--kv-cache-dtype=fp8_e4m3")
+    sv, ss = speculative_args(cand.replica.speculative)
+    v += sv
+    s += ss
     if cfg.max_batch:
         v.append(f"--max-num-seqs={cfg.max_batch}")
         s.append(f"--max-running-requests={cfg.max_batch}")
     if cfg.role == PoolRole.AGGREGATED:
         assert cfg.chunk_budget_tokens is not None
-        batch = cfg.max_batch or 0
+        # decode tokens per step: each running sequence verifies k + 1 with speculation
+        spec = cand.replica.speculative
+        batch = (cfg.max_batch or 0) * (spec.tokens_per_step if spec else 1)
         vllm_budget = engines.launch_token_budget(
             engines.engine_profile("vllm"), cfg.chunk_budget_tokens, batch
         )
         sglang_budget = engines.launch_token_budget(
             engines.engine_profile("sglang"), cfg.chunk_budget_tokens, batch
         )
-        # vLLM counts every running decode in its budget: chunk + max batch
+        # vLLM counts every running decode in its budget: chunk + max batch (x (k + 1))
         v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={vllm_budget}"]
         s += [f"--chunked-prefill-size={sglang_budget}", "--enable-mixed-chunk"]
     elif cfg.role == PoolRole.PREFILL:
@@ -89,6 +96,45 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         nodes_per_replica=nodes,
         per_node=per_node,
     )
+
+
+#: SGLang's ``--speculative-algorithm`` per method (EAGLE3; NEXTN runs DeepSeek's MTP
+#: module; NGRAM looks drafts up in the context; STANDALONE runs a draft model).
+SGLANG_SPEC_ALGORITHM = {
+    kn.SpecMethod.EAGLE3: "EAGLE3",
+    kn.SpecMethod.MTP: "NEXTN",
+    kn.SpecMethod.NGRAM: "NGRAM",
+    kn.SpecMethod.DRAFT_MODEL: "STANDALONE",
+}
+
+
+def speculative_args(spec: kn.Speculation | None) -> tuple[list[str], list[str]]:
+    """(vLLM, SGLang) arguments for a pool's speculative decoding; empty without.
+
+    vLLM: ``--speculative-config`` with ``method`` (eagle3, mtp, ngram, draft_model),
+    ``model`` (the drafter's repository, when there is one) and
+    ``num_speculative_tokens`` k (ngram adds ``prompt_lookup_max``). SGLang:
+    ``--speculative-algorithm`` (:data:`SGLANG_SPEC_ALGORITHM`), the drafter's path,
+    ``--speculative-num-steps`` k, ``--speculative-eagle-topk 1`` (a chain, as the
+    plan prices it) and ``--speculative-num-draft-tokens`` k + 1 (the verified tokens,
+    the bonus included)."""
+    if spec is None:
+        return [], []
+    k = spec.draft_tokens
+    config: dict[str, object] = {"method": spec.method.value}
+    if spec.draft_repo:
+        config["model"] = spec.draft_repo
+    config["num_speculative_tokens"] = k
+    if spec.method == kn.SpecMethod.NGRAM:
+        config["prompt_lookup_max"] = 4
+    vllm = [f"--speculative-config={json.dumps(config, separators=(',', ':'))}"]
+    sglang = [f"--speculative-algorithm={SGLANG_SPEC_ALGORITHM[spec.method]}"]
+    if spec.draft_repo:
+        sglang.append(f"--speculative-draft-model-path={spec.draft_repo}")
+    if spec.method != kn.SpecMethod.NGRAM:
+        sglang += [f"--speculative-num-steps={k}", "--speculative-eagle-topk=1"]
+    sglang.append(f"--speculative-num-draft-tokens={k + 1}")
+    return vllm, sglang
 
 
 def checkpoint_repo(model: Model, dtype: Dtype) -> str | None:

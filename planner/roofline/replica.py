@@ -54,6 +54,8 @@ class Replica:
     for activations (see :data:`DEFAULT_ACTIVATION_RESERVE_GB`); ``attention_dtype``:
     the precision attention kernels run at (:func:`planner.engines.attention_dtype`);
     ``engine``: the serving engine the factors describe (:mod:`planner.engines`).
+    ``speculative``: speculative decoding on this replica (:class:`planner.kernels.Speculation`,
+    set per traffic class by :func:`planner.roofline.with_speculation`; None: plain decode).
     ``scale_up_link`` is the link the TP collectives cross: the NVLink/xGMI link within
     the scale-up domain, or the PCIe link when ``tp`` spans more GPUs than that domain
     (TP over PCIe, e.g. L40S or H100 PCIe at tp 4-8).
@@ -73,6 +75,7 @@ class Replica:
     activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB
     attention_dtype: Dtype = Dtype.BF16
     engine: str = engines.DEFAULT_ENGINE
+    speculative: kn.Speculation | None = None
 
     @cached_property
     def coefficients(self) -> kn.StepCoefficients:
@@ -136,8 +139,14 @@ def memory_needed_gb(replica: Replica) -> float:
     kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype) * arch.kv_replication(
         replica.model, replica.tp
     )
-    weights = arch.weight_bytes(replica.model, replica.weight_dtype)
+    weights = arch.weight_bytes(replica.model, replica.weight_dtype) + draft_weight_bytes(replica)
     return (weights + kv) / 1e9 + replica.tp * replica.activation_reserve_gb
+
+
+def draft_weight_bytes(replica: Replica) -> float:
+    """Bytes of a speculative drafter's weights held next to the target's (an EAGLE-3 head,
+    an MTP module, a draft model; :class:`planner.kernels.Speculation`), 0 without."""
+    return replica.speculative.draft_weight_bytes if replica.speculative else 0.0
 
 
 def usable_memory_gb(replica: Replica) -> float:
@@ -320,9 +329,11 @@ def replica_weight_bytes(replica: Replica) -> float:
 def kv_capacity_bytes(replica: Replica) -> float:
     """Bytes left for the KV cache:
     ``(tp x memory_gb x memory_utilization - tp x activation_reserve_gb) x 1e9 - weights``
-    (bytes; 0 if negative)."""
+    (bytes; 0 if negative); the weights include a speculative drafter's
+    (:func:`draft_weight_bytes`)."""
     usable = usable_memory_gb(replica) - replica.tp * replica.activation_reserve_gb
-    return max(usable * 1e9 - replica_weight_bytes(replica), 0.0)
+    held = replica_weight_bytes(replica) + draft_weight_bytes(replica)
+    return max(usable * 1e9 - held, 0.0)
 
 
 def kv_capacity_tokens(replica: Replica) -> int:
