@@ -23,6 +23,7 @@ from planner import kernels as kn
 from planner import roofline as rl
 from planner.errors import PlanningError
 from planner.plan.launch import checkpoint_repo
+from planner.report import render_plan_text
 from planner.risk import factor_uncertainty
 from planner.service import make_plan
 
@@ -214,3 +215,10 @@ def test_fp8_pools_still_quantize_on_load():
     plan = make_plan(_request(["fp8"]), CAT, alternatives=False, verify=False)
     assert "--quantization=fp8" in plan.pools[0].launch.vllm
     assert "--quantization=fp8" in plan.pools[0].launch.sglang
+
+
+def test_the_text_plan_says_fp4_efficiency_is_assumed():
+    plan = make_plan(_request(["fp8", "fp4"]), CAT, alternatives=False, verify=False)
+    text = render_plan_text(plan.to_json_dict())
+    assert "fp4: checkpoint RedHatAI/Llama-3.1-70B-Instruct-NVFP4 (nvfp4, 4.5 bits" in text
+    assert "b200 GEMMs x0.75, weight reads x0.85, factors analogy" in text
