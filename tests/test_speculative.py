@@ -90,10 +90,12 @@ def test_an_eagle3_head_costs_about_one_target_layer_per_draft_token():
         3 / layers * plain.coefficients.base_decode_ms(b, ctx), rel=0.02
     )
     assert spec.speculative.draft_repo == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
-    # memory: one target layer of weights (0.88 B parameters in fp8) and of KV
+    # memory: one target layer of weights (0.88 B parameters, the head in BF16) and of KV
     per_layer = arch.total_param_count(CAT.models["llama-3.1-70b"]) / layers
-    assert rl.draft_weight_bytes(spec) == pytest.approx(per_layer * 1.0)
-    assert rl.kv_capacity_bytes(plain) - rl.kv_capacity_bytes(spec) == pytest.approx(per_layer)
+    assert rl.draft_weight_bytes(spec) == pytest.approx(per_layer * 2.0)
+    assert rl.kv_capacity_bytes(plain) - rl.kv_capacity_bytes(spec) == pytest.approx(
+        2.0 * per_layer
+    )
     held0 = plain.coefficients.kv_held_bytes(1000)
     assert c.kv_held_bytes(1000) == pytest.approx(held0 * (1 + 1 / layers))
 
@@ -300,3 +302,13 @@ def test_the_text_plan_says_what_speculation_it_assumed():
     assert "assumed acceptance length 2.5" in text
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
     assert "Assumed:" not in render_plan_text(without.to_json_dict())
+
+
+def test_pools_report_their_speculation():
+    plan = make_plan(_request(EAGLE3), CAT, alternatives=False, verify=False)
+    pool = plan.pools[0]
+    assert pool.speculative is not None
+    assert pool.speculative["method"] == "eagle3" and pool.speculative["draft_tokens"] == 3
+    assert pool.speculative["verification_step_ms"] == pytest.approx(pool.step_ms * 2.5)
+    without = make_plan(_request(None), CAT, alternatives=False, verify=False)
+    assert all(p.speculative is None for p in without.pools)

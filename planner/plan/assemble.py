@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner import risk
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.plan.explain import (
@@ -93,6 +95,7 @@ def plan_from_result(
                 planned_capacity_rps=planned,
                 spare_replicas=cand.spare_replicas,
                 capacity_with_spares_down_rps=spares_down,
+                speculative=pool_speculation(cand),
             )
         )
     solved = result.status.has_solution
@@ -292,3 +295,22 @@ def kv_pairs(pools: list[PoolPlan], by_id: dict[str, Candidate]) -> list[KvPair]
                 )
             )
     return out
+
+
+def pool_speculation(cand: Candidate) -> dict[str, Any] | None:
+    """A pool's speculative decoding as the plan reports it (None without): method, draft
+    tokens k, the assumed acceptance length a, the drafter's repository and the engine's
+    verification step at the pool's max batch, ``step_ms x a`` (ms; the candidate's
+    ``step_ms`` is per output token, :func:`planner.kernels.effective_tpot_ms`)."""
+    spec = cand.replica.speculative
+    if spec is None:
+        return None
+    return {
+        "method": spec.method.value,
+        "draft_tokens": spec.draft_tokens,
+        "acceptance_length": spec.acceptance_length,
+        "draft_repo": spec.draft_repo,
+        "verification_step_ms": (
+            None if cand.step_ms is None else cand.step_ms * spec.acceptance_length
+        ),
+    }

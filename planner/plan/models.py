@@ -78,6 +78,10 @@ class PoolPlan(Out):
     spare_replicas: int = 0
     #: SLO capacity with spare_replicas replicas down (requests/s).
     capacity_with_spares_down_rps: float | None = None
+    #: Speculative decoding on the pool (decode and aggregated pools of a class that asks
+    #: for it): method, draft_tokens, acceptance_length (assumed), draft_repo and
+    #: verification_step_ms (the engine step; step_ms is per output token, step / a).
+    speculative: dict[str, Any] | None = None
 
 
 class KvPair(Out):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from catalog.schema import Catalog, Dtype, Model
+from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
@@ -129,9 +129,10 @@ def with_speculation(
     """``replica`` running speculative decoding (:class:`planner.kernels.Speculation`).
 
     Drafter weights (bytes): a head, ``DRAFT_TARGET_LAYERS x total params / L x bytes per
-    weight`` of the target (EAGLE-3 on Llama-3.1-70B: 0.88 B params; DeepSeek-V3's MTP
-    module: 11 B, as published); a draft model, its own weights in the target's dtype when
-    it is served in it, else BF16, on the same ``tp`` GPUs. Settings are checked by
+    weight`` (EAGLE-3 on Llama-3.1-70B: 0.88 B params in BF16, as the heads are published;
+    DeepSeek-V3's MTP module: 11 B, as published, in the checkpoint's dtype); a draft
+    model, its own weights in the target's dtype when it is served in it, else BF16, on
+    the same ``tp`` GPUs. Settings are checked by
     :func:`check_speculation` (field ``speculative``)."""
     m = kn.SpecMethod(method)
     model = replica.model
@@ -162,11 +163,13 @@ def with_speculation(
         weights = arch.weight_bytes(d_model, d_dtype)
     else:
         per_layer = arch.total_param_count(model) / model.num_layers
-        weights = (
-            kn.DRAFT_TARGET_LAYERS[m]
-            * per_layer
-            * arch.weight_bytes_per_param(model, replica.weight_dtype)
+        # EAGLE-3 heads are published in BF16; an MTP module ships in the checkpoint's dtype
+        b_w = (
+            DTYPE_BYTES[Dtype.BF16]
+            if m == kn.SpecMethod.EAGLE3
+            else arch.weight_bytes_per_param(model, replica.weight_dtype)
         )
+        weights = kn.DRAFT_TARGET_LAYERS[m] * per_layer * b_w
     spec = kn.Speculation(
         method=m,
         draft_tokens=draft_tokens,
