@@ -18,6 +18,7 @@ from planner.capacity import decode_slots
 from planner.errors import PlanningError
 from planner.plan.launch import speculative_args
 from planner.report import render_plan_text
+from planner.report.render import render_plan_report
 from planner.service import make_plan
 from planner.simulate.scheduler import decode_steps
 
@@ -312,3 +313,15 @@ def test_pools_report_their_speculation():
     assert pool.speculative["verification_step_ms"] == pytest.approx(pool.step_ms * 2.5)
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
     assert all(p.speculative is None for p in without.pools)
+
+
+def test_the_procurement_report_lists_the_assumed_speculation():
+    req = _request(EAGLE3)
+    plan = make_plan(req, CAT, alternatives=False, verify=False)
+    record = {"id": "p", "created_at": "2026-12-01T00:00:00Z", "request": req}
+    md, _ = render_plan_report({**record, "plan": plan.to_json_dict()}, "md", CAT)
+    assert "### Speculative decoding and FP4" in md
+    assert "- agent: speculative eagle3" in md
+    without = make_plan(_request(None), CAT, alternatives=False, verify=False)
+    md, _ = render_plan_report({**record, "plan": without.to_json_dict()}, "md", CAT)
+    assert "Speculative decoding and FP4" not in md
