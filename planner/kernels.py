@@ -292,6 +292,15 @@ class StepCoefficients:
             held += self.draft.kv_held_bytes(tokens)
         return held
 
+    def kv_held_array(self, tokens: np.ndarray) -> np.ndarray:
+        """:meth:`kv_held_bytes` over an array of sequence lengths (bytes)."""
+        held = (self.kv_full_held + self.draft_kv_held) * tokens
+        if self.kv_windowed_held:
+            held = held + self.kv_windowed_held * np.minimum(tokens, self.window_tokens)
+        if self.draft is not None:
+            held = held + self.draft.kv_held_array(tokens)
+        return held
+
     # ------------------------------------------------------------ kernels
 
     def gemm_ms(self, tokens: float) -> float:
@@ -476,11 +485,7 @@ class StepCoefficients:
             return out
 
         cc = self.prefill_attn_per_ctx * (span(starts + chunk) - span(starts)) / self.f_attn_per_ms
-        ends = starts + chunk
-        held = self.kv_full_held * ends
-        if self.kv_windowed_held:
-            held = held + self.kv_windowed_held * np.minimum(ends, self.window_tokens)
-        a_c = np.maximum(cc, held / self.w_per_ms)
+        a_c = np.maximum(cc, self.kv_held_array(starts + chunk) / self.w_per_ms)
         attn = np.maximum(a_d, a_c) + (1.0 - self.overlap) * np.minimum(a_d, a_c)
         attn = np.maximum(attn, dc + cc)
         return fixed + attn

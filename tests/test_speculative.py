@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -21,6 +22,7 @@ from planner.report import render_plan_text
 from planner.report.render import render_plan_report
 from planner.service import make_plan
 from planner.simulate.scheduler import decode_steps
+from planner.simulate.steps import StepModel
 
 CAT = load_catalog()
 EXAMPLE = Path(__file__).parent.parent / "examples" / "speculative-agent-eagle3.yaml"
@@ -325,3 +327,31 @@ def test_the_procurement_report_lists_the_assumed_speculation():
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
     md, _ = render_plan_report({**record, "plan": without.to_json_dict()}, "md", CAT)
     assert "Speculative decoding and FP4" not in md
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        EAGLE3,
+        {
+            "method": "draft_model",
+            "draft_tokens": 3,
+            "acceptance_length": 2.0,
+            "draft_model": "llama-3.1-8b",
+        },
+    ],
+)
+def test_vectorized_steps_and_kv_match_the_scalar_ones_with_a_drafter(spec):
+    replica = _replica(**spec)
+    c = replica.coefficients
+    starts = np.array([0.0, 4096.0, 50_000.0])
+    vec = c.chunk_steps_array_ms(12, 40_000.0, 2048, starts)
+    scalar = [c.step_ms(12, 40_000.0, 2048, s) for s in starts]
+    assert vec.tolist() == pytest.approx(scalar)
+    assert c.kv_held_array(starts + 1).tolist() == pytest.approx(
+        [c.kv_held_bytes(s + 1) for s in starts]
+    )
+    steps = StepModel(replica)
+    assert steps.kv_bytes_array(starts + 1).tolist() == pytest.approx(
+        [steps.kv_bytes(s + 1) for s in starts]
+    )
