@@ -25,7 +25,7 @@ from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
-from planner.roofline.replica import Replica, build_replica
+from planner.roofline.replica import Replica, build_replica, fp4_format_error
 
 #: Largest ``draft_tokens`` accepted: engines run 1-8 in practice; beyond 16 the
 #: verification step is a prefill and acceptance has long flattened.
@@ -143,9 +143,11 @@ def with_speculation(
     if m == kn.SpecMethod.DRAFT_MODEL:
         assert draft_model is not None
         d_model = catalog.models[draft_model]
-        d_dtype = (
-            replica.weight_dtype if replica.weight_dtype in d_model.weight_dtypes else Dtype.BF16
+        # the target's dtype when the draft is served in it (FP4: in a format this GPU runs)
+        same = replica.weight_dtype in d_model.weight_dtypes and (
+            replica.weight_dtype != Dtype.FP4 or fp4_format_error(d_model, replica.gpu) is None
         )
+        d_dtype = replica.weight_dtype if same else Dtype.BF16
         draft = build_replica(
             catalog,
             draft_model,
