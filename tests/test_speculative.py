@@ -294,6 +294,12 @@ def test_the_vllm_token_budget_counts_k_plus_1_tokens_per_running_sequence():
     assert int(budget.split("=")[1]) == pool.chunk_budget_tokens + 4 * pool.max_batch
     chunk = next(a for a in pool.launch.sglang if a.startswith("--chunked-prefill-size="))
     assert int(chunk.split("=")[1]) == pool.chunk_budget_tokens
+    # SGLang refuses --enable-mixed-chunk with speculative decoding: left out, and said so
+    assert "--enable-mixed-chunk" not in pool.launch.sglang
+    assert any(pool.id in w and "SGLang does not mix" in w for w in plan.warnings)
+    without = make_plan(_request(None), CAT, alternatives=False, verify=False)
+    assert "--enable-mixed-chunk" in without.pools[0].launch.sglang
+    assert not any("SGLang does not mix" in w for w in without.warnings)
 
 
 def test_the_text_plan_says_what_speculation_it_assumed():

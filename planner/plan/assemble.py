@@ -174,7 +174,7 @@ def plan_from_result(
         binding=[BindingConstraint(name=b, detail=binding_detail(b, req)) for b in result.binding],
         why_not=why_not(screening, pools),
         infeasible_reasons=infeasible,
-        warnings=list(req.warnings),
+        warnings=list(req.warnings) + speculation_warnings(pools),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -314,3 +314,22 @@ def pool_speculation(cand: Candidate) -> dict[str, Any] | None:
             None if cand.step_ms is None else cand.step_ms * spec.acceptance_length
         ),
     }
+
+
+def speculation_warnings(pools: list[PoolPlan]) -> list[str]:
+    """What the launch of speculative aggregated pools cannot promise on SGLang: it
+    refuses ``--enable-mixed-chunk`` with speculative decoding (server_args asserts it;
+    sgl-project/sglang#6874), so its launch command leaves it out and prefill chunks run
+    in steps of their own there, not mixed with the decodes as the plan prices them
+    (vLLM's chunked prefill mixes them)."""
+    mine = sorted(
+        p.id for p in pools if p.speculative and p.role == PoolRole.AGGREGATED and p.replicas
+    )
+    if not mine:
+        return []
+    return [
+        f"{', '.join(mine)}: aggregated with speculative decoding; the figures are for "
+        "vLLM, which mixes prefill chunks with the verification steps. SGLang does not "
+        "mix them under speculative decoding (its command has no --enable-mixed-chunk): "
+        "chunks there run in steps of their own, which the plan does not price"
+    ]

@@ -67,7 +67,9 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         )
         # vLLM counts every running decode in its budget: chunk + max batch (x (k + 1))
         v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={vllm_budget}"]
-        s += [f"--chunked-prefill-size={sglang_budget}", "--enable-mixed-chunk"]
+        s.append(f"--chunked-prefill-size={sglang_budget}")
+        if spec is None:  # SGLang refuses mixed chunks with speculative decoding
+            s.append("--enable-mixed-chunk")
     elif cfg.role == PoolRole.PREFILL:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_producer"}')
         s.append("--disaggregation-mode=prefill")
