@@ -80,27 +80,29 @@ def test_a_verification_step_runs_k_plus_1_tokens_per_sequence():
     assert kn.effective_tpot_ms(k1.total_ms, 2.0) < 0.6 * k0.total_ms
 
 
-def test_an_eagle3_head_costs_about_one_target_layer_per_draft_token():
+def test_an_eagle3_head_costs_one_and_a_half_target_layers_per_draft_token():
     plain = _replica()
     spec = _replica(**EAGLE3)
     c = spec.coefficients
     b, ctx = 16, 50_000.0
     layers = CAT.models["llama-3.1-70b"].num_layers
-    # (the head's attention reads its own layer's KV too: the spec replica's base step)
-    expected = 3 * 1.0 / layers * c.base_decode_ms(b, ctx)
+    assert kn.DRAFT_TARGET_LAYERS[kn.SpecMethod.EAGLE3] == 1.5
+    # (the head's attention reads its own KV too: the spec replica's base step)
+    expected = 3 * 1.5 / layers * c.base_decode_ms(b, ctx)
     assert c.draft_ms(b, ctx) == pytest.approx(expected)
     assert expected == pytest.approx(
-        3 / layers * plain.coefficients.base_decode_ms(b, ctx), rel=0.02
+        4.5 / layers * plain.coefficients.base_decode_ms(b, ctx), rel=0.02
     )
     assert spec.speculative.draft_repo == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
-    # memory: one target layer of weights (0.88 B parameters, the head in BF16) and of KV
+    # memory: 1.5 target layers of weights (1.32 B parameters, the head in BF16) and of KV
     per_layer = arch.total_param_count(CAT.models["llama-3.1-70b"]) / layers
-    assert rl.draft_weight_bytes(spec) == pytest.approx(per_layer * 2.0)
+    assert rl.draft_weight_bytes(spec) / 1e9 == pytest.approx(2.65, abs=0.01)
+    assert rl.draft_weight_bytes(spec) == pytest.approx(1.5 * per_layer * 2.0)
     assert rl.kv_capacity_bytes(plain) - rl.kv_capacity_bytes(spec) == pytest.approx(
-        2.0 * per_layer
+        rl.draft_weight_bytes(spec)
     )
     held0 = plain.coefficients.kv_held_bytes(1000)
-    assert c.kv_held_bytes(1000) == pytest.approx(held0 * (1 + 1 / layers))
+    assert c.kv_held_bytes(1000) == pytest.approx(held0 * (1 + 1.5 / layers))
 
 
 def test_a_draft_model_costs_k_of_its_own_decode_steps():

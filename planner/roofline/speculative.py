@@ -4,17 +4,18 @@ class's settings against the catalog.
 Per verification step the target runs every resident sequence over ``k + 1`` tokens (its
 last token and ``k`` drafts: GEMMs over ``B (k + 1)`` tokens with the weights read once,
 attention FLOPs x (k + 1) over a KV cache read once) and the drafter proposes the next
-``k``: about one target layer per draft token for an EAGLE-3 head or DeepSeek's MTP
-module, nothing on the GPU for n-gram lookup, ``k`` decode steps of a draft model
-(``planner.kernels.StepCoefficients.step_ms`` and ``.draft_ms``).
+``k``: 1.5 target layers per draft token for an EAGLE-3 head, one for DeepSeek's MTP
+module (``planner.kernels.DRAFT_TARGET_LAYERS``), nothing on the GPU for n-gram lookup,
+``k`` decode steps of a draft model (``planner.kernels.StepCoefficients.step_ms`` and
+``.draft_ms``).
 Each sequence advances ``a`` tokens per step on average (the acceptance length, the
 user's assumption), so TPOT is ``step / a`` and a replica of ``B`` sequences makes
 ``B x a / step`` tokens/s (:func:`planner.kernels.effective_tpot_ms`,
 :func:`planner.kernels.decode_tokens_per_s`).
 
-Memory: the drafter's weights sit next to the target's (one target layer's worth for a
-head, ``DRAFT_TARGET_LAYERS``; the whole draft model) and its KV grows with every
-sequence (one target layer's KV per token for a head; the draft model's KV).
+Memory: the drafter's weights sit next to the target's (``DRAFT_TARGET_LAYERS`` target
+layers' worth for a head; the whole draft model) and its KV grows with every sequence
+(as many target layers' KV per token for a head; the draft model's KV).
 """
 
 from __future__ import annotations
@@ -129,8 +130,9 @@ def with_speculation(
     """``replica`` running speculative decoding (:class:`planner.kernels.Speculation`).
 
     Drafter weights (bytes): a head, ``DRAFT_TARGET_LAYERS x total params / L x bytes per
-    weight`` (EAGLE-3 on Llama-3.1-70B: 0.88 B params in BF16, as the heads are published;
-    DeepSeek-V3's MTP module: 11 B, as published, in the checkpoint's dtype); a draft
+    weight`` (EAGLE-3 on Llama-3.1-70B: 1.5 x 0.88 = 1.32 B params in BF16, as the heads
+    are published; DeepSeek-V3's MTP module: 11 B, as published, in the checkpoint's
+    dtype); a draft
     model, its own weights in the target's dtype when it is served in it, else BF16, on
     the same ``tp`` GPUs. Settings are checked by
     :func:`check_speculation` (field ``speculative``)."""
