@@ -110,6 +110,14 @@ class Dtype(StrEnum):
 DTYPE_BYTES: dict[Dtype, float] = {Dtype.BF16: 2.0, Dtype.FP8: 1.0, Dtype.FP4: 0.5}
 
 
+class Fp4Format(StrEnum):
+    """How 4-bit weights are scaled in blocks: ``nvfp4`` (NVIDIA: one FP8 E4M3 scale per
+    16 values) or ``mxfp4`` (OCP microscaling: one E8M0 scale per 32 values)."""
+
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
+
+
 class LinkKind(StrEnum):
     """Where a link sits: inside a scale-up domain, host PCIe, or between nodes."""
 
@@ -384,6 +392,12 @@ class Gpu(Frozen):
     bf16_dense_tflops: Tflops
     fp8_dense_tflops: Tflops | None = None
     fp4_dense_tflops: Tflops | None = None
+    fp4_formats: list[Fp4Format] = Field(
+        default_factory=list,
+        max_length=4,
+        description="Block-scaled FP4 formats the tensor cores run natively (Blackwell: "
+        "nvfp4 and mxfp4); required when fp4_dense_tflops is set, empty otherwise.",
+    )
     memory_gb: PosFloat = Field(le=MAX_MEMORY_GB)
     memory_type: Name
     mem_bw_tbps: PosFloat = Field(le=MAX_MEM_BW_TBPS)
@@ -404,6 +418,14 @@ class Gpu(Frozen):
         default_factory=list,
         description="Fields whose values are estimates or conflicting.",
     )
+
+    @model_validator(mode="after")
+    def _fp4_formats(self) -> Gpu:
+        if self.fp4_dense_tflops is not None and not self.fp4_formats:
+            raise ValueError("fp4_formats: list the FP4 formats (nvfp4, mxfp4) the FP4 peak is for")
+        if self.fp4_dense_tflops is None and self.fp4_formats:
+            raise ValueError("fp4_formats needs fp4_dense_tflops (the FP4 peak)")
+        return self
 
     def peak_tflops(self, dtype: Dtype) -> float | None:
         """Dense peak TFLOP/s for ``dtype`` (None when the SKU has no such tensor cores)."""
@@ -467,6 +489,15 @@ class SlidingWindow(Frozen):
     windowed_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS, strict=True)]
 
 
+class Fp4Checkpoint(Frozen):
+    """A published checkpoint with 4-bit weights: the Hugging Face ``repo`` engines load
+    (the launch command names it rather than quantizing on the fly) and its block
+    ``format``. The KV cache is served in FP8 with it."""
+
+    repo: str = Field(min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+    format: Fp4Format
+
+
 class ReferenceFigures(Frozen):
     """Figures published for the model, to test the derived numbers against."""
 
@@ -507,6 +538,20 @@ class Model(Frozen):
         default_factory=lambda: [Dtype.BF16, Dtype.FP8],
         description="Weight formats the model is served in.",
     )
+    fp4_checkpoint: Fp4Checkpoint | None = Field(
+        default=None,
+        description="The published FP4 checkpoint (required when weight_dtypes has fp4).",
+    )
+    mtp_modules: Annotated[int, Field(ge=0, le=8)] = Field(
+        default=0,
+        description="Multi-token-prediction modules shipped with the weights (DeepSeek-V3: "
+        "1, config num_nextn_predict_layers); speculative method mtp needs at least one.",
+    )
+    eagle3_draft_repo: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A published EAGLE-3 draft head for this model (Hugging Face repository).",
+    )
     reference: ReferenceFigures
     sources: Sources
     notes: Text = ""
@@ -521,6 +566,13 @@ class Model(Frozen):
             raise ValueError("sliding_window.windowed_layers exceeds num_layers")
         if self.moe and self.moe.first_dense_layers > self.num_layers:
             raise ValueError("moe.first_dense_layers exceeds num_layers")
+        if Dtype.FP4 in self.weight_dtypes and self.fp4_checkpoint is None:
+            raise ValueError(
+                "weight_dtypes lists fp4 but fp4_checkpoint (the published FP4 checkpoint's "
+                "repo and format) is not given"
+            )
+        if self.fp4_checkpoint is not None and Dtype.FP4 not in self.weight_dtypes:
+            raise ValueError("fp4_checkpoint is given but weight_dtypes does not list fp4")
         return self
 
     @property

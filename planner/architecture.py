@@ -35,7 +35,12 @@ include the embedding tables, as the reference figures do (DeepSeek-V3 computed
 
 from __future__ import annotations
 
-from catalog.schema import DTYPE_BYTES, Dtype, Model
+from catalog.schema import DTYPE_BYTES, Dtype, Fp4Format, Model
+
+#: Values sharing one block scale, and the scale's bits, per FP4 format: NVFP4 (NVIDIA
+#: Blackwell) scales every 16 E2M1 values with one FP8 E4M3 (plus one FP32 per tensor,
+#: negligible); MXFP4 (OCP Microscaling v1.0) every 32 with one E8M0.
+FP4_BLOCK: dict[Fp4Format, tuple[int, int]] = {Fp4Format.NVFP4: (16, 8), Fp4Format.MXFP4: (32, 8)}
 
 # --------------------------------------------------------------------------- parameters
 
@@ -173,9 +178,32 @@ def routed_expert_param_count(model: Model) -> int:
 # --------------------------------------------------------------------------- bytes
 
 
+def fp4_bits_per_weight(fmt: Fp4Format | str) -> float:
+    """Bits one FP4 weight takes with its share of the block scale:
+    ``4 + scale_bits / block`` (bits): NVFP4 4 + 8/16 = 4.5, MXFP4 4 + 8/32 = 4.25.
+    From the formats' definitions (:data:`FP4_BLOCK`)."""
+    block, scale_bits = FP4_BLOCK[Fp4Format(fmt)]
+    return 4.0 + scale_bits / block
+
+
+def weight_bytes_per_param(model: Model, dtype: Dtype | str) -> float:
+    """Bytes per weight in ``dtype`` (bytes/parameter): ``DTYPE_BYTES`` for bf16 (2) and
+    fp8 (1); for fp4 the model's published checkpoint format with its block scales,
+    :func:`fp4_bits_per_weight` / 8 (NVFP4 0.5625, MXFP4 0.53125). Every parameter is
+    counted at that width; checkpoints keep a few layers wider (lm_head, routers: BF16),
+    as FP8 checkpoints do, which this leaves out (about 1.5% of Llama-3.1-70B's weights
+    are its lm_head)."""
+    d = Dtype(dtype)
+    if d != Dtype.FP4:
+        return DTYPE_BYTES[d]
+    if model.fp4_checkpoint is None:
+        raise ValueError(f"{model.id} has no FP4 checkpoint (fp4_checkpoint)")
+    return fp4_bits_per_weight(model.fp4_checkpoint.format) / 8.0
+
+
 def weight_bytes(model: Model, dtype: Dtype | str) -> float:
-    """Bytes of all weights: ``total_param_count x DTYPE_BYTES[dtype]`` (bytes)."""
-    return total_param_count(model) * DTYPE_BYTES[Dtype(dtype)]
+    """Bytes of all weights: ``total_param_count x weight_bytes_per_param(dtype)`` (bytes)."""
+    return total_param_count(model) * weight_bytes_per_param(model, dtype)
 
 
 def kv_bytes_per_token_per_layer(model: Model, kv_dtype: Dtype | str) -> float:

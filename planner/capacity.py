@@ -58,6 +58,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from planner import architecture as arch
+from planner import kernels as kn
 from planner import queueing
 from planner import roofline as rl
 from planner.errors import PlanningError
@@ -191,7 +192,7 @@ class StepModel:
         c = self.coefficients
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
-        weights = self.weight_bytes(n) / c.w_per_ms if n > 0 else 0.0
+        weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
         gemm_per_token = (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 
@@ -592,17 +593,28 @@ def decode_slots(
     and whose step stays within ``tpot_ms`` — a decode step, or with ``chunk_tokens``
     a mixed step carrying a full chunk every time (:func:`planner.roofline.mixed_step_ms`:
     the worst step a TPOT percentile must cover, where :func:`replica_capacity` prices
-    the mean step). Returns (B, step ms), or None when one sequence misses."""
+    the mean step). With speculative decoding (``replica.speculative``) the step is a
+    verification step advancing each sequence ``a`` tokens, so the bound is on
+    ``step / a`` (:func:`planner.kernels.effective_tpot_ms`) and that is the time
+    returned. Returns (B, time per output token ms), or None when one sequence misses."""
     limit = rl.max_resident_batch(replica, context_tokens)
+    a = kn.tokens_per_verification_step(replica.speculative)
     if chunk_tokens is None:
-        return largest_batch(
-            limit, lambda b: rl.decode_step_ms(replica, b, context_tokens), tpot_ms
+        found = largest_batch(
+            limit,
+            lambda b: kn.effective_tpot_ms(rl.decode_step_ms(replica, b, context_tokens), a),
+            tpot_ms,
         )
-    return largest_batch(
-        limit,
-        lambda b: rl.mixed_step_ms(replica, b, context_tokens, chunk_tokens, chunk_context_tokens),
-        tpot_ms,
-    )
+    else:
+        found = largest_batch(
+            limit,
+            lambda b: kn.effective_tpot_ms(
+                rl.mixed_step_ms(replica, b, context_tokens, chunk_tokens, chunk_context_tokens),
+                a,
+            ),
+            tpot_ms,
+        )
+    return found
 
 
 # --------------------------------------------------------------------------- roofline limits

@@ -34,7 +34,9 @@ stages: ``step(B) = kernels(B / pp decodes + the chunk) + pp x hop(B / pp + T)``
 chunk per pass is credited (the planner's one chunk slot per replica): conservative,
 as an engine may schedule one per micro-batch.
 
-``F_gemm = tp x peak(weight dtype) x MFU``, ``F_attn = tp x peak(attention dtype)
+``F_gemm = tp x peak(weight dtype) x MFU`` (x :data:`FP4_GEMM_DERATE` for unmeasured
+FP4 weights, whose reads also run at ``W_eff x`` :data:`FP4_WEIGHT_READ_DERATE`:
+:func:`weight_dtype_derates`), ``F_attn = tp x peak(attention dtype)
 x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`),
 ``W_eff = tp x HBM bandwidth x MBU``. KV bytes are those the replica *holds*,
 replication under TP included (:func:`planner.architecture.kv_replication`). MLA
@@ -57,10 +59,11 @@ Units: times in ms, bytes, FLOP; rates are stored per ms so a step costs arithme
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
-from catalog.schema import DTYPE_BYTES, Link, LinkKind
+from catalog.schema import Dtype, Gpu, Link, LinkKind
 from planner import architecture as arch
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
@@ -80,6 +83,38 @@ ACTIVATION_BYTES = 2.0
 #: waits for it). Assumed: routing skew at decode batches with an expert-placement
 #: balancer is commonly reported at 1.1-1.3x; 1.25 errs high. Not fitted.
 EP_LOAD_IMBALANCE = 1.25
+
+
+#: Share of ``peak(fp4) x MFU`` that FP4 weight GEMMs are assumed to reach, where no FP4
+#: measurement backs the GPU's factors. Assumed, not fitted: the reference measurements
+#: price no FP4 run the planner can use, and FP4 GEMMs pay block-scale handling and
+#: activation quantization (W4A4) that FP8 GEMMs do not, in kernels younger than FP8's. At
+#: 0.75 an FP4 GEMM runs 1.5x an FP8 one on Blackwell (peak ratio 2x). Checked, not fitted:
+#: the reference set's DeepSeek-V3/R1 FP4 runs on B200 (InferenceX, TensorRT-LLM; imported
+#: as skipped because the catalog had no FP4 DeepSeek then) that the planner can price are
+#: measured at a median 1.45x the throughput this predicts, against 1.0x for the FP8 runs
+#: on the same GPU and model: FP4 is priced pessimistically, never better than FP8
+#: (tests/test_fp4.py).
+FP4_GEMM_DERATE = 0.75
+
+#: Share of the effective HBM bandwidth ``W_eff`` that reading FP4 weights is assumed to
+#: reach where no FP4 measurement backs the factors (dequantizing 16- or 32-value blocks
+#: in small-batch GEMMs costs issue slots a BF16/FP8 read does not). Assumed, not fitted.
+FP4_WEIGHT_READ_DERATE = 0.85
+
+
+def weight_dtype_derates(gpu: Gpu, dtype: Dtype | str) -> tuple[float, float]:
+    """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
+    MBU for weights in ``dtype`` (dimensionless, <= 1).
+
+    ``(FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)`` for fp4 unless the GPU's catalog (or
+    an applied calibration) has factors measured in fp4 (``efficiency.by_dtype['fp4']``):
+    the GPU's factors were set or fitted on BF16/FP8 runs, and an unmeasured format must
+    not look better than a measured one. (1, 1) for every other dtype."""
+    d = Dtype(dtype)
+    if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
+        return (1.0, 1.0)
+    return (FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
@@ -128,6 +163,83 @@ def all_to_all_ms(link: Link, ranks: int, bytes_per_rank: float) -> float:
     )
 
 
+class SpecMethod(StrEnum):
+    """How draft tokens are proposed: an EAGLE-3 head, the model's own multi-token-
+    prediction module, n-gram lookup in the context (CPU), or a smaller draft model."""
+
+    EAGLE3 = "eagle3"
+    MTP = "mtp"
+    NGRAM = "ngram"
+    DRAFT_MODEL = "draft_model"
+
+
+#: Target layers' worth of work (FLOPs, weight bytes, KV) one draft token costs, per
+#: method with a head on the target. EAGLE-3: one decoder layer fed the target's hidden
+#: states, plus the projection fusing three of them (3 h^2) and an LM head over its draft
+#: vocabulary (32 k x h): on Llama-3.1-70B 0.86 + 0.20 + 0.26 = 1.32 B parameters, 1.5
+#: target layers (rounded up; the published head is "~1 B"). DeepSeek-V3's MTP module: one
+#: transformer block (11.5 B parameters, 671 B / 61 layers = 11 B). Assumed from the
+#: architectures, not measured; n-gram lookup runs on the CPU (0); a draft model is
+#: priced as itself.
+DRAFT_TARGET_LAYERS: dict[SpecMethod, float] = {
+    SpecMethod.EAGLE3: 1.5,
+    SpecMethod.MTP: 1.0,
+    SpecMethod.NGRAM: 0.0,
+    SpecMethod.DRAFT_MODEL: 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding on a replica (per traffic class; the user's assumption).
+
+    ``draft_tokens`` k proposed per verification step; ``acceptance_length`` a = mean
+    tokens each sequence advances per verification step (accepted drafts + the bonus
+    token), 1 <= a <= k + 1, assumed by the user (measured acceptance depends on the
+    traffic: code-like agent turns reach 2-3 at k = 3); ``draft_repo`` what the engine
+    loads as the drafter; ``draft`` the draft model's :class:`StepCoefficients` on the
+    same GPUs (method ``draft_model`` only); ``draft_weight_bytes`` the drafter's
+    weights held next to the target's (bytes)."""
+
+    method: SpecMethod
+    draft_tokens: int
+    acceptance_length: float
+    draft_repo: str | None = None
+    draft: StepCoefficients | None = None
+    draft_weight_bytes: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Query tokens per sequence in one verification step: ``k + 1``."""
+        return self.draft_tokens + 1
+
+
+def tokens_per_verification_step(spec: Speculation | None) -> float:
+    """Mean output tokens a sequence advances per engine step (tokens): the assumed
+    acceptance length ``a`` with speculative decoding, else 1."""
+    return 1.0 if spec is None else spec.acceptance_length
+
+
+def effective_tpot_ms(step_ms: float, tokens_per_step: float) -> float:
+    """Time per output token with speculative decoding (ms): ``step / a`` (a verification
+    step of ``step_ms`` advances each sequence by ``a`` tokens on average)."""
+    return step_ms / tokens_per_step
+
+
+def decode_tokens_per_s(batch: float, step_ms: float, tokens_per_step: float) -> float:
+    """Output tokens/s of a replica running ``batch`` sequences: ``B x a / step``
+    (tokens/s; a = 1 without speculation)."""
+    return batch * tokens_per_step / step_ms * 1e3
+
+
+def verification_steps(output_tokens: float, tokens_per_step: float) -> float:
+    """Engine steps a sequence spends decoding ``output_tokens`` after its first token:
+    ``(G - 1) / a`` (steps, at least 1 when G > 1; the first token comes from prefill)."""
+    if output_tokens <= 1:
+        return 0.0
+    return max(1.0, (output_tokens - 1.0) / tokens_per_step)
+
+
 @dataclass(frozen=True)
 class StepKernels:
     """One step's kernel times (ms): ``total_ms`` is their sum."""
@@ -137,10 +249,18 @@ class StepKernels:
     attention_ms: float
     comm_ms: float
     overhead_ms: float
+    draft_ms: float = 0.0  # speculative decoding: the drafter's work per step
 
     @property
     def total_ms(self) -> float:
-        return self.gemm_ms + self.moe_ms + self.attention_ms + self.comm_ms + self.overhead_ms
+        return (
+            self.gemm_ms
+            + self.moe_ms
+            + self.attention_ms
+            + self.comm_ms
+            + self.overhead_ms
+            + self.draft_ms
+        )
 
 
 @dataclass(frozen=True)
@@ -154,6 +274,7 @@ class StepCoefficients:
     f_gemm_per_ms: float
     f_attn_per_ms: float
     w_per_ms: float
+    w_weights_per_ms: float  # weight reads: w_per_ms x the dtype's read derate
     dense_flops_per_token: float
     dense_weight_bytes: float
     routed_flops_per_token: float
@@ -178,6 +299,14 @@ class StepCoefficients:
     dp: int = 1
     ep: int = 1
     moe_layers: int = 0
+    # speculative decoding (see :class:`Speculation`): query tokens per sequence in a
+    # step (k + 1), the drafter's target-layer fraction per step (k x layers / L), and a
+    # draft model's own coefficients with its k steps
+    queries_per_seq: int = 1
+    draft_layer_fraction: float = 0.0
+    draft: StepCoefficients | None = None
+    draft_steps: int = 0
+    draft_kv_held: float = 0.0  # drafter KV bytes per token (DRAFT_TARGET_LAYERS layers)
 
     # ------------------------------------------------------------ shapes
 
@@ -198,9 +327,20 @@ class StepCoefficients:
 
     def kv_held_bytes(self, tokens: float) -> float:
         """KV bytes the replica holds for one sequence of ``tokens`` (replication included)."""
-        held = self.kv_full_held * tokens
+        held = (self.kv_full_held + self.draft_kv_held) * tokens
         if self.kv_windowed_held:
             held += self.kv_windowed_held * min(tokens, self.window_tokens)
+        if self.draft is not None:
+            held += self.draft.kv_held_bytes(tokens)
+        return held
+
+    def kv_held_array(self, tokens: np.ndarray) -> np.ndarray:
+        """:meth:`kv_held_bytes` over an array of sequence lengths (bytes)."""
+        held = (self.kv_full_held + self.draft_kv_held) * tokens
+        if self.kv_windowed_held:
+            held = held + self.kv_windowed_held * np.minimum(tokens, self.window_tokens)
+        if self.draft is not None:
+            held = held + self.draft.kv_held_array(tokens)
         return held
 
     # ------------------------------------------------------------ kernels
@@ -213,7 +353,7 @@ class StepCoefficients:
             return 0.0
         return max(
             tokens * self.dense_flops_per_token / self.f_gemm_per_ms,
-            self.dp * self.dense_weight_bytes / self.w_per_ms,
+            self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
         )
 
     def experts_touched(self, tokens: float) -> float:
@@ -237,16 +377,20 @@ class StepCoefficients:
         memory = (
             self.experts_touched(tokens)
             * self.expert_bytes_all_layers
-            / (self.w_per_ms * MOE_BANDWIDTH_EFFICIENCY)
+            / (self.w_weights_per_ms * MOE_BANDWIDTH_EFFICIENCY)
         )
         skew = EP_LOAD_IMBALANCE if self.ep > 1 else 1.0
         return skew * max(compute, memory)
 
-    def decode_attention_parts_ms(self, batch: float, context: float) -> tuple[float, float]:
-        """(compute, memory) of ``batch`` decodes' attention at mean context (ms)."""
+    def decode_attention_parts_ms(
+        self, batch: float, context: float, queries: float = 1.0
+    ) -> tuple[float, float]:
+        """(compute, memory) of ``batch`` decodes' attention at mean context (ms), each
+        with ``queries`` query tokens (k + 1 when verifying drafts): the FLOPs scale with
+        the queries, the KV is read once per sequence."""
         if batch <= 0:
             return 0.0, 0.0
-        flops = batch * self.decode_attn_per_ctx * self.context_weight(context)
+        flops = queries * batch * self.decode_attn_per_ctx * self.context_weight(context)
         return flops / self.f_attn_per_ms, batch * self.kv_held_bytes(context) / self.w_per_ms
 
     def chunk_attention_parts_ms(self, chunk: float, start: float) -> tuple[float, float]:
@@ -269,7 +413,7 @@ class StepCoefficients:
     def attention_ms(self, batch: float, context: float, chunk: float, start: float) -> float:
         """Decode and chunk attention in one launch (:meth:`shared_attention_ms`, ms)."""
         return self.shared_attention_ms(
-            *self.decode_attention_parts_ms(batch, context),
+            *self.decode_attention_parts_ms(batch, context, self.queries_per_seq),
             *self.chunk_attention_parts_ms(chunk, start),
         )
 
@@ -317,9 +461,9 @@ class StepCoefficients:
     ) -> StepKernels:
         """The kernel times of one step (see the module docstring); with pipeline
         stages, of one micro-batch's pass (``batch / pp`` decodes), hand-overs in
-        ``comm_ms``."""
+        ``comm_ms``; with speculative decoding each decode carries ``k + 1`` queries."""
         b = max(batch, 0.0) / self.pp
-        n = b + max(chunk, 0.0)
+        n = b * self.queries_per_seq + max(chunk, 0.0)
         busy = n > 0 and include_overhead
         return StepKernels(
             gemm_ms=self.gemm_ms(n),
@@ -327,6 +471,7 @@ class StepCoefficients:
             attention_ms=self.attention_ms(b, context, chunk, chunk_start),
             comm_ms=self.comm_ms(n) + self.pipeline_ms(n) if busy else 0.0,
             overhead_ms=self.overhead_ms if busy else 0.0,
+            draft_ms=self.draft_ms(b, context),
         )
 
     def step_ms(
@@ -338,14 +483,41 @@ class StepCoefficients:
         *,
         include_overhead: bool = True,
     ) -> float:
-        """One step's time, the sum of :meth:`kernels` (ms)."""
+        """One step's time, the sum of :meth:`kernels` (ms); pipeline stages as in
+        :meth:`kernels` (a micro-batch of ``batch / pp``). With speculative decoding the
+        ``batch`` decodes each carry ``k + 1`` query tokens (a verification step: GEMMs
+        over ``B (k + 1) + chunk`` tokens, weights read once, attention FLOPs x (k + 1)
+        over the same KV) and the drafter's :meth:`draft_ms` is added."""
         b = max(batch, 0.0) / self.pp
-        n = b + max(chunk, 0.0)
+        n = b * self.queries_per_seq + max(chunk, 0.0)
         t = self.gemm_ms(n) + self.moe_ms(n) + self.attention_ms(b, context, chunk, chunk_start)
         if include_overhead and n > 0:
             t += self.comm_ms(n) + self.overhead_ms
             if self.pp > 1:
                 t += self.pipeline_ms(n)
+        return t + self.draft_ms(b, context)
+
+    def base_decode_ms(self, batch: float, context: float) -> float:
+        """A plain decode step of ``batch`` sequences, one token each, without the
+        per-step overhead (ms): ``gemm(B) + moe(B) + attention(B, s) + comm(B)``."""
+        if batch <= 0:
+            return 0.0
+        dc, dm = self.decode_attention_parts_ms(batch, context)
+        return self.gemm_ms(batch) + self.moe_ms(batch) + max(dc, dm) + self.comm_ms(batch)
+
+    def draft_ms(self, batch: float, context: float) -> float:
+        """The drafter's work per verification step for ``batch`` sequences (ms):
+        ``k x DRAFT_TARGET_LAYERS / L x base_decode_ms(B, s)`` for a head on the target
+        (EAGLE-3: 1.5 target layers per draft token, MTP: 1), plus ``k`` full decode
+        steps of a draft model (its own coefficients, overhead included); 0 without
+        speculation or for n-gram lookup (CPU)."""
+        if batch <= 0:
+            return 0.0
+        t = 0.0
+        if self.draft_layer_fraction:
+            t += self.draft_layer_fraction * self.base_decode_ms(batch, context)
+        if self.draft is not None and self.draft_steps:
+            t += self.draft_steps * self.draft.step_ms(batch, context)
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
@@ -368,10 +540,16 @@ class StepCoefficients:
     ) -> np.ndarray:
         """:meth:`step_ms` of equal chunks at many start contexts (ms), vectorized."""
         batch = batch / self.pp
-        n = batch + chunk
-        fixed = self.gemm_ms(n) + self.moe_ms(n) + self.comm_ms(n) + self.overhead_ms
-        fixed += self.pipeline_ms(n)
-        dc, dm = self.decode_attention_parts_ms(batch, context)
+        n = batch * self.queries_per_seq + chunk
+        fixed = (
+            self.gemm_ms(n)
+            + self.moe_ms(n)
+            + self.comm_ms(n)
+            + self.overhead_ms
+            + self.pipeline_ms(n)
+            + self.draft_ms(batch, context)
+        )
+        dc, dm = self.decode_attention_parts_ms(batch, context, self.queries_per_seq)
         a_d = max(dc, dm)
 
         def span(x: np.ndarray) -> np.ndarray:
@@ -384,11 +562,7 @@ class StepCoefficients:
             return out
 
         cc = self.prefill_attn_per_ctx * (span(starts + chunk) - span(starts)) / self.f_attn_per_ms
-        ends = starts + chunk
-        held = self.kv_full_held * ends
-        if self.kv_windowed_held:
-            held = held + self.kv_windowed_held * np.minimum(ends, self.window_tokens)
-        a_c = np.maximum(cc, held / self.w_per_ms)
+        a_c = np.maximum(cc, self.kv_held_array(starts + chunk) / self.w_per_ms)
         attn = np.maximum(a_d, a_c) + (1.0 - self.overlap) * np.minimum(a_d, a_c)
         attn = np.maximum(attn, dc + cc)
         return fixed + attn
@@ -400,15 +574,29 @@ def coefficients_of(replica) -> StepCoefficients:
     peak_w = gpu.peak_tflops(replica.weight_dtype)
     assert peak_w is not None  # checked when the replica was built
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
-    b_w = DTYPE_BYTES[replica.weight_dtype]
+    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
+    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype)
+    w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
     repl = arch.kv_replication(model, replica.attention_tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
+    spec: Speculation | None = getattr(replica, "speculative", None)
+    spec_fields: dict = {}
+    if spec is not None:
+        layers = DRAFT_TARGET_LAYERS[spec.method]
+        spec_fields = {
+            "queries_per_seq": spec.tokens_per_step,
+            "draft_layer_fraction": spec.draft_tokens * layers / model.num_layers,
+            "draft": spec.draft,
+            "draft_steps": spec.draft_tokens if spec.draft is not None else 0,
+            "draft_kv_held": per_layer * layers,
+        }
     return StepCoefficients(
-        f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu / 1e3,
+        f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu * gemm_derate / 1e3,
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
-        w_per_ms=tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3,
+        w_per_ms=w_per_ms,
+        w_weights_per_ms=w_per_ms * read_derate,
         dense_flops_per_token=2.0 * arch.dense_weight_param_count(model),
         dense_weight_bytes=arch.dense_weight_param_count(model) * b_w,
         routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
@@ -433,18 +621,29 @@ def coefficients_of(replica) -> StepCoefficients:
         dp=replica.dp,
         ep=replica.ep,
         moe_layers=arch.moe_layer_count(model),
+        **spec_fields,
     )
 
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "DRAFT_TARGET_LAYERS",
     "EP_LOAD_IMBALANCE",
+    "FP4_GEMM_DERATE",
+    "FP4_WEIGHT_READ_DERATE",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
+    "SpecMethod",
+    "Speculation",
     "StepCoefficients",
     "StepKernels",
     "all_to_all_ms",
     "allreduce_ms",
     "coefficients_of",
+    "decode_tokens_per_s",
+    "effective_tpot_ms",
     "grouped_gemm_efficiency",
+    "tokens_per_verification_step",
+    "verification_steps",
+    "weight_dtype_derates",
 ]

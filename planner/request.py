@@ -28,9 +28,11 @@ from catalog.schema import (
     no_control_characters,
 )
 from planner.errors import PlanningError, UnknownEntryError
+from planner.kernels import SpecMethod
 from planner.procurement.spec import LoadProfileSpec, ProcurementSpec
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
-from planner.roofline.replica import PP_OPTIONS
+from planner.roofline.replica import PP_OPTIONS, fp4_format_error
+from planner.roofline.speculative import MAX_DRAFT_TOKENS, check_speculation
 from planner.variants import check_shape
 from solver.problem import Mode, Objective
 
@@ -109,6 +111,24 @@ class LengthSpec(Strict):
     p90_tokens: Tokens
 
 
+class SpeculativeSpec(Strict):
+    """Speculative decoding for a class's decode (and aggregated) pools: ``method``
+    proposes ``draft_tokens`` k per step, the target verifies them in one step, and each
+    sequence advances ``acceptance_length`` a tokens per step on average (accepted
+    drafts + the bonus token, 1 <= a <= k + 1): the user's assumption, typically 2-3 for
+    code at k = 3. ``draft_model``: a catalog model id (method draft_model);
+    ``draft_repo``: the drafter's Hugging Face repository (default: the catalog's
+    EAGLE-3 head for eagle3, the draft model's repository for draft_model)."""
+
+    method: SpecMethod
+    draft_tokens: Annotated[int, Field(ge=1, le=MAX_DRAFT_TOKENS)]
+    acceptance_length: Annotated[float, Field(ge=1, allow_inf_nan=False)]
+    draft_model: str | None = Field(default=None, min_length=1, max_length=64)
+    draft_repo: str | None = Field(
+        default=None, min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
+    )
+
+
 class ClassSpec(Strict):
     """One traffic class: a catalog workload, its share of requests, overrides."""
 
@@ -128,6 +148,7 @@ class ClassSpec(Strict):
     output_tokens: LengthSpec | None = None
     modes: list[Mode] | None = Field(default=None, min_length=1, max_length=len(Mode))
     name: Label | None = Field(default=None, description="Label; defaults to the workload id.")
+    speculative: SpeculativeSpec | None = None
 
 
 class Traffic(Strict):
@@ -409,6 +430,7 @@ class ResolvedClass:
     slo: Slo
     modes: tuple[Mode, ...]
     sessions: Sessions | None = None
+    speculative: SpeculativeSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -580,6 +602,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
                 slo=_merge_slo(wl.slo, req.slo, spec.slo),
                 modes=modes,
                 sessions=spec.sessions if spec.sessions is not None else wl.sessions,
+                speculative=checked_speculative(req, catalog, spec, i),
             )
         )
     gpus = req.candidates.gpus or sorted(catalog.gpus)
@@ -608,6 +631,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             raise UnknownEntryError.for_field(
                 f"constraints.max_gpus.{_clip(g)}", f"unknown GPU {_clip(g)!r}"
             )
+    check_fp4_offer(req, catalog, gpus)
     return ResolvedRequest(
         request=req,
         model_id=req.model,
@@ -620,3 +644,46 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),
     )
+
+
+def check_fp4_offer(req: PlanRequest, catalog: Catalog, gpus: list[str]) -> None:
+    """Refuse ``fp4`` in ``candidates.dtypes`` (error on ``candidates.dtypes[i]``) when
+    the model has no published FP4 checkpoint, or when none of the offered GPUs has an
+    FP4 peak for that checkpoint's format (:func:`planner.roofline.fp4_format_error`).
+    When some offered GPUs can and others cannot, fp4 is screened out on the others
+    (reason ``dtype_unsupported``)."""
+    if Dtype.FP4 not in req.candidates.dtypes:
+        return
+    i = req.candidates.dtypes.index(Dtype.FP4)
+    model = catalog.models[req.model]
+    errors = [fp4_format_error(model, catalog.gpus[g]) for g in gpus]
+    if all(errors):
+        reason = errors[0] if len(set(errors)) == 1 or model.fp4_checkpoint is None else None
+        raise PlanningError.for_field(
+            f"candidates.dtypes[{i}]",
+            reason
+            or "fp4 needs an FP4 peak for the checkpoint's format on an offered GPU: "
+            + "; ".join(sorted(set(e for e in errors if e))),
+        )
+
+
+def checked_speculative(
+    req: PlanRequest, catalog: Catalog, spec: ClassSpec, index: int
+) -> SpeculativeSpec | None:
+    """The class's ``speculative`` settings once checked against the model and catalog
+    (:func:`planner.roofline.check_speculation`; errors name
+    ``traffic.classes[i].speculative.<field>``)."""
+    sp = spec.speculative
+    if sp is None:
+        return None
+    check_speculation(
+        catalog,
+        catalog.models[req.model],
+        sp.method,
+        sp.draft_tokens,
+        sp.acceptance_length,
+        sp.draft_model,
+        sp.draft_repo,
+        f"traffic.classes[{index}].speculative",
+    )
+    return sp

@@ -94,10 +94,21 @@ def factor_uncertainty(
     """The provenance, points and ``sigma_log`` (ln units) of ``gpu_id``'s efficiency
     factors for weights in ``dtype`` (``Gpu.efficiency_for``: the catalog's, or a
     calibration's when one is applied). ``overridden``: the request set MFU or MBU by
-    hand (``efficiency`` in the request), which no fit backs: analogy with the prior."""
+    hand (``efficiency`` in the request), which no fit backs: analogy with the prior.
+    FP4 weights without factors measured in FP4 (``efficiency.by_dtype['fp4']``): analogy,
+    ``sigma_log`` at least :data:`ANALOGY_SIGMA_LOG`, however well the GPU is measured in
+    BF16/FP8 (an unmeasured format must not look better-measured than a measured one)."""
     if overridden:
         return FactorUncertainty(Provenance.ANALOGY, 0, ANALOGY_SIGMA_LOG)
-    eff = catalog.gpus[gpu_id].efficiency_for(dtype)
+    gpu = catalog.gpus[gpu_id]
+    eff = gpu.efficiency_for(dtype)
+    if Dtype(dtype) == Dtype.FP4 and Dtype.FP4 not in gpu.efficiency.by_dtype:
+        # FP4 runs are priced from factors measured (if at all) in BF16/FP8, derated by
+        # planner.kernels.FP4_GEMM_DERATE / FP4_WEIGHT_READ_DERATE: no measurement backs
+        # them in FP4, so analogy with at least the analogy prior's spread.
+        return FactorUncertainty(
+            Provenance.ANALOGY, 0, max(eff.sigma_log, ANALOGY_SIGMA_LOG), eff.level_scale
+        )
     return FactorUncertainty(eff.provenance, eff.points, eff.sigma_log, eff.level_scale)
 
 

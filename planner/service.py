@@ -8,14 +8,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
-from catalog.schema import Catalog
+from catalog.schema import Catalog, Dtype, Model
+from planner import architecture as arch
+from planner import kernels as kn
 from planner import risk
+from planner import roofline as rl
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.plan import Alternative, Plan, plan_from_result
 from planner.plan.figures import output_tokens_per_hour
 from planner.problem_build import build_problem, parse_request
 from planner.procurement import PoolDemand, plan_tco
-from planner.request import PlanRequest, ResolvedRequest, resolve_request
+from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
     MIN_SOLVE_TIME_S,
@@ -396,8 +399,74 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 "prompt_p90_tokens": c.prompt.p90_tokens,
                 "output_mean_tokens": c.output.mean_tokens,
                 "prefix_hit_rate": c.prefix_hit_rate,
+                **speculative_assumption(c, catalog, catalog.models[req.model_id]),
             }
             for c in req.classes
         },
         "pools_per_class": "each pool serves one class (no head-of-line blocking across classes)",
+        **fp4_assumptions(catalog.models[req.model_id], screening),
+    }
+
+
+def speculative_assumption(c: ResolvedClass, catalog: Catalog, model: Model) -> dict[str, Any]:
+    """A class's speculative decoding as the plan assumed it (empty without): method,
+    draft tokens k, acceptance length a (the request's assumption), the drafter loaded
+    and how the cost model used them (planner.kernels, planner.roofline.speculative)."""
+    sp = c.speculative
+    if sp is None:
+        return {}
+    return {
+        "speculative": {
+            "method": sp.method.value,
+            "draft_tokens": sp.draft_tokens,
+            "acceptance_length": sp.acceptance_length,
+            "draft_model": sp.draft_model,
+            "draft_repo": rl.draft_repo_for(
+                model, sp.method, sp.draft_repo, catalog, sp.draft_model
+            ),
+            "note": (
+                f"assumed by the request, not measured: each verification step runs the "
+                f"target over {sp.draft_tokens + 1} tokens per sequence plus the "
+                f"{sp.method.value} drafter and advances a sequence "
+                f"{sp.acceptance_length:g} tokens on average, so TPOT = step / "
+                f"{sp.acceptance_length:g} and decode throughput = B x "
+                f"{sp.acceptance_length:g} / step (decode and aggregated pools; prefill "
+                "pools do not speculate)"
+            ),
+        }
+    }
+
+
+def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
+    """What an FP4 candidate was priced on (empty when none was screened in): the
+    checkpoint, its bits per weight (:func:`planner.architecture.fp4_bits_per_weight`),
+    the GEMM and weight-read derates per GPU type
+    (:func:`planner.kernels.weight_dtype_derates`) and the factors' provenance and spread
+    (:func:`planner.risk.factor_uncertainty`: analogy unless measured in FP4)."""
+    fp4 = [c for c in screening.candidates if c.config.dtype == Dtype.FP4]
+    if not fp4 or model.fp4_checkpoint is None:
+        return {}
+    by_gpu: dict[str, Candidate] = {}
+    for c in fp4:
+        by_gpu.setdefault(c.config.gpu, c)
+    ckpt = model.fp4_checkpoint
+    return {
+        "fp4": {
+            "checkpoint": ckpt.repo,
+            "format": ckpt.format.value,
+            "bits_per_weight": arch.fp4_bits_per_weight(ckpt.format),
+            "kv_dtype": "fp8",
+            "gpus": {
+                g: {
+                    "gemm_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[0],
+                    "weight_read_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[1],
+                    "provenance": c.provenance,
+                    "sigma_log": c.sigma_log,
+                }
+                for g, c in sorted(by_gpu.items())
+            },
+            "note": "FP4 efficiency is not measured: GEMMs at the FP4 peak x the GPU's MFU x "
+            "gemm_derate, weight reads at W_eff x weight_read_derate (both assumed, "
+            "planner.kernels), with the analogy spread in the risk derate",
+        }
     }

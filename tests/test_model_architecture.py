@@ -214,7 +214,23 @@ def test_weight_bytes_follow_dtype() -> None:
     n = arch.total_param_count(model)
     assert arch.weight_bytes(model, "bf16") == 2 * n
     assert arch.weight_bytes(model, "fp8") == n
-    assert arch.weight_bytes(model, "fp4") == n / 2
+    with pytest.raises(ValueError, match="no FP4 checkpoint"):
+        arch.weight_bytes(model, "fp4")
+
+
+def test_fp4_weight_bytes_carry_block_scales() -> None:
+    """NVFP4: one FP8 scale per 16 values (4.5 bits); MXFP4: one E8M0 per 32 (4.25)."""
+    assert arch.fp4_bits_per_weight("nvfp4") == 4.5
+    assert arch.fp4_bits_per_weight("mxfp4") == 4.25
+    cat = load_catalog()
+    llama = cat.models["llama-3.1-70b"]
+    oss = cat.models["gpt-oss-120b"]
+    assert arch.weight_bytes_per_param(llama, "fp4") == 0.5625
+    assert arch.weight_bytes_per_param(oss, "fp4") == 0.53125
+    n = arch.total_param_count(llama)
+    assert arch.weight_bytes(llama, "fp4") == pytest.approx(n * 4.5 / 8)
+    # 70.55 B parameters: 39.7 GB in NVFP4 against 70.6 GB in FP8
+    assert arch.weight_bytes(llama, "fp4") / 1e9 == pytest.approx(39.69, abs=0.01)
 
 
 @pytest.mark.parametrize(

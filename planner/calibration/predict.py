@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype
+from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
 from planner import roofline as rl
@@ -79,7 +79,9 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
     compute = tokens * 2.0 * params / rl.effective_flops(replica)
     memory = (
-        params * DTYPE_BYTES[replica.weight_dtype] / rl.effective_bandwidth_bytes_per_s(replica)
+        params
+        * arch.weight_bytes_per_param(model, replica.weight_dtype)
+        / rl.effective_bandwidth_bytes_per_s(replica)
     )
     return max(compute, memory) * 1e3
 

@@ -49,6 +49,7 @@ from planner.candidates.model import (
     Screening,
     kv_dtype_for,
     resident_output_tokens,
+    speculative_label,
 )
 from planner.candidates.prune import (
     attach_capacity,
@@ -62,6 +63,7 @@ from planner.candidates.screen import (
     fast_chunked_ttft_ms,
     restrict_prefill_links,
     screen_candidates,
+    speculative_replica,
     sum_max_linear,
 )
 
@@ -96,6 +98,8 @@ __all__ = [
     "restrict_prefill_links",
     "screen_candidates",
     "segments_for",
+    "speculative_label",
+    "speculative_replica",
     "sum_max_linear",
     "tp_options",
 ]

@@ -94,6 +94,8 @@ class PoolConfig:
     kv_dtype: Dtype
     chunk_budget_tokens: int | None = None
     max_batch: int | None = None
+    #: Speculative decoding on the pool (:func:`speculative_label`), None without.
+    speculative: str | None = None
     #: Pipeline stages (1: none); a replica has ``tp x pp`` GPUs.
     pp: int = 1
     #: MoE: data-parallel attention ranks and expert-parallel GPUs within ``tp`` (1: none).
@@ -116,7 +118,16 @@ class PoolConfig:
             parts.append(f"T{self.chunk_budget_tokens}")
         if self.max_batch:
             parts.append(f"B{self.max_batch}")
+        if self.speculative:
+            parts.append(self.speculative)
         return "-".join(parts)
+
+
+def speculative_label(replica: rl.Replica) -> str | None:
+    """A pool configuration's speculative-decoding part: ``<method>k<draft tokens>``
+    (e.g. ``eagle3k3``), None without speculation."""
+    spec = replica.speculative
+    return None if spec is None else f"{spec.method.value}k{spec.draft_tokens}"
 
 
 @dataclass

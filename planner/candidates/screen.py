@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from catalog.schema import Catalog
+from catalog.schema import Catalog, Dtype
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
 from planner.candidates.links import (
@@ -34,6 +35,7 @@ from planner.candidates.model import (
     Rejection,
     Screening,
     kv_dtype_for,
+    speculative_label,
 )
 from planner.candidates.prune import _pair_format, attach_capacity, prune, prune_by_cost_curves
 from planner.capacity import decode_slots, largest_batch
@@ -132,10 +134,15 @@ def _screen_config(
         return Rejection(cls.name, role, gpu, tp, dtype.value, budget, reason, detail)
 
     h = fig.prefix_hit_rate
+    spec_label = speculative_label(replica)
+    # output tokens per engine step and sequence: the acceptance length with speculation
+    a = kn.tokens_per_verification_step(replica.speculative)
     b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
     cand = Candidate(
         class_name=cls.name,
-        config=PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, None, **par),
+        config=PoolConfig(
+            role, gpu, tp, dtype, replica.kv_dtype, budget, None, speculative=spec_label, **par
+        ),
         replica=replica,
         rate_rps=cls.rate_rps,
         quantile=fig.quantile,
@@ -158,13 +165,18 @@ def _screen_config(
     if role == PoolRole.DECODE:
         best = decode_slots(replica, fig.decode_context_tokens, slo.tpot_ms)
         if best is None:
-            step1 = rl.decode_step_ms(replica, 1, fig.decode_context_tokens)
+            step1 = kn.effective_tpot_ms(
+                rl.decode_step_ms(replica, 1, fig.decode_context_tokens), a
+            )
             return reject(
                 "tpot_unreachable",
-                f"decode step {step1:.1f} ms at batch 1 exceeds the TPOT SLO {slo.tpot_ms:g} ms",
+                f"decode step {step1:.1f} ms per token at batch 1 exceeds the TPOT SLO "
+                f"{slo.tpot_ms:g} ms",
             )
         b, step = best
-        cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, None, b, **par)
+        cand.config = PoolConfig(
+            role, gpu, tp, dtype, replica.kv_dtype, None, b, speculative=spec_label, **par
+        )
         cand.step_ms = step
         return cand
 
@@ -211,8 +223,8 @@ def _screen_config(
     if best is None:
         return reject(
             "tpot_unreachable",
-            f"a mixed step with a {budget}-token chunk takes {step_of(1):.1f} ms at batch 1, "
-            f"over the TPOT SLO {slo.tpot_ms:g} ms",
+            f"a mixed step with a {budget}-token chunk takes {step_of(1) / a:.1f} ms per "
+            f"output token at batch 1, over the TPOT SLO {slo.tpot_ms:g} ms",
         )
     b_tpot = min(best[0], batch_cap) if batch_cap else best[0]
     # one cost-model step per batch tried (the chunked prefill of every prompt node
@@ -223,7 +235,8 @@ def _screen_config(
         return fast_chunked_ttft_ms(replica, p, budget, step_at(b), p * h)
 
     def decode_rps(b: int) -> float:
-        return b / (fig.output_mean_tokens * step_at(b) / 1000.0)
+        # B x a / (G x step): a tokens per sequence and step with speculation
+        return kn.decode_tokens_per_s(b, step_at(b), a) / fig.output_mean_tokens
 
     @functools.cache
     def prefill_rps(b: int) -> float:
@@ -242,8 +255,10 @@ def _screen_config(
 
     mean, cv2 = _expect(fig, service_agg)
     s_q = service_agg(fig.prompt_q_tokens)
-    cand.config = PoolConfig(role, gpu, tp, dtype, replica.kv_dtype, budget, b, **par)
-    cand.step_ms = step
+    cand.config = PoolConfig(
+        role, gpu, tp, dtype, replica.kv_dtype, budget, b, speculative=spec_label, **par
+    )
+    cand.step_ms = kn.effective_tpot_ms(step, a)  # per output token (step / a)
     cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
     if cand.wait_budget_ms <= 0:
         return reject(
@@ -418,16 +433,19 @@ def _screen_gpu(
     rejections: list[Rejection] = []
     considered = 0
     gpu = catalog.gpus[gpu_id]
+    model = catalog.models[req.model_id]
     for dtype in req.dtypes:
+        fp4_error = rl.fp4_format_error(model, gpu) if dtype == Dtype.FP4 else None
         if (
             gpu.peak_tflops(dtype) is None
-            or dtype not in catalog.models[req.model_id].weight_dtypes
+            or dtype not in model.weight_dtypes
+            or fp4_error is not None
         ):
             considered += len(roles)
             why = (
                 f"{gpu_id} has no {dtype} tensor cores"
                 if gpu.peak_tflops(dtype) is None
-                else f"{req.model_id} is not served in {dtype}"
+                else fp4_error or f"{req.model_id} is not served in {dtype}"
             )
             for role in roles:
                 rejections.append(
@@ -470,7 +488,9 @@ def _screen_gpu(
                         )
                     )
                 continue
+            spec_replica = speculative_replica(catalog, cls, replica)
             for role in roles:
+                role_replica = replica if role == PoolRole.PREFILL else spec_replica
                 budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
                 links = (
                     prefill_link_options(catalog, gpu_id, req.gpus)
@@ -481,7 +501,7 @@ def _screen_gpu(
                     for link in links:
                         considered += 1
                         outs = _screen_with_sessions(
-                            catalog, req, cls, fig, replica, role, budget, link
+                            catalog, req, cls, fig, role_replica, role, budget, link
                         )
                         for out in outs:
                             if isinstance(out, Rejection):
@@ -593,6 +613,24 @@ def screen_candidates(
             rejections.append(failed)
     final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
     return Screening(final, pruned + dominated, rejections, considered, dominated)
+
+
+def speculative_replica(catalog: Catalog, cls: ResolvedClass, replica: rl.Replica) -> rl.Replica:
+    """The replica a class's decode and aggregated pools run: ``replica`` with the class's
+    speculative decoding (:func:`planner.roofline.with_speculation`), or ``replica``
+    itself when the class has none. Prefill pools never speculate."""
+    sp = cls.speculative
+    if sp is None:
+        return replica
+    return rl.with_speculation(
+        catalog,
+        replica,
+        sp.method,
+        sp.draft_tokens,
+        sp.acceptance_length,
+        sp.draft_model,
+        sp.draft_repo,
+    )
 
 
 def restrict_prefill_links(

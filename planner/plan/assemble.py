@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner import risk
 from planner.candidates import Candidate, ClassFigures, Screening
 from planner.plan.explain import (
@@ -118,6 +120,7 @@ def plan_from_result(
                 spare_replicas=cand.spare_replicas,
                 capacity_with_spares_down_rps=spares_down,
                 effective_prefix_hit_rate=hit,
+                speculative=pool_speculation(cand),
             )
         )
     solved = result.status.has_solution
@@ -199,7 +202,7 @@ def plan_from_result(
         binding=[BindingConstraint(name=b, detail=binding_detail(b, req)) for b in result.binding],
         why_not=why_not(screening, pools),
         infeasible_reasons=infeasible,
-        warnings=list(req.warnings),
+        warnings=list(req.warnings) + speculation_warnings(pools),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -320,3 +323,41 @@ def kv_pairs(pools: list[PoolPlan], by_id: dict[str, Candidate]) -> list[KvPair]
                 )
             )
     return out
+
+
+def pool_speculation(cand: Candidate) -> dict[str, Any] | None:
+    """A pool's speculative decoding as the plan reports it (None without): method, draft
+    tokens k, the assumed acceptance length a, the drafter's repository and the engine's
+    verification step at the pool's max batch, ``step_ms x a`` (ms; the candidate's
+    ``step_ms`` is per output token, :func:`planner.kernels.effective_tpot_ms`)."""
+    spec = cand.replica.speculative
+    if spec is None:
+        return None
+    return {
+        "method": spec.method.value,
+        "draft_tokens": spec.draft_tokens,
+        "acceptance_length": spec.acceptance_length,
+        "draft_repo": spec.draft_repo,
+        "verification_step_ms": (
+            None if cand.step_ms is None else cand.step_ms * spec.acceptance_length
+        ),
+    }
+
+
+def speculation_warnings(pools: list[PoolPlan]) -> list[str]:
+    """What the launch of speculative aggregated pools cannot promise on SGLang: it
+    refuses ``--enable-mixed-chunk`` with speculative decoding (server_args asserts it;
+    sgl-project/sglang#6874), so its launch command leaves it out and prefill chunks run
+    in steps of their own there, not mixed with the decodes as the plan prices them
+    (vLLM's chunked prefill mixes them)."""
+    mine = sorted(
+        p.id for p in pools if p.speculative and p.role == PoolRole.AGGREGATED and p.replicas
+    )
+    if not mine:
+        return []
+    return [
+        f"{', '.join(mine)}: aggregated with speculative decoding; the figures are for "
+        "vLLM, which mixes prefill chunks with the verification steps. SGLang does not "
+        "mix them under speculative decoding (its command has no --enable-mixed-chunk): "
+        "chunks there run in steps of their own, which the plan does not price"
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+from planner import kernels as kn
 from planner import queueing
 from planner import roofline as rl
 from planner.candidates import Candidate, ClassFigures
@@ -48,19 +49,24 @@ def pool_tpot_ms(
     cand: Candidate, fig: ClassFigures, rate_rps: float, replicas: int
 ) -> float | None:
     """Predicted TPOT at the SLO percentile (ms): the decode (or mixed, with the
-    pool's chunk budget) step at :func:`percentile_batch` resident sequences."""
+    pool's chunk budget) step at :func:`percentile_batch` resident sequences; with
+    speculative decoding that step verifies drafts and advances each sequence by the
+    acceptance length a, so TPOT is ``step / a`` (:func:`planner.kernels.effective_tpot_ms`)."""
     if cand.config.max_batch is None:
         return None
     b = percentile_batch(cand, rate_rps, replicas)
+    a = kn.tokens_per_verification_step(cand.replica.speculative)
     if cand.config.role == PoolRole.AGGREGATED:
-        return rl.mixed_step_ms(
+        step = rl.mixed_step_ms(
             cand.replica,
             b,
             fig.decode_context_tokens,
             cand.config.chunk_budget_tokens or 0,
             fig.chunk_context_tokens,
         )
-    return rl.decode_step_ms(cand.replica, b, fig.decode_context_tokens)
+    else:
+        step = rl.decode_step_ms(cand.replica, b, fig.decode_context_tokens)
+    return kn.effective_tpot_ms(step, a)
 
 
 def tokens_per_hour(req: ResolvedRequest) -> float:

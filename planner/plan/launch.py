@@ -4,9 +4,12 @@ and the hosts one replica spans.
 
 from __future__ import annotations
 
+import json
 import math
 
+from catalog.schema import Dtype, Model
 from planner import engines
+from planner import kernels as kn
 from planner.candidates import Candidate
 from planner.plan.models import LaunchSettings, NodeLaunch
 from solver.problem import PoolRole
@@ -18,9 +21,12 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     follow each engine's semantics (:func:`planner.engines.launch_token_budget`):
     vLLM's ``--max-num-batched-tokens`` is the chunk plus the max batch, SGLang's
     ``--chunked-prefill-size`` the chunk alone (with ``--enable-mixed-chunk`` so decodes
-    share the prefill step, as the plan assumes)."""
+    share the prefill step, as the plan assumes). FP4 pools load the model's published
+    FP4 checkpoint (:func:`checkpoint_repo`); the engines read its quantization (NVFP4 or
+    MXFP4) from the checkpoint's config, so no ``--quantization`` is passed. FP8 pools
+    quantize the BF16 weights on load (``--quantization=fp8``)."""
     cfg = cand.config
-    model_id = cand.replica.model.hf_repo or model_id
+    model_id = checkpoint_repo(cand.replica.model, cfg.dtype) or model_id
     v = [
         "vllm",
         "serve",
@@ -46,27 +52,34 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     if cfg.ep > 1:
         v.append("--enable-expert-parallel")
         s.append(f"--ep-size={cfg.ep}")
-    if cfg.dtype.value in ("fp8", "fp4"):
-        v.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
-        s.append("--quantization=fp8" if cfg.dtype.value == "fp8" else "--quantization=mxfp4")
+    if cfg.dtype == Dtype.FP8:
+        v.append("--quantization=fp8")
+        s.append("--quantization=fp8")
     if cfg.kv_dtype.value == "fp8":
         v.append("--kv-cache-dtype=fp8")
         s.append("--kv-cache-dtype=fp8_e4m3")
+    sv, ss = speculative_args(cand.replica.speculative)
+    v += sv
+    s += ss
     if cfg.max_batch:
         v.append(f"--max-num-seqs={cfg.max_batch}")
         s.append(f"--max-running-requests={cfg.max_batch}")
     if cfg.role == PoolRole.AGGREGATED:
         assert cfg.chunk_budget_tokens is not None
-        batch = cfg.max_batch or 0
+        # decode tokens per step: each running sequence verifies k + 1 with speculation
+        spec = cand.replica.speculative
+        batch = (cfg.max_batch or 0) * (spec.tokens_per_step if spec else 1)
         vllm_budget = engines.launch_token_budget(
             engines.engine_profile("vllm"), cfg.chunk_budget_tokens, batch
         )
         sglang_budget = engines.launch_token_budget(
             engines.engine_profile("sglang"), cfg.chunk_budget_tokens, batch
         )
-        # vLLM counts every running decode in its budget: chunk + max batch
+        # vLLM counts every running decode in its budget: chunk + max batch (x (k + 1))
         v += ["--enable-chunked-prefill", f"--max-num-batched-tokens={vllm_budget}"]
-        s += [f"--chunked-prefill-size={sglang_budget}", "--enable-mixed-chunk"]
+        s.append(f"--chunked-prefill-size={sglang_budget}")
+        if spec is None:  # SGLang refuses mixed chunks with speculative decoding
+            s.append("--enable-mixed-chunk")
     elif cfg.role == PoolRole.PREFILL:
         v.append('--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_producer"}')
         s.append("--disaggregation-mode=prefill")
@@ -123,6 +136,54 @@ def session_router(model_id: str) -> dict[str, list[str]]:
             "cache_aware",
         ],
     }
+
+
+#: SGLang's ``--speculative-algorithm`` per method (EAGLE3; NEXTN runs DeepSeek's MTP
+#: module; NGRAM looks drafts up in the context; STANDALONE runs a draft model).
+SGLANG_SPEC_ALGORITHM = {
+    kn.SpecMethod.EAGLE3: "EAGLE3",
+    kn.SpecMethod.MTP: "NEXTN",
+    kn.SpecMethod.NGRAM: "NGRAM",
+    kn.SpecMethod.DRAFT_MODEL: "STANDALONE",
+}
+
+
+def speculative_args(spec: kn.Speculation | None) -> tuple[list[str], list[str]]:
+    """(vLLM, SGLang) arguments for a pool's speculative decoding; empty without.
+
+    vLLM: ``--speculative-config`` with ``method`` (eagle3, mtp, ngram, draft_model),
+    ``model`` (the drafter's repository, when there is one) and
+    ``num_speculative_tokens`` k (ngram adds ``prompt_lookup_max``). SGLang:
+    ``--speculative-algorithm`` (:data:`SGLANG_SPEC_ALGORITHM`), the drafter's path,
+    ``--speculative-num-steps`` k, ``--speculative-eagle-topk 1`` (a chain, as the
+    plan prices it) and ``--speculative-num-draft-tokens`` k + 1 (the verified tokens,
+    the bonus included)."""
+    if spec is None:
+        return [], []
+    k = spec.draft_tokens
+    config: dict[str, object] = {"method": spec.method.value}
+    if spec.draft_repo:
+        config["model"] = spec.draft_repo
+    config["num_speculative_tokens"] = k
+    if spec.method == kn.SpecMethod.NGRAM:
+        config["prompt_lookup_max"] = 4
+    vllm = [f"--speculative-config={json.dumps(config, separators=(',', ':'))}"]
+    sglang = [f"--speculative-algorithm={SGLANG_SPEC_ALGORITHM[spec.method]}"]
+    if spec.draft_repo:
+        sglang.append(f"--speculative-draft-model-path={spec.draft_repo}")
+    if spec.method != kn.SpecMethod.NGRAM:
+        sglang += [f"--speculative-num-steps={k}", "--speculative-eagle-topk=1"]
+    sglang.append(f"--speculative-num-draft-tokens={k + 1}")
+    return vllm, sglang
+
+
+def checkpoint_repo(model: Model, dtype: Dtype) -> str | None:
+    """The Hugging Face repository a pool in ``dtype`` loads: the model's published FP4
+    checkpoint for fp4 (``fp4_checkpoint.repo``), else its ``hf_repo`` (None when the
+    catalog names none)."""
+    if dtype == Dtype.FP4 and model.fp4_checkpoint is not None:
+        return model.fp4_checkpoint.repo
+    return model.hf_repo
 
 
 def gpus_per_node(gpu) -> int:

@@ -91,6 +91,10 @@ class PoolPlan(Out):
     #: Prefix hit rate the pool's figures assume (aggregated and prefill pools): the
     #: class's nominal rate, or less where idle sessions' prefixes do not all fit.
     effective_prefix_hit_rate: float | None = None
+    #: Speculative decoding on the pool (decode and aggregated pools of a class that asks
+    #: for it): method, draft_tokens, acceptance_length (assumed), draft_repo and
+    #: verification_step_ms (the engine step; step_ms is per output token, step / a).
+    speculative: dict[str, Any] | None = None
 
 
 class KvPair(Out):

@@ -453,6 +453,10 @@ def plan_document(
     tt = traffic_table(plan)
     if tt:
         assumptions += [Heading("Traffic figures per class"), tt]
+    techniques = _text.assumed_technique_lines(plan)
+    if techniques:
+        # speculative decoding's acceptance and FP4's efficiency are assumptions, not fits
+        assumptions += [Heading("Speculative decoding and FP4"), Bullets([[t] for t in techniques])]
     sp = solver_para(plan)
     if sp:
         assumptions.append(sp)

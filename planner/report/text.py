@@ -409,7 +409,41 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
         out += ["", "  Why this mode:", *["  " + r for r in reasons]]
     if hits:
         out += ["", "  Prefix hits:", *["  " + h for h in hits]]
-    return out
+    return out + _assumed_block(plan)
+
+
+def _assumed_block(plan: Mapping[str, Any]) -> list[str]:
+    lines = assumed_technique_lines(plan)
+    return ["", "  Assumed:", *[f"    {line}" for line in lines]] if lines else []
+
+
+def assumed_technique_lines(plan: Mapping[str, Any]) -> list[str]:
+    """What the plan assumed about speculative decoding (per class) and FP4 weights
+    (``assumptions.classes.<name>.speculative``, ``assumptions.fp4``), one line each."""
+    assumptions = _map(plan.get("assumptions"))
+    lines = []
+    for name, c in _map(assumptions.get("classes")).items():
+        sp = _map(_map(c).get("speculative"))
+        if sp:
+            drafter = f" ({_s(sp.get('draft_repo'))})" if sp.get("draft_repo") else ""
+            lines.append(
+                f"{_s(name)}: speculative {_s(sp.get('method'))}{drafter}, "
+                f"{_s(sp.get('draft_tokens'))} draft tokens, assumed acceptance length "
+                f"{_s(sp.get('acceptance_length'))}: {_s(sp.get('note'))}"
+            )
+    fp4 = _map(assumptions.get("fp4"))
+    if fp4:
+        derates = "; ".join(
+            f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
+            f"x{_s(_map(d).get('weight_read_derate'))}, factors {_s(_map(d).get('provenance'))}"
+            for g, d in _map(fp4.get("gpus")).items()
+        )
+        lines.append(
+            f"fp4: checkpoint {_s(fp4.get('checkpoint'))} ({_s(fp4.get('format'))}, "
+            f"{_s(fp4.get('bits_per_weight'))} bits per weight, KV {_s(fp4.get('kv_dtype'))}); "
+            f"{derates}: {_s(fp4.get('note'))}"
+        )
+    return lines
 
 
 def _verification(plan: Mapping[str, Any]) -> list[str]:

@@ -11,7 +11,8 @@ Units: times in milliseconds (``_ms``), bytes in bytes, memory in decimal GB
 
 One module a job: ``replica`` (the replica, building it, its memory), ``steps``
 (rates, communication, prefill and decode steps), ``chunks`` (chunked prefill) and
-``transfer`` (KV transfer). Every name is importable from ``planner.roofline`` itself.
+``transfer`` (KV transfer), ``speculative`` (speculative decoding's drafter).
+Every name is importable from ``planner.roofline`` itself.
 """
 
 from planner.roofline.chunks import _largest_chunk_within as _largest_chunk_within
@@ -35,6 +36,8 @@ from planner.roofline.replica import (
     Replica,
     build_replica,
     check_memory_fit,
+    draft_weight_bytes,
+    fp4_format_error,
     kv_capacity_bytes,
     kv_capacity_tokens,
     max_resident_batch,
@@ -44,6 +47,12 @@ from planner.roofline.replica import (
     replica_weight_bytes,
     tp_link_id,
     usable_memory_gb,
+)
+from planner.roofline.speculative import (
+    MAX_DRAFT_TOKENS,
+    check_speculation,
+    draft_repo_for,
+    with_speculation,
 )
 from planner.roofline.steps import (
     decode_compute_ms,
@@ -66,11 +75,13 @@ __all__ = [
     "DEFAULT_ACTIVATION_RESERVE_GB",
     "DEFAULT_MEMORY_UTILIZATION",
     "KV_DTYPES",
+    "MAX_DRAFT_TOKENS",
     "MIN_FIT_CONTEXT_TOKENS",
     "PP_OPTIONS",
     "Replica",
     "build_replica",
     "check_memory_fit",
+    "check_speculation",
     "chunk_compute_ms",
     "chunk_kv_reread_bytes",
     "chunk_kv_reread_tokens",
@@ -78,9 +89,12 @@ __all__ = [
     "decode_compute_ms",
     "decode_memory_ms",
     "decode_step_ms",
+    "draft_repo_for",
+    "draft_weight_bytes",
     "effective_bandwidth_bytes_per_s",
     "effective_flops",
     "exposed_transfer_ms",
+    "fp4_format_error",
     "kv_capacity_bytes",
     "kv_capacity_tokens",
     "kv_transfer_ms",
@@ -102,4 +116,5 @@ __all__ = [
     "usable_memory_gb",
     "weight_bytes_read_per_step",
     "weight_read_ms",
+    "with_speculation",
 ]

@@ -54,6 +54,8 @@ class Replica:
     for activations (see :data:`DEFAULT_ACTIVATION_RESERVE_GB`); ``attention_dtype``:
     the precision attention kernels run at (:func:`planner.engines.attention_dtype`);
     ``engine``: the serving engine the factors describe (:mod:`planner.engines`).
+    ``speculative``: speculative decoding on this replica (:class:`planner.kernels.Speculation`,
+    set per traffic class by :func:`planner.roofline.with_speculation`; None: plain decode).
     ``scale_up_link`` is the link the TP collectives cross: the NVLink/xGMI link within
     the scale-up domain, or the PCIe link when ``tp`` spans more GPUs than that domain
     (TP over PCIe, e.g. L40S or H100 PCIe at tp 4-8).
@@ -73,6 +75,7 @@ class Replica:
     activation_reserve_gb: float = DEFAULT_ACTIVATION_RESERVE_GB
     attention_dtype: Dtype = Dtype.BF16
     engine: str = engines.DEFAULT_ENGINE
+    speculative: kn.Speculation | None = None
     #: Pipeline stages (each ``tp`` GPUs holding ``num_layers / pp`` layers) and the link
     #: between consecutive stages (the network across nodes; None at ``pp == 1``).
     pp: int = 1
@@ -178,8 +181,14 @@ def memory_needed_gb(replica: Replica) -> float:
     kv = arch.kv_bytes_for_sequence(replica.model, ctx, replica.kv_dtype) * arch.kv_replication(
         replica.model, replica.attention_tp
     )
-    weights = replica_weight_bytes(replica)
+    weights = replica_weight_bytes(replica) + draft_weight_bytes(replica)
     return (weights + kv) / 1e9 + replica.gpus * replica.activation_reserve_gb
+
+
+def draft_weight_bytes(replica: Replica) -> float:
+    """Bytes of a speculative drafter's weights held next to the target's (an EAGLE-3 head,
+    an MTP module, a draft model; :class:`planner.kernels.Speculation`), 0 without."""
+    return replica.speculative.draft_weight_bytes if replica.speculative else 0.0
 
 
 def usable_memory_gb(replica: Replica) -> float:
@@ -244,6 +253,24 @@ def pp_link_id(gpu: Gpu, tp: int, pp: int) -> str | None:
     if tp * pp <= gpu.scale_up_domain_size and gpu.scale_up_link is not None:
         return gpu.scale_up_link
     return gpu.network_link
+
+
+def fp4_format_error(model: Model, gpu: Gpu) -> str | None:
+    """Why ``model`` cannot run in fp4 on ``gpu``, or None: the model needs a published
+    FP4 checkpoint (``fp4_checkpoint``) and the GPU an FP4 peak for that checkpoint's
+    block format (``fp4_dense_tflops``, ``fp4_formats``: NVFP4 and MXFP4 on Blackwell)."""
+    ckpt = model.fp4_checkpoint
+    if ckpt is None:
+        return f"{model.id} has no published FP4 checkpoint in the catalog (fp4_checkpoint)"
+    if gpu.fp4_dense_tflops is None:
+        return f"{gpu.id} has no FP4 tensor cores (no fp4_dense_tflops in the catalog)"
+    if ckpt.format not in gpu.fp4_formats:
+        formats = ", ".join(f.value for f in gpu.fp4_formats)
+        return (
+            f"{model.id}'s FP4 checkpoint {ckpt.repo} is {ckpt.format.value}; {gpu.id} runs "
+            f"{formats} natively"
+        )
+    return None
 
 
 def max_tp(gpu: Gpu) -> int:
@@ -337,6 +364,9 @@ def build_replica(
         raise PlanningError.for_field(
             "dtype", f"{model.id} is not served in {w_dtype} (served in: {served})"
         )
+    fmt_error = fp4_format_error(model, gpu) if w_dtype == Dtype.FP4 else None
+    if fmt_error:
+        raise PlanningError.for_field("dtype", fmt_error)
     k_dtype = Dtype.BF16 if kv_dtype is None else _parse_dtype(kv_dtype, "kv_dtype")
     if k_dtype not in KV_DTYPES:
         raise PlanningError.for_field(
@@ -394,9 +424,11 @@ def replica_weight_bytes(replica: Replica) -> float:
 def kv_capacity_bytes(replica: Replica) -> float:
     """Bytes left for the KV cache:
     ``(G x memory_gb x memory_utilization - G x activation_reserve_gb) x 1e9 - weights``
-    with ``G = tp x pp`` GPUs (bytes; 0 if negative)."""
+    with ``G = tp x pp`` GPUs (bytes; 0 if negative); the weights include a speculative
+    drafter's (:func:`draft_weight_bytes`)."""
     usable = usable_memory_gb(replica) - replica.gpus * replica.activation_reserve_gb
-    return max(usable * 1e9 - replica_weight_bytes(replica), 0.0)
+    held = replica_weight_bytes(replica) + draft_weight_bytes(replica)
+    return max(usable * 1e9 - held, 0.0)
 
 
 def kv_capacity_tokens(replica: Replica) -> int:

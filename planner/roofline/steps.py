@@ -4,7 +4,6 @@ prefill, decode and their kernels (rooflines: the larger of compute and memory t
 
 from __future__ import annotations
 
-from catalog.schema import DTYPE_BYTES
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
@@ -12,13 +11,16 @@ from planner.roofline.replica import Replica, replica_weight_bytes
 
 
 def effective_flops(replica: Replica) -> float:
-    """Effective FLOP/s of the replica: ``F_eff = tp x peak_tflops(dtype) x 1e12 x MFU``.
+    """Effective FLOP/s of the replica's weight GEMMs: ``F_eff = tp x peak_tflops(dtype) x
+    1e12 x MFU x d``, ``d`` the dtype's GEMM derate (1 except for unmeasured FP4 weights,
+    :func:`planner.kernels.weight_dtype_derates`).
 
     H100 bf16 at MFU 0.5: 989.4e12 x 0.5 = 494.7e12 FLOP/s.
     """
     peak = replica.gpu.peak_tflops(replica.weight_dtype)
     assert peak is not None  # checked when the replica was built
-    return replica.tp * peak * 1e12 * replica.prefill_mfu
+    derate = kn.weight_dtype_derates(replica.gpu, replica.weight_dtype)[0]
+    return replica.tp * peak * 1e12 * replica.prefill_mfu * derate
 
 
 def peak_flops(replica: Replica) -> float:
@@ -47,7 +49,7 @@ def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     expert's bytes. At large ``tokens`` every expert is read once.
     """
     model = replica.model
-    b_w = DTYPE_BYTES[replica.weight_dtype]
+    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
     total = arch.weight_bytes(model, replica.weight_dtype)
     if model.moe is None:
         return total
@@ -76,8 +78,9 @@ def tp_comm_ms(replica: Replica, tokens: float) -> float:
 
 
 def weight_read_ms(replica: Replica) -> float:
-    """Time to read all weights once: ``weight_bytes / W_eff`` (ms)."""
-    return replica_weight_bytes(replica) / effective_bandwidth_bytes_per_s(replica) * 1e3
+    """Time to read all weights once: ``weight_bytes / (W_eff x read derate)`` (ms); the
+    derate is 1 except for unmeasured FP4 weights (:func:`planner.kernels.weight_dtype_derates`)."""
+    return replica_weight_bytes(replica) / replica.coefficients.w_weights_per_ms
 
 
 def prefill_ms(
@@ -130,7 +133,8 @@ def prefill_ms(
 
 
 def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> float:
-    """Memory time of a decode step (ms): ``(weights read + B x KV_held(s)) / W_eff``.
+    """Memory time of a decode step (ms): ``weights read / (W_eff x read derate) +
+    B x KV_held(s) / W_eff`` (the derate: :func:`planner.kernels.weight_dtype_derates`).
 
     Weights read follow :func:`weight_bytes_read_per_step` (MoE reads only the
     experts the batch routes to); ``KV_held(s)`` is one sequence's KV with its TP
@@ -140,7 +144,7 @@ def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> f
     c = replica.coefficients
     kv = batch * c.kv_held_bytes(context_tokens)
     weights = weight_bytes_read_per_step(replica, batch)
-    return (weights + kv) / c.w_per_ms
+    return weights / c.w_weights_per_ms + kv / c.w_per_ms
 
 
 def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> float:

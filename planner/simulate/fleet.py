@@ -3,9 +3,10 @@
 :func:`build_fleet` re-derives everything from a stored plan (its JSON) and the
 request it was planned from, against a catalog: the pool's GPU, TP, dtype and
 KV dtype rebuild the replica exactly as screening built it (same efficiency
-overrides), the class's lengths, prefix hits and SLOs come from the resolved
-request. So a plan stored months ago simulates without the planner's internal
-state, and the API and CLI can verify any stored plan.
+overrides; decode and aggregated pools with the class's speculative decoding), the
+class's lengths, prefix hits and SLOs come from the resolved request. So a plan
+stored months ago simulates without the planner's internal state, and the API and
+CLI can verify any stored plan.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from catalog.schema import Catalog, Dtype, LengthDist
 from planner import roofline as rl
-from planner.candidates import KV_STREAM_OVERLAP, kv_link_for
+from planner.candidates import KV_STREAM_OVERLAP, kv_link_for, speculative_replica
 from planner.errors import PlanningError
 from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate.steps import StepModel
@@ -143,6 +144,7 @@ def build_fleet(
         raise PlanningError.for_field("model", "the plan and its request name different models")
     replicas: dict[tuple[str, int, str, str, int, int, int], rl.Replica] = {}
     by_class: dict[str, list[SimPool]] = {}
+    classes = {rc.name: rc for rc in req.classes}
     for pool in plan.get("pools", []):
         n = int(pool["replicas"])
         rate = float(pool.get("rate_rps") or 0.0)
@@ -170,6 +172,11 @@ def build_fleet(
                 ep=ep,
             )
         role = PoolRole(pool["role"])
+        replica = replicas[key]
+        rc = classes.get(_pool_class(pool))
+        if rc is not None and role != PoolRole.PREFILL:
+            # the class's speculative decoding, as screening priced the pool
+            replica = speculative_replica(catalog, rc, replica)
         link_bw, link_lat = None, 0.0
         if role == PoolRole.PREFILL:
             link_id = pool.get("kv_transfer_link")
@@ -181,7 +188,7 @@ def build_fleet(
                 class_name=_pool_class(pool),
                 role=role,
                 replicas=n,
-                steps=StepModel(replicas[key]),
+                steps=StepModel(replica),
                 max_batch=pool.get("max_batch"),
                 chunk_budget_tokens=pool.get("chunk_budget_tokens"),
                 rate_rps=rate,

@@ -13,6 +13,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from planner import kernels as kn
 from planner.simulate.fleet import LengthModel, SimClass, SimPool
 from planner.simulate.steps import chunk_count
 from solver.problem import PoolRole
@@ -22,6 +23,28 @@ INF = math.inf
 
 #: Routing penalty (ms) for a replica with no free decode slot.
 _FULL = 1e15
+#: Golden-ratio conjugate: request ids times it, mod 1, spread evenly over [0, 1).
+_SPREAD = 0.6180339887498949
+
+
+def decode_steps(output_tokens: float, tokens_per_step: float, rid: int) -> int:
+    """Engine steps request ``rid`` stays in decode for ``output_tokens`` (steps).
+
+    Without speculation ``G - 1`` (one token per step; the first comes from prefill).
+    With speculative decoding a sequence advances ``a`` tokens per verification step on
+    average: ``x = (G - 1) / a`` (:func:`planner.kernels.verification_steps`), rounded
+    down or up so that the mean over requests is x: up when ``frac(rid x 0.618...) <
+    frac(x)`` (a low-discrepancy sequence, deterministic per request). At least 1 step
+    when G > 1."""
+    g = int(output_tokens)
+    if g <= 1:
+        return 0
+    if tokens_per_step == 1.0:
+        return g - 1
+    x = kn.verification_steps(g, tokens_per_step)
+    whole = math.floor(x)
+    up = ((rid + 1) * _SPREAD) % 1.0 < x - whole
+    return max(1, whole + (1 if up else 0))
 
 
 class _Rep:
@@ -32,6 +55,7 @@ class _Rep:
         "B",
         "C",
         "V",
+        "a",
         "ci",
         "cum",
         "fin",
@@ -60,6 +84,9 @@ class _Rep:
     def __init__(self, idx: int, pi: int, pool: SimPool) -> None:
         self.idx, self.pi, self.pool = idx, pi, pool
         self.maxb = pool.max_batch or 1
+        # output tokens a sequence advances per step: the acceptance length with
+        # speculative decoding (planner.kernels.tokens_per_verification_step), else 1
+        self.a = kn.tokens_per_verification_step(pool.steps.replica.speculative)
         self.B = 0  # resident decodes
         self.C = 0.0  # sum of their contexts (tokens)
         self.kv = 0.0  # KV bytes held or reserved
@@ -205,7 +232,7 @@ class ClassSim:
             self.last[rid] = t
             self._release(rep, rid)
             return
-        heapq.heappush(rep.fin, (rep.V + int(g) - 1, rid))
+        heapq.heappush(rep.fin, (rep.V + decode_steps(g, rep.a, rid), rid))
         rep.B += 1
         rep.C += self.ctx[rid]
 
@@ -300,8 +327,10 @@ class ClassSim:
             mean_g = output.mean_tokens
             ctx_mean = prompt.mean_tokens + mean_g / 2.0
             step = pool.step_ms or pool.steps.decode_ms(1, ctx_mean)
+            # pool.step_ms is the planned time per output token; the steps below are
+            # engine steps, each advancing a sequence rep.a tokens
             resident = lam * mean_g * step
-            for _ in range(3):  # fixed point of L = lambda G step(L)
+            for _ in range(3):  # fixed point of L = lambda G step(L) / a
                 b = max(1.0, min(resident, rep.maxb))
                 if pool.role == PoolRole.AGGREGATED and pool.chunk_budget_tokens:
                     step = pool.steps.mixed_ms(
@@ -309,7 +338,7 @@ class ClassSim:
                     )
                 else:
                     step = pool.steps.decode_ms(round(b), ctx_mean)
-                resident = lam * mean_g * step
+                resident = lam * mean_g * step / rep.a
             count = min(int(rng.poisson(resident)), max(rep.maxb - 1, 0))
             for _ in range(count):
                 if used >= len(ghosts):
@@ -323,7 +352,7 @@ class ClassSim:
                 if not self._admissible(rep, gid, rep.B):
                     break
                 used += 1
-                remaining = int(rng.integers(1, int(g) + 1))
+                remaining = decode_steps(int(rng.integers(1, int(g) + 1)) + 1, rep.a, gid)
                 self._reserve(rep, gid)
                 heapq.heappush(rep.fin, (remaining, gid))
                 rep.B += 1
@@ -437,7 +466,7 @@ class ClassSim:
                 done = 0
             v = rep.V + done
             for rid in rep.pending:
-                heapq.heappush(rep.fin, (v + int(self.output[rid]) - 1, rid))
+                heapq.heappush(rep.fin, (v + decode_steps(self.output[rid], rep.a, rid), rid))
                 rep.B += 1
                 rep.C += self.ctx[rid]
                 self.joined[rid] = t

@@ -34,9 +34,6 @@ class StepModel:
         self.replica = replica
         self.c = replica.coefficients
         self.kv_capacity_bytes = rl.kv_capacity_bytes(replica)
-        self.kv_full = self.c.kv_full_held
-        self.kv_windowed = self.c.kv_windowed_held
-        self.window = self.c.window_tokens
 
     # ------------------------------------------------------------------ pieces
 
@@ -101,11 +98,9 @@ class StepModel:
     # ------------------------------------------------------------------ arrays
 
     def kv_bytes_array(self, tokens: np.ndarray) -> np.ndarray:
-        """:meth:`kv_bytes` over an array of sequence lengths (bytes)."""
-        held = self.kv_full * tokens
-        if self.kv_windowed:
-            held = held + self.kv_windowed * np.minimum(tokens, self.window)
-        return held
+        """:meth:`kv_bytes` over an array of sequence lengths (bytes; a speculative
+        drafter's KV included, :meth:`planner.kernels.StepCoefficients.kv_held_array`)."""
+        return self.c.kv_held_array(tokens)
 
 
 def chunk_count(new_tokens: float, budget: int) -> tuple[int, float]:
