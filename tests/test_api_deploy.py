@@ -123,6 +123,8 @@ def test_cli_errors_are_one_line_naming_the_field(capfd, tmp_path, db):
     assert cli.main(["deploy", "nope", "--target", "helm"]) == 2
     err = capfd.readouterr().err
     assert err.startswith("fleetplan: error: deploy: argument --target/-t: invalid choice")
+    assert cli.main(["deploy", str(tmp_path / "missing.json"), "--target", "dynamo"]) == 2
+    assert capfd.readouterr().err.startswith("fleetplan: error: FILE: ")
     path = tmp_path / "request.json"
     path.write_text(json.dumps(small()))  # a request, not a plan
     assert cli.main(["deploy", str(path), "--target", "dynamo"]) == 2

@@ -357,6 +357,28 @@ def test_compose_refuses_a_fleet_larger_than_one_host(plans):
         assert "target=dynamo" in message and "target=llm-d" in message
 
 
+def test_compose_amd_gpus_by_visible_devices_and_one_gpu_type_per_host(plans):
+    """The same one-host fleet on MI300X (8 per host): ROCm devices, each replica
+    seeing its own GPUs; a fleet over two GPU types is refused naming target."""
+    amd = copy.deepcopy(plans["disagg"])
+    for pool in amd["pools"]:
+        pool["gpu"] = "mi300x"
+    _, doc = render(amd, "compose")
+    validate_compose(doc)
+    engines = [s for n, s in doc["services"].items() if not n.startswith("router-")]
+    visible = [s["environment"]["HIP_VISIBLE_DEVICES"] for s in engines]
+    ids = [i for v in visible for i in v.split(",")]
+    assert len(ids) == len(set(ids)) == amd["gpus_total"]
+    for s in engines:
+        assert s["devices"] == ["/dev/kfd", "/dev/dri"] and "deploy" not in s
+        assert s["image"].startswith("vllm/vllm-openai-rocm")
+    mixed = copy.deepcopy(plans["disagg"])
+    mixed["pools"][0]["gpu"] = "l40s"
+    with pytest.raises(PlanningError) as info:
+        render_deployment(mixed, "compose", CAT)
+    assert info.value.issues[0][0] == "target" and "one GPU type" in info.value.message
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -23,6 +23,10 @@ from api.cli.common import (
 from api.services import deployments
 from api.services.catalog import shipped_catalog
 
+#: A PLAN with one of these suffixes is a file even when missing (said so, not
+#: looked up as an id).
+PLAN_FILE_SUFFIXES = {".json", ".yaml", ".yml"}
+
 
 def register_deploy(sub: Subparsers) -> None:
     p = sub.add_parser(
@@ -44,7 +48,8 @@ def register_deploy(sub: Subparsers) -> None:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    if Path(args.plan).is_file() or args.plan == "-":
+    path = Path(args.plan)
+    if args.plan == "-" or path.is_file() or path.suffix in PLAN_FILE_SUFFIXES:
         document = read_request(args.plan)
         artifact = deployments.plan_document_deployment(
             document, args.target, shipped_catalog(), args.engine

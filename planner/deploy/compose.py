@@ -17,7 +17,7 @@ from planner.errors import PlanningError
 
 IMAGES = {
     ("vllm", "nvidia"): "vllm/vllm-openai:latest",
-    ("vllm", "amd"): "rocm/vllm:latest",
+    ("vllm", "amd"): "vllm/vllm-openai-rocm:latest",
     ("sglang", "nvidia"): "lmsysorg/sglang:latest",
     ("sglang", "amd"): "lmsysorg/sglang:latest-rocm",
 }

@@ -30,7 +30,12 @@ MODELSERVICE_VERSION = "v0.4.12"
 MODELSERVICE_REPO = "https://llm-d-incubation.github.io/llm-d-modelservice/"
 INFERENCEPOOL_CHART = "oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"
 SCHEDULER_IMAGE = {"name": "llm-d-inference-scheduler", "hub": "ghcr.io/llm-d", "tag": "v0.5.0"}
-IMAGES = {"nvidia": "ghcr.io/llm-d/llm-d-cuda:latest", "amd": "ghcr.io/llm-d/llm-d-rocm:latest"}
+LLMD_VERSION = "v0.5.0"  # the llm-d images matching the scheduler above
+IMAGES = {
+    "nvidia": f"ghcr.io/llm-d/llm-d-cuda:{LLMD_VERSION}",
+    "amd": f"ghcr.io/llm-d/llm-d-rocm:{LLMD_VERSION}",
+    "intel": f"ghcr.io/llm-d/llm-d-hpu:{LLMD_VERSION}",
+}
 ACCELERATOR = {"nvidia": "nvidia", "amd": "amd", "intel": "intel-gaudi"}
 NAMESPACE = "llm-d"
 GATEWAY = "llm-d-inference-gateway"
