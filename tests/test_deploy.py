@@ -397,8 +397,21 @@ def test_bad_target_engine_and_plans_name_their_field(plans):
     with pytest.raises(PlanningError) as info:
         render_deployment(infeasible, "dynamo", CAT)
     assert info.value.issues[0][0] == "plan.status"
-    unknown_gpu = copy.deepcopy(plan)
-    unknown_gpu["pools"][0]["gpu"] = "h900"
+    broken = [
+        (lambda p: p["pools"][0].update(gpu="h900"), "plan.pools[0].gpu"),
+        (lambda p: p["pools"][1].update(role="both"), "plan.pools[1].role"),
+        (lambda p: p["pools"][0].update(replicas=0), "plan.pools[0].replicas"),
+        (lambda p: p["pools"][0]["launch"].update(vllm=["sglang"]), "plan.pools[0].launch.vllm"),
+        (lambda p: p.update(pools=["x"]), "plan.pools[0]"),
+    ]
+    for breaks, field in broken:
+        bad = copy.deepcopy(plan)
+        breaks(bad)
+        with pytest.raises(PlanningError) as info:
+            render_deployment(bad, "dynamo", CAT)
+        assert info.value.issues[0][0] == field
+    no_nodes = copy.deepcopy(plans["405b-pp"])
+    no_nodes["pools"][0]["launch"]["per_node"] = []
     with pytest.raises(PlanningError) as info:
-        render_deployment(unknown_gpu, "dynamo", CAT)
-    assert info.value.issues[0][0] == "plan.pools[0].gpu"
+        render_deployment(no_nodes, "llm-d", CAT)
+    assert info.value.issues[0][0] == "plan.pools[0].launch.per_node"

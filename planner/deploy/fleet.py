@@ -24,6 +24,7 @@ from planner.errors import PlanningError
 from planner.plan.launch import gpus_per_node
 from solver.problem import has_solution
 
+ROLES = ("aggregated", "prefill", "decode")
 #: Kubernetes device-plugin resource per GPU vendor (the catalog's ``vendor``).
 #: Longest pool name (DNS label): with a 24-character deployment name, the objects a
 #: platform names ``<deployment>-<pool>`` stay within Kubernetes' 63 characters.
@@ -78,7 +79,6 @@ class FleetSpec:
     checkpoint_gib: int  # BF16 checkpoint size (volume sizes)
     pools: tuple[PoolSpec, ...]
     classes: tuple[str, ...]
-    kv_pairs: tuple[tuple[str, str], ...]  # (prefill pool id, decode pool id)
 
     def class_pools(self, class_name: str) -> list[PoolSpec]:
         return [p for p in self.pools if p.class_name == class_name]
@@ -142,8 +142,15 @@ def fleet_spec(plan: Mapping[str, Any], catalog: Catalog) -> FleetSpec:
             "plan.status", f"the plan is {plan.get('status')}: there is no fleet to deploy"
         )
     raw_pools = plan.get("pools") or []
-    if not raw_pools:
+    if not raw_pools or not isinstance(raw_pools, list):
         raise PlanningError.for_field("plan.pools", "the plan has no pools")
+    for i, p in enumerate(raw_pools):
+        if not isinstance(p, Mapping) or not isinstance(p.get("id"), str):
+            raise PlanningError.for_field(f"plan.pools[{i}]", "not a pool (no id)")
+        if p.get("role") not in ROLES:
+            raise PlanningError.for_field(
+                f"plan.pools[{i}].role", f"one of {', '.join(ROLES)}, got {p.get('role')!r}"
+            )
     model = str(plan.get("model", ""))
     # <class>-<role>-<gpu>-tp<tp>: short enough for Kubernetes object names built on
     # them (the full pool id goes in an annotation or label)
@@ -164,6 +171,11 @@ def fleet_spec(plan: Mapping[str, Any], catalog: Catalog) -> FleetSpec:
         gpu = _gpu(catalog, str(p.get("gpu")), f"{field}.gpu")
         tp, pp = _int(p, "tp", field), _int(p, "pp", field, 1)
         nodes = _int(launch, "nodes_per_replica", f"{field}.launch", 1)
+        per_node = tuple(launch.get("per_node") or ())
+        if nodes > 1 and len(per_node) != nodes:
+            raise PlanningError.for_field(
+                f"{field}.launch.per_node", f"a replica of {nodes} nodes needs {nodes} commands"
+            )
         pools.append(
             PoolSpec(
                 id=str(p["id"]),
@@ -183,19 +195,16 @@ def fleet_spec(plan: Mapping[str, Any], catalog: Catalog) -> FleetSpec:
                 host_gpus=gpus_per_node(gpu),
                 vllm=vllm,
                 sglang=sglang,
-                per_node=tuple(launch.get("per_node") or ()),
+                per_node=per_node,
                 prefix_hit_rate=float(p.get("effective_prefix_hit_rate") or 0.0),
                 session_router=bool(launch.get("router")),
             )
         )
     classes = tuple(dict.fromkeys(p.class_name for p in pools))
-    kv_pairs = tuple(
-        (str(k["prefill_pool"]), str(k["decode_pool"])) for k in plan.get("kv_pairs") or ()
-    )
     size = 1
     if model in catalog.models:
         size = math.ceil(total_param_count(catalog.models[model]) * 2 * 1.1 / 2**30)
-    return FleetSpec(model, checkpoint, size, tuple(pools), classes, kv_pairs)
+    return FleetSpec(model, checkpoint, size, tuple(pools), classes)
 
 
 # --------------------------------------------------------------------------- engine flags

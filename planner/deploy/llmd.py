@@ -163,11 +163,15 @@ def container(fleet: FleetSpec, pool: PoolSpec, proxied: bool) -> dict[str, Any]
     out: dict[str, Any] = {"name": "vllm", "image": IMAGES.get(pool.vendor, IMAGES["nvidia"])}
     out["modelCommand"] = "custom"
     if pool.nodes > 1:
+        # the plan's per-node commands: Ray's head and the server on node 0 (the
+        # LeaderWorkerSet's leader), Ray joining the head on the others
+        head = " ".join(pool.per_node[0]["ray"])
+        join = " ".join(pool.per_node[1]["ray"]).replace("HEAD_ADDR", "${LWS_LEADER_ADDRESS}")
         serve = " ".join(["vllm", "serve", *(_quote(a) for a in args)])
         script = (
             'if [ "${LWS_WORKER_INDEX:-0}" = "0" ]; then '
-            f"ray start --head --port=6379 && exec {serve} --distributed-executor-backend=ray; "
-            'else exec ray start --address="${LWS_LEADER_ADDRESS}:6379" --block; fi'
+            f"{head} && exec {serve} --distributed-executor-backend=ray; "
+            f"else exec {join}; fi"
         )
         out["command"], out["args"] = ["/bin/sh", "-c"], [script]
     else:
