@@ -129,7 +129,8 @@ VALIDATE = {"dynamo": validate_dynamo, "llm-d": validate_llmd, "compose": valida
 )
 def test_targets_parse_validate_and_name_every_pool(plans, key, target):
     plan = plans[key]
-    _, doc = render(plan, target)
+    text, doc = render(plan, target)
+    assert "&id0" not in text and "*id0" not in text  # no YAML anchors or aliases
     VALIDATE[target](doc)
     found = set(strings(doc))
     for pool in plan["pools"]:
@@ -249,7 +250,7 @@ def test_dynamo_sglang_workers(plans):
 
 def test_llmd_80_20_pools_pd_and_prefix_scoring(plans):
     plan = plans["80-20"]
-    _, helmfile = render(plan, "llm-d")
+    text, helmfile = render(plan, "llm-d")
     releases = {r["name"]: r for r in helmfile["releases"]}
     pools = {p["id"]: p for p in plan["pools"]}
     by_pool = {}
@@ -285,6 +286,7 @@ def test_llmd_80_20_pools_pd_and_prefix_scoring(plans):
         )
         for c in ("agent", "chat")
     }
+    assert "*id0" not in text
     agent = {p["type"] for p in configs["agent"]["plugins"]}
     chat = {p["type"] for p in configs["chat"]["plugins"]}
     assert "prefix-cache-scorer" in agent and "pd-profile-handler" not in agent

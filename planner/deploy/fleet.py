@@ -237,7 +237,11 @@ def sglang_flags(pool: PoolSpec) -> list[str]:
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    """Block style, multi-line strings as literals, and no anchors or aliases (a dict
+    used twice is written twice: other tools' YAML readers need not know aliases)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -248,11 +252,11 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+def dump_yaml(doc: Any) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
 def to_yaml(docs: Sequence[Any], notes: Sequence[str] = ()) -> str:
     """YAML documents (``---`` between them), the notes as comments on top."""
     head = "".join(f"# {line}\n" for note in notes for line in note.splitlines())
-    body = "---\n".join(
-        yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
-        for doc in docs
-    )
-    return head + body
+    return head + "---\n".join(dump_yaml(doc) for doc in docs)

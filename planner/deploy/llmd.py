@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
-from planner.deploy.fleet import FleetSpec, PoolSpec, dns_label, vllm_flags
+from planner.deploy.fleet import FleetSpec, PoolSpec, dns_label, dump_yaml, vllm_flags
 
 MODELSERVICE_CHART = "llm-d-modelservice/llm-d-modelservice"
 MODELSERVICE_VERSION = "v0.4.12"
@@ -91,7 +89,7 @@ def epp_config(fleet: FleetSpec, class_name: str) -> str:
         "plugins": plugins,
         "schedulingProfiles": profiles,
     }
-    return yaml.safe_dump(config, sort_keys=False)
+    return dump_yaml(config)
 
 
 def pool_labels(fleet: FleetSpec, class_name: str) -> dict[str, str]:
