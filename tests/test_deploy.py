@@ -412,6 +412,12 @@ def test_bad_target_engine_and_plans_name_their_field(plans):
         with pytest.raises(PlanningError) as info:
             render_deployment(bad, "dynamo", CAT)
         assert info.value.issues[0][0] == field
+    no_sglang = copy.deepcopy(plan)
+    no_sglang["pools"][0]["launch"]["sglang"] = []
+    render_deployment(no_sglang, "dynamo", CAT)  # vLLM needs no SGLang command
+    with pytest.raises(PlanningError) as info:
+        render_deployment(no_sglang, "dynamo", CAT, engine="sglang")
+    assert info.value.issues[0][0] == "plan.pools[0].launch.sglang"
     no_nodes = copy.deepcopy(plans["405b-pp"])
     no_nodes["pools"][0]["launch"]["per_node"] = []
     with pytest.raises(PlanningError) as info:

@@ -38,6 +38,7 @@ GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "intel": "hab
 class PoolSpec:
     """One pool of the plan, as a deployment needs it."""
 
+    index: int  # position in the plan's pools (field names in errors)
     id: str  # the plan's pool id, quoted in every artifact
     name: str  # a DNS-1123 label made from the id (unique within the plan)
     class_name: str
@@ -178,6 +179,7 @@ def fleet_spec(plan: Mapping[str, Any], catalog: Catalog) -> FleetSpec:
             )
         pools.append(
             PoolSpec(
+                index=i,
                 id=str(p["id"]),
                 name=name,
                 class_name=str(p.get("class")),
@@ -230,6 +232,11 @@ def vllm_flags(pool: PoolSpec, *, keep_kv: bool = False) -> list[str]:
 def sglang_flags(pool: PoolSpec) -> list[str]:
     """``python -m sglang.launch_server FLAGS``: the flags (model path included), less
     the multi-node ones."""
+    if pool.sglang[:3] != ("python", "-m", "sglang.launch_server"):
+        raise PlanningError.for_field(
+            f"plan.pools[{pool.index}].launch.sglang",
+            "not a 'python -m sglang.launch_server' command",
+        )
     return engine_flags(pool.sglang, 3)
 
 
