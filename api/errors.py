@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.services.errors import Conflict, NotFound, ServiceError
+from api.services.errors import Conflict, NotFound, ServiceError, error_reference
 from catalog.loader import CatalogError
 from planner.errors import PlanningError, UnknownEntryError
 from planner.request import PlanRequest
@@ -188,8 +188,15 @@ async def _http_exception(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal_error", "internal server error")
+    error_id = error_reference()
+    log.error(
+        "unhandled error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc
+    )
+    return error_response(
+        500,
+        "internal_error",
+        f"internal server error (reference {error_id}; the server log has the details)",
+    )
 
 
 #: HTTP status of each service error (anything else a service raises is a 500).

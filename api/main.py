@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from api import __version__
 from api.db.session import make_engine, make_sessionmaker
 from api.errors import BodySizeLimitMiddleware, install_error_handlers
+from api.headers import HttpHeadersMiddleware
 from api.routes import analyses as analyses_routes
 from api.routes import calibrations as calibrations_routes
 from api.routes import catalog as catalog_routes
@@ -31,6 +33,14 @@ from api.services.comparison_runner import ComparisonRunner
 from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
+
+
+class App(FastAPI):
+    """FastAPI with :class:`api.headers.HttpHeadersMiddleware` outside everything, the
+    error handlers too: a 500 carries the security headers like any answer."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return HttpHeadersMiddleware(super().build_middleware_stack(), self.routes)
 
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> FastAPI:
@@ -51,7 +61,7 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
             comparisons.shutdown()  # running/queued comparisons are marked interrupted
             engine.dispose()
 
-    app = FastAPI(
+    app = App(
         title="fleetplan",
         version=__version__,
         summary="Capacity planning for LLM inference fleets.",

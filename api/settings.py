@@ -5,6 +5,8 @@
 ``FLEETPLAN_API_KEY``            when set, write requests need header ``X-API-Key``
 ``FLEETPLAN_SOLVER_TIME_LIMIT_S`` wall-clock limit of one MILP solve, seconds
 ``FLEETPLAN_SOLVER_GAP``         relative MIP gap at which the solver may stop
+``FLEETPLAN_SCREENING_TIME_LIMIT_S`` wall-clock limit of a plan's screening, seconds (30):
+                                 past it the plan is a 422 naming ``candidates``
 ``FLEETPLAN_MAX_BODY_BYTES``     largest request body accepted (413 beyond)
 ``FLEETPLAN_COMPARE_WORKERS``    processes solving a comparison's variants (default: one
                                  per core; 1 solves them in the server's own process)
@@ -34,6 +36,7 @@ class Settings(BaseSettings):
     )
     solver_time_limit_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     solver_gap: float = Field(default=0.001, ge=0, lt=1, allow_inf_nan=False)
+    screening_time_limit_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
     max_body_bytes: int = Field(default=1_000_000, gt=0)
     compare_workers: int | None = Field(
         default=None, ge=1, le=256, description="Processes per comparison (default: cores)."
@@ -63,7 +66,23 @@ class Settings(BaseSettings):
     @field_validator("api_key", mode="before")
     @classmethod
     def _empty_key_is_none(cls, value: object) -> object:
-        """``FLEETPLAN_API_KEY=`` (empty) means no key, not an empty key."""
-        if isinstance(value, str) and not value.strip():
-            return None
+        """``FLEETPLAN_API_KEY=`` (empty) means no key, not an empty key. A key of
+        whitespace only (or with whitespace around it) is refused: it is a mistake
+        (a quoted blank, a stray newline from a file), and reading it as "no key" would
+        silently turn authentication off."""
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if isinstance(value, str):
+            if value == "":
+                return None
+            if not value.strip():
+                raise ValueError(
+                    "FLEETPLAN_API_KEY is whitespace only; set a real key, or leave it "
+                    "empty or unset to run without one"
+                )
+            if value != value.strip():
+                raise ValueError(
+                    "FLEETPLAN_API_KEY has whitespace around it (a stray newline?); "
+                    "clients would have to send it too: remove it"
+                )
         return value

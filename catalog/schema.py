@@ -12,16 +12,91 @@ This module imports nothing of the project (catalog is a leaf package).
 from __future__ import annotations
 
 import math
+import unicodedata
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+
+def control_character(text: str, allowed: str = "") -> str | None:
+    """The first control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F)
+    in ``text`` that is not in ``allowed``, described with its position; None if none."""
+    for i, ch in enumerate(text):
+        if ch not in allowed and unicodedata.category(ch) == "Cc":
+            return f"U+{ord(ch):04X} at position {i}"
+    return None
+
+
+def no_control_characters(text: str) -> str:
+    found = control_character(text)
+    if found:
+        raise ValueError(
+            f"must not contain control characters (found {found}); names are one line of "
+            "printable text (a NUL cannot even be stored in PostgreSQL)"
+        )
+    return text
+
+
+def _printable_text(text: str) -> str:
+    found = control_character(text, allowed="\t\n\r")
+    if found:
+        raise ValueError(
+            f"must not contain control characters other than tab and line breaks (found {found})"
+        )
+    return text
+
+
+#: A user-supplied name or label: no control characters (NUL, newline, escape...).
+Name = Annotated[str, AfterValidator(no_control_characters)]
+#: Free text (notes, reasons, sources): line breaks and tabs allowed, no other control.
+Text = Annotated[str, AfterValidator(_printable_text)]
+
+# ``$`` in these patterns is pydantic's (Rust) regex: it matches only at the very end
+# of the text, so a trailing newline is refused (Python's ``re`` would need ``\Z``).
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", max_length=64)]
-Sources = Annotated[list[str], Field(min_length=1)]
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Sources = Annotated[list[Text], Field(min_length=1, max_length=50)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)]
+
+
+# Physical upper bounds of custom entries: generous (several times the largest part
+# shipped or announced today), but finite, so that a typo or a hostile value (1e308 GB
+# of memory, 10^12 layers) is refused with the field named instead of overflowing the
+# cost model. Largest shipped or announced today, for scale: 288 GB of HBM and 8 TB/s
+# (B300, MI355X), ~10 PFLOP/s dense FP4, 1.4 kW TDP, 1.8 TB/s NVLink 5; models with
+# 126 layers, hidden 18,432 (GPT-3 175B: 12,288; Llama 405B: 16,384), 256 experts,
+# vocab 256k, 10M-token context (Llama 4 Scout), 2T parameters.
+MAX_MEMORY_GB = 10_000.0  # 10 TB per accelerator
+MAX_TFLOPS = 200_000.0  # 200 PFLOP/s dense per accelerator
+MAX_MEM_BW_TBPS = 200.0
+MAX_TDP_W = 20_000.0
+MAX_LINK_GB_PER_S = 100_000.0  # 100 TB/s per GPU and direction
+MAX_LATENCY_US = 10_000_000.0  # 10 s
+MAX_USD_PER_HOUR = 100_000.0  # per GPU-hour
+MAX_PURCHASE_USD = 100_000_000.0  # per GPU
+MAX_LAYERS = 2_000
+MAX_WIDTH = 1_000_000  # hidden, intermediate and per-expert widths
+MAX_HEADS = 16_384
+MAX_HEAD_DIM = 16_384
+MAX_VOCAB = 100_000_000
+MAX_CONTEXT_TOKENS = 1_000_000_000
+MAX_EXPERTS = 100_000
+MAX_PARAMS_B = 1_000_000.0  # 1,000 T parameters
+MAX_TOKENS = 100_000_000.0  # a length distribution's mean or p90
+MAX_SLO_MS = 86_400_000.0  # one day
+
+Tflops = Annotated[float, Field(gt=0, le=MAX_TFLOPS, allow_inf_nan=False, strict=True)]
+UsdPerHour = Annotated[float, Field(gt=0, le=MAX_USD_PER_HOUR, allow_inf_nan=False, strict=True)]
+Width = Annotated[int, Field(ge=1, le=MAX_WIDTH, strict=True)]
+HeadDim = Annotated[int, Field(ge=1, le=MAX_HEAD_DIM, strict=True)]
+ParamsB = Annotated[float, Field(gt=0, le=MAX_PARAMS_B, allow_inf_nan=False, strict=True)]
+#: A token count of a length distribution: at least one token (a mean of 1e-300 tokens
+#: made the solver's tables degenerate), at most MAX_TOKENS.
+Tokens = Annotated[float, Field(ge=1, le=MAX_TOKENS, allow_inf_nan=False, strict=True)]
+#: A latency objective: at least a microsecond, at most a day.
+SloMs = Annotated[float, Field(ge=0.001, le=MAX_SLO_MS, allow_inf_nan=False, strict=True)]
 
 
 class Dtype(StrEnum):
@@ -54,14 +129,17 @@ class Link(Frozen):
     """An interconnect. Bandwidth is per direction (what one transfer can use)."""
 
     id: Id
-    name: str
+    name: Name
     kind: LinkKind
     bandwidth_gb_per_s: PosFloat = Field(
-        description="Usable bandwidth per direction per GPU, GB/s (1e9 bytes/s)."
+        le=MAX_LINK_GB_PER_S,
+        description="Usable bandwidth per direction per GPU, GB/s (1e9 bytes/s).",
     )
-    latency_us: NonNegFloat = Field(description="One-way latency of a transfer, microseconds.")
+    latency_us: NonNegFloat = Field(
+        le=MAX_LATENCY_US, description="One-way latency of a transfer, microseconds."
+    )
     sources: Sources
-    notes: str = ""
+    notes: Text = ""
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -108,7 +186,7 @@ ANALOGY_SIGMA_LOG = 0.73
 #: GPU must not look better than a measured one (planner.fidelity.analogy_level_scale).
 ANALOGY_LEVEL_SCALE = 0.82
 
-SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
+SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
 
 
 class Uncertainty(Frozen):
@@ -127,9 +205,9 @@ class Uncertainty(Frozen):
     """
 
     provenance: Provenance = Provenance.ANALOGY
-    points: Annotated[int, Field(ge=0)] = 0
+    points: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = 0
     sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
-    level_scale: Annotated[float, Field(gt=0, le=1.0)] = 1.0
+    level_scale: Annotated[float, Field(gt=0, le=1.0, allow_inf_nan=False, strict=True)] = 1.0
 
     @model_validator(mode="after")
     def _points_match(self) -> Uncertainty:
@@ -149,8 +227,8 @@ class DtypeEfficiency(Uncertainty):
 
     prefill_mfu: Fraction
     decode_mbu: Fraction
-    step_overhead_ms: NonNegFloat
-    reason: str = Field(min_length=10)
+    step_overhead_ms: NonNegFloat = Field(le=MAX_SLO_MS)
+    reason: Text = Field(min_length=10)
 
 
 class Efficiency(Uncertainty):
@@ -167,22 +245,109 @@ class Efficiency(Uncertainty):
 
     prefill_mfu: Fraction
     decode_mbu: Fraction
-    step_overhead_ms: NonNegFloat = 0.0
-    overlap_factor: Annotated[float, Field(ge=0, le=1)] = 0.8
-    reason: str = Field(min_length=10)
+    step_overhead_ms: NonNegFloat = Field(default=0.0, le=MAX_SLO_MS)
+    overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)] = 0.8
+    reason: Text = Field(min_length=10)
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
 
 
-class Price(Frozen):
-    """On-demand price per GPU-hour; ``estimate`` marks third-party estimates."""
+Month = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$")]
+
+
+def _check_quoted_range(
+    nominal: float, rng: tuple[float, float] | None, estimate: bool, field: str
+) -> None:
+    """An estimated price needs a range ``[low, high]`` holding its nominal value, and
+    the nominal value no lower than the range's midpoint: an assumed price must not
+    make a plan look better than a quoted one would (the plan's band shows the rest).
+    A quoted price (``estimate: false``) may carry a range or not."""
+    if rng is not None:
+        if rng[0] > rng[1]:
+            raise ValueError(f"{field}: low must not exceed high")
+        if not rng[0] <= nominal <= rng[1]:
+            raise ValueError(
+                f"{field}: the nominal price {nominal:g} lies outside [{rng[0]:g}, {rng[1]:g}]"
+            )
+    if estimate:
+        if rng is None:
+            raise ValueError(f"{field}: an estimate (estimate: true) needs a range [low, high]")
+        if nominal < (rng[0] + rng[1]) / 2 - 1e-9:
+            raise ValueError(
+                f"{field}: an estimated price must be at least the middle of its range "
+                f"({(rng[0] + rng[1]) / 2:g}), so that a guess never looks cheaper than a quote"
+            )
+
+
+class ServerPurchase(Frozen):
+    """What buying one server (the unit :class:`Server` describes: 8 GPUs in an HGX
+    node, 72 in a GB200 NVL72 rack) costs, in US dollars, with where the figure comes
+    from. ``networking_usd_per_server``: the scale-out network one server needs (NICs
+    beyond those in the server price, its share of leaf/spine switches, optics and
+    cables). ``sources``: URLs (or "estimate: ..." with the reasoning); ``date``: the
+    month the figure was published or read (YYYY-MM)."""
+
+    usd_per_server: PosFloat
+    range_usd_per_server: tuple[PosFloat, PosFloat] | None = None
+    networking_usd_per_server: NonNegFloat
+    networking_range_usd_per_server: tuple[NonNegFloat, NonNegFloat] | None = None
+    estimate: bool
+    sources: Sources
+    date: Month
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ServerPurchase:
+        _check_quoted_range(
+            self.usd_per_server, self.range_usd_per_server, self.estimate, "range_usd_per_server"
+        )
+        _check_quoted_range(
+            self.networking_usd_per_server,
+            self.networking_range_usd_per_server,
+            self.estimate,
+            "networking_range_usd_per_server",
+        )
+        return self
+
+
+class ReservedPrice(Frozen):
+    """A committed rental price per GPU-hour (a 1- or 3-year reservation, paid for
+    every hour of the term whether used or not), with its sources and date."""
 
     usd_per_hour: PosFloat
-    estimate: bool
     range_usd_per_hour: tuple[PosFloat, PosFloat] | None = None
-    purchase_usd: PosFloat | None = Field(
-        default=None, description="Capital cost per GPU where known (for procurement reports)."
-    )
+    estimate: bool
+    sources: Sources
+    date: Month
     note: str = ""
+
+    @model_validator(mode="after")
+    def _range(self) -> ReservedPrice:
+        _check_quoted_range(
+            self.usd_per_hour, self.range_usd_per_hour, self.estimate, "range_usd_per_hour"
+        )
+        return self
+
+
+class Price(Frozen):
+    """On-demand price per GPU-hour; ``estimate`` marks third-party estimates.
+
+    ``purchase``: the price of the server the SKU is sold in (None: not sold to
+    buy, e.g. a cloud-only part); ``reserved_1y`` / ``reserved_3y``: committed rental
+    prices per GPU-hour (None: no such offer known)."""
+
+    usd_per_hour: PosFloat = Field(le=MAX_USD_PER_HOUR)
+    estimate: bool
+    range_usd_per_hour: tuple[UsdPerHour, UsdPerHour] | None = None
+    purchase_usd: PosFloat | None = Field(
+        default=None,
+        le=MAX_PURCHASE_USD,
+        description="Capital cost per GPU (legacy; ``purchase`` prices whole servers and "
+        "is preferred when both are set).",
+    )
+    purchase: ServerPurchase | None = None
+    reserved_1y: ReservedPrice | None = None
+    reserved_3y: ReservedPrice | None = None
+    note: Text = ""
 
     @model_validator(mode="after")
     def _range_ordered(self) -> Price:
@@ -194,16 +359,18 @@ class Price(Frozen):
 class Server(Frozen):
     """The node a SKU is bought in: GPUs per server, rack units, and server power."""
 
-    gpus_per_server: Annotated[int, Field(ge=1, le=72)]
-    gpus_per_node: Annotated[int, Field(ge=1, le=72)] | None = Field(
+    gpus_per_server: Annotated[int, Field(ge=1, le=72, strict=True)]
+    gpus_per_node: Annotated[int, Field(ge=1, le=72, strict=True)] | None = Field(
         default=None,
         description="GPUs per host (one OS instance, e.g. a GB200 NVL72 compute tray: 4) "
         "when the unit bought holds several; a replica with more GPUs is multi-node. "
         "Unset: gpus_per_server.",
     )
-    rack_units: Annotated[int, Field(ge=1, le=64)]
+    rack_units: Annotated[int, Field(ge=1, le=64, strict=True)]
     server_overhead_w: NonNegFloat = Field(
-        default=0.0, description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server."
+        default=0.0,
+        le=100 * MAX_TDP_W,
+        description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server.",
     )
 
 
@@ -211,29 +378,31 @@ class Gpu(Frozen):
     """One accelerator SKU. TFLOP/s are dense (no 2:4 sparsity) peaks."""
 
     id: Id
-    name: str
-    vendor: str
-    arch: str
-    bf16_dense_tflops: PosFloat
-    fp8_dense_tflops: PosFloat | None = None
-    fp4_dense_tflops: PosFloat | None = None
-    memory_gb: PosFloat
-    memory_type: str
-    mem_bw_tbps: PosFloat
+    name: Name
+    vendor: Name
+    arch: Name
+    bf16_dense_tflops: Tflops
+    fp8_dense_tflops: Tflops | None = None
+    fp4_dense_tflops: Tflops | None = None
+    memory_gb: PosFloat = Field(le=MAX_MEMORY_GB)
+    memory_type: Name
+    mem_bw_tbps: PosFloat = Field(le=MAX_MEM_BW_TBPS)
     scale_up_link: Id | None = Field(
         default=None, description="Link id within the scale-up domain; None when PCIe only."
     )
-    scale_up_domain_size: Annotated[int, Field(ge=1, le=576)]
+    scale_up_domain_size: Annotated[int, Field(ge=1, le=576, strict=True)]
     pcie_link: Id
     network_link: Id = Field(description="Typical scale-out NIC per GPU (link id).")
-    tdp_w: PosFloat
+    tdp_w: PosFloat = Field(le=MAX_TDP_W)
     price: Price
     server: Server
     efficiency: Efficiency
     sources: Sources
-    notes: str = ""
-    uncertain: list[str] = Field(
-        default_factory=list, description="Fields whose values are estimates or conflicting."
+    notes: Text = ""
+    uncertain: list[Name] = Field(
+        max_length=100,
+        default_factory=list,
+        description="Fields whose values are estimates or conflicting.",
     )
 
     def peak_tflops(self, dtype: Dtype) -> float | None:
@@ -265,11 +434,11 @@ class Gpu(Frozen):
 class Moe(Frozen):
     """Mixture-of-experts layout. ``expert_intermediate_size`` is per expert."""
 
-    num_experts: Annotated[int, Field(ge=2)]
-    experts_per_token: Annotated[int, Field(ge=1)]
-    expert_intermediate_size: Annotated[int, Field(ge=1)]
-    num_shared_experts: Annotated[int, Field(ge=0)] = 0
-    first_dense_layers: Annotated[int, Field(ge=0)] = 0
+    num_experts: Annotated[int, Field(ge=2, le=MAX_EXPERTS, strict=True)]
+    experts_per_token: Annotated[int, Field(ge=1, le=MAX_EXPERTS, strict=True)]
+    expert_intermediate_size: Width
+    num_shared_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)] = 0
+    first_dense_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS, strict=True)] = 0
     router_bias: bool = False
     expert_bias: bool = False
 
@@ -283,47 +452,47 @@ class Moe(Frozen):
 class Mla(Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): the KV cache holds a latent."""
 
-    q_lora_rank: Annotated[int, Field(ge=1)]
-    kv_lora_rank: Annotated[int, Field(ge=1)]
-    qk_nope_head_dim: Annotated[int, Field(ge=1)]
-    qk_rope_head_dim: Annotated[int, Field(ge=1)]
-    v_head_dim: Annotated[int, Field(ge=1)]
+    q_lora_rank: Width
+    kv_lora_rank: Width
+    qk_nope_head_dim: HeadDim
+    qk_rope_head_dim: HeadDim
+    v_head_dim: HeadDim
 
 
 class SlidingWindow(Frozen):
     """Sliding-window attention on some layers: those layers keep at most
     ``window_tokens`` of KV per sequence."""
 
-    window_tokens: Annotated[int, Field(ge=1)]
-    windowed_layers: Annotated[int, Field(ge=1)]
+    window_tokens: Annotated[int, Field(ge=1, le=MAX_CONTEXT_TOKENS, strict=True)]
+    windowed_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS, strict=True)]
 
 
 class ReferenceFigures(Frozen):
     """Figures published for the model, to test the derived numbers against."""
 
-    total_params_b: PosFloat
-    active_params_b: PosFloat
-    kv_bytes_per_token_bf16: PosFloat
-    computed_total_params_b: PosFloat | None = None
-    computed_active_params_b: PosFloat | None = None
+    total_params_b: ParamsB
+    active_params_b: ParamsB
+    kv_bytes_per_token_bf16: PosFloat = Field(le=1e12)
+    computed_total_params_b: ParamsB | None = None
+    computed_active_params_b: ParamsB | None = None
 
 
 class Model(Frozen):
     """A transformer's architecture, as in its config.json."""
 
     id: Id
-    name: str
-    num_layers: Annotated[int, Field(ge=1)]
-    hidden_size: Annotated[int, Field(ge=1)]
-    num_attention_heads: Annotated[int, Field(ge=1)]
-    num_kv_heads: Annotated[int, Field(ge=1)]
-    head_dim: Annotated[int, Field(ge=1)] | None = Field(
+    name: Name
+    num_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS, strict=True)]
+    hidden_size: Width
+    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_HEADS, strict=True)]
+    num_kv_heads: Annotated[int, Field(ge=1, le=MAX_HEADS, strict=True)]
+    head_dim: HeadDim | None = Field(
         default=None, description="Per-head width; None for MLA models (see mla)."
     )
-    intermediate_size: Annotated[int, Field(ge=1)]
-    vocab_size: Annotated[int, Field(ge=1)]
-    max_context_tokens: Annotated[int, Field(ge=1)]
-    hf_repo: str | None = Field(
+    intermediate_size: Width
+    vocab_size: Annotated[int, Field(ge=1, le=MAX_VOCAB, strict=True)]
+    max_context_tokens: Annotated[int, Field(ge=1, le=MAX_CONTEXT_TOKENS, strict=True)]
+    hf_repo: Name | None = Field(
         default=None,
         max_length=200,
         description="Hugging Face repository engines load it from (used in launch commands).",
@@ -340,7 +509,7 @@ class Model(Frozen):
     )
     reference: ReferenceFigures
     sources: Sources
-    notes: str = ""
+    notes: Text = ""
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
@@ -371,8 +540,8 @@ class LengthDist(Frozen):
     mu = ln(mean) - sigma^2/2. Requires 1 < p90/mean <= exp(z90^2/2) ~ 2.27.
     """
 
-    mean_tokens: PosFloat
-    p90_tokens: PosFloat
+    mean_tokens: Tokens
+    p90_tokens: Tokens
 
     @model_validator(mode="after")
     def _fits_lognormal(self) -> LengthDist:
@@ -407,9 +576,9 @@ class LengthDist(Frozen):
 class Slo(Frozen):
     """Latency objectives at a percentile: TTFT (first token) and TPOT (per output token)."""
 
-    ttft_ms: PosFloat
-    tpot_ms: PosFloat
-    percentile: Annotated[float, Field(ge=50, le=99.9)] = 90.0
+    ttft_ms: SloMs
+    tpot_ms: SloMs
+    percentile: Annotated[float, Field(ge=50, le=99.9, allow_inf_nan=False, strict=True)] = 90.0
 
 
 class Sessions(Frozen):
@@ -418,10 +587,10 @@ class Sessions(Frozen):
     on average (a tool running, a person reading). Its prefix hits need its context
     kept in the KV cache while it is idle (:mod:`planner.candidates.sessions`)."""
 
-    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)] = Field(
-        description="Mean idle time between a session's turns, seconds (exponential)."
+    think_time_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False, strict=True)] = (
+        Field(description="Mean idle time between a session's turns, seconds (exponential).")
     )
-    turns: Annotated[float, Field(ge=1, le=100_000, allow_inf_nan=False)] = Field(
+    turns: Annotated[float, Field(ge=1, le=100_000, allow_inf_nan=False, strict=True)] = Field(
         description="Mean requests per session (1: no follow-up turn, nothing kept)."
     )
 
@@ -430,11 +599,11 @@ class Workload(Frozen):
     """A traffic class: prompt and output length distributions, prefix reuse, SLOs."""
 
     id: Id
-    name: str
-    description: str
+    name: Name
+    description: Text
     prompt_tokens: LengthDist
     output_tokens: LengthDist
-    prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
+    prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False, strict=True)] = Field(
         description="Share of prompt tokens already in the prefix cache (not recomputed)."
     )
     sessions: Sessions | None = Field(
@@ -444,7 +613,7 @@ class Workload(Frozen):
     )
     slo: Slo
     sources: Sources
-    notes: str = ""
+    notes: Text = ""
 
 
 Kind = Literal["gpus", "models", "workloads", "links"]

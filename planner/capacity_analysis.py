@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.schema import Catalog, Dtype, Provenance
+from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype, Provenance, SloMs
 from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
 from planner.capacity import DEFAULT_TOKEN_BUDGET, CapacityResult, replica_capacity
+from planner.request import MAX_RATE_RPS, CatalogRef
 
 if TYPE_CHECKING:
     from planner.calibration import Calibration
 
-Pos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Frac = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Frac = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
 
 
 class CapacityRequest(BaseModel):
@@ -34,27 +34,35 @@ class CapacityRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field(min_length=1, description="Catalog model id.")
-    gpu: str = Field(min_length=1, description="Catalog GPU id.")
-    tp: Annotated[int, Field(ge=1, le=1024)] = 1
+    model: CatalogRef = Field(description="Catalog model id.")
+    gpu: CatalogRef = Field(description="Catalog GPU id.")
+    tp: Annotated[int, Field(strict=True, ge=1, le=1024)] = 1
     dtype: Dtype = Dtype.BF16
     kv_dtype: Dtype | None = Field(
         default=None, description="KV-cache dtype; default bf16 with bf16 weights, else fp8."
     )
-    prompt_tokens: Annotated[int, Field(ge=1)]
-    output_tokens: Annotated[int, Field(ge=2)]
-    ttft_ms: Pos | None = Field(default=None, description="SLO on the mean TTFT (ms).")
-    tpot_ms: Pos | None = Field(default=None, description="SLO on the mean TPOT (ms).")
-    concurrency: Pos | None = Field(default=None, description="Users of a closed loop.")
-    request_rate_rps: Pos | None = Field(default=None, description="Open-loop arrival rate.")
-    token_budget: Annotated[int, Field(ge=2, le=1_048_576)] = DEFAULT_TOKEN_BUDGET
-    max_batch: Annotated[int, Field(ge=1)] | None = Field(
+    prompt_tokens: Annotated[int, Field(strict=True, ge=1, le=MAX_CONTEXT_TOKENS)]
+    output_tokens: Annotated[int, Field(strict=True, ge=2, le=MAX_CONTEXT_TOKENS)]
+    ttft_ms: SloMs | None = Field(default=None, description="SLO on the mean TTFT (ms).")
+    tpot_ms: SloMs | None = Field(default=None, description="SLO on the mean TPOT (ms).")
+    concurrency: Annotated[float, Field(strict=True, gt=0, le=1e9, allow_inf_nan=False)] | None = (
+        Field(default=None, description="Users of a closed loop.")
+    )
+    request_rate_rps: (
+        Annotated[float, Field(strict=True, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] | None
+    ) = Field(default=None, description="Open-loop arrival rate.")
+    token_budget: Annotated[int, Field(strict=True, ge=2, le=1_048_576)] = DEFAULT_TOKEN_BUDGET
+    max_batch: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] | None = Field(
         default=None, description="The engine's max_num_seqs (default: no cap but the KV cache)."
     )
     mfu: Frac | None = None
     mbu: Frac | None = None
-    step_overhead_ms: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] | None = None
-    overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    step_overhead_ms: (
+        Annotated[float, Field(strict=True, ge=0, le=1000, allow_inf_nan=False)] | None
+    ) = None
+    overlap_factor: Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)] | None = (
+        None
+    )
     calibration: str | None = Field(
         default=None,
         pattern=r"^[a-z0-9][a-z0-9._\-]*$",

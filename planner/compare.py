@@ -32,14 +32,17 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.plan import Plan
-from planner.variants import apply_mix, deep_merge, scale_rate
+from planner.request import MAX_CLASSES, CatalogRef, Label, PlanName
+from planner.variants import apply_mix, check_shape, deep_merge, scale_rate, traffic_of
 
 MAX_VARIANTS = 64
+
+Document = Annotated[dict[str, Any], AfterValidator(check_shape)]
 
 
 class Strict(BaseModel):
@@ -47,18 +50,25 @@ class Strict(BaseModel):
 
 
 class VariantSpec(Strict):
-    name: str = Field(min_length=1, max_length=100)
-    override: dict[str, Any] | None = None
-    mix: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] | None = None
-    class_overrides: dict[str, dict[str, Any]] | None = None
-    rate_scale: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] | None = None
+    name: Label
+    override: Document | None = None
+    mix: (
+        dict[CatalogRef, Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]]
+        | None
+    ) = Field(default=None, max_length=MAX_CLASSES)
+    class_overrides: dict[CatalogRef, Document] | None = Field(default=None, max_length=MAX_CLASSES)
+    rate_scale: Annotated[float, Field(strict=True, gt=0, le=1000, allow_inf_nan=False)] | None = (
+        None
+    )
 
 
 class SweepSpec(Strict):
-    name: str = Field(min_length=1, max_length=100)
-    share_of: str | None = None
-    path: str | None = None
-    values: list[Any] = Field(min_length=1, max_length=MAX_VARIANTS)
+    name: Label
+    share_of: Label | None = None
+    path: PlanName | None = None
+    values: Annotated[list[Any], AfterValidator(check_shape)] = Field(
+        min_length=1, max_length=MAX_VARIANTS
+    )
 
     @model_validator(mode="after")
     def _one_axis(self) -> SweepSpec:
@@ -66,14 +76,14 @@ class SweepSpec(Strict):
             raise ValueError("give exactly one of share_of or path")
         if self.share_of is not None:
             for v in self.values:
-                if not isinstance(v, int | float) or not 0 <= v <= 1:
+                if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
                     raise ValueError(f"share values must be numbers in [0, 1], got {v!r}")
         return self
 
 
 class ComparisonSpec(Strict):
-    name: str | None = Field(default=None, max_length=200)
-    base: dict[str, Any]
+    name: PlanName | None = None
+    base: Document
     variants: list[VariantSpec] = Field(default_factory=list, max_length=MAX_VARIANTS)
     sweeps: list[SweepSpec] = Field(default_factory=list, max_length=4)
 
@@ -123,9 +133,10 @@ def set_path(doc: dict[str, Any], path: str, value: Any, field: str) -> dict[str
 
 
 def share_of(doc: dict[str, Any], name: str, share: float, field: str) -> dict[str, Any]:
-    """Set class ``name``'s share; the others fill 1 - share in their base proportions."""
-    classes = doc.get("traffic", {}).get("classes", [])
-    names = [c.get("name") or c.get("workload") for c in classes]
+    """Set class ``name``'s share; the others fill 1 - share in their base proportions
+    (``doc``: a validated request document)."""
+    _, by_name = traffic_of(doc, "base")
+    classes, names = list(by_name.values()), list(by_name)
     if name not in names:
         raise PlanningError.for_field(field, f"unknown class {name!r}; classes are {names}")
     others = sum(c["share"] for c, n in zip(classes, names, strict=True) if n != name)
@@ -141,10 +152,13 @@ def share_of(doc: dict[str, Any], name: str, share: float, field: str) -> dict[s
 
 
 def apply_variant(base: dict[str, Any], v: VariantSpec, field: str) -> dict[str, Any]:
+    """``base`` (a validated request document) with the variant's changes applied; the
+    override may leave any shape, so the class overrides, mix and rate scale check the
+    parts they work on (``planner.variants.traffic_of``) and ``check_variants`` validates
+    the result."""
     doc = deep_merge(base, v.override or {})
     if v.class_overrides:
-        classes = doc.get("traffic", {}).get("classes", [])
-        by_name = {c.get("name") or c.get("workload"): c for c in classes}
+        _, by_name = traffic_of(doc, f"{field}.override")
         for name, changes in v.class_overrides.items():
             if name not in by_name:
                 raise PlanningError.for_field(
@@ -153,14 +167,17 @@ def apply_variant(base: dict[str, Any], v: VariantSpec, field: str) -> dict[str,
                 )
             by_name[name].update(copy.deepcopy(changes))
     if v.mix is not None:
-        doc = apply_mix(doc, v.mix, f"{field}.mix")
+        doc = apply_mix(doc, v.mix, f"{field}.mix", f"{field}.override")
     if v.rate_scale is not None:
-        doc = scale_rate(doc, v.rate_scale)
+        doc = scale_rate(doc, v.rate_scale, f"{field}.override")
     return doc
 
 
 def expand(spec: ComparisonSpec) -> list[dict[str, Any]]:
-    """[{name, request, axis, value}] for the base, every variant and every sweep value."""
+    """[{name, request, axis, value}] for the base, every variant and every sweep value.
+    The base is validated first (errors name ``base.<field>``): every variant is made
+    from it."""
+    check_request(spec.base, "base")
     out: list[dict[str, Any]] = [
         {"name": "base", "request": copy.deepcopy(spec.base), "axis": None, "value": None}
     ]
@@ -194,19 +211,26 @@ def check_variants(variants: list[dict[str, Any]], catalog: Catalog | None = Non
     the model, workload and GPU ids): a bad variant fails the whole comparison
     with its field path (``base.<field>`` or ``variants[<name>].<field>``),
     before any solving."""
+    for i, v in enumerate(variants):
+        check_request(v["request"], "base" if i == 0 else f"variants[{v['name']}]", catalog)
+
+
+def check_request(doc: Any, prefix: str, catalog: Catalog | None = None) -> None:
+    """Validate one request document (the schema, and with ``catalog`` its ids);
+    PlanningError with every field prefixed by ``prefix``."""
     from planner.problem_build import parse_request
     from planner.request import resolve_request
 
-    for i, v in enumerate(variants):
-        prefix = "base" if i == 0 else f"variants[{v['name']}]"
-        try:
-            request = parse_request(v["request"])
-            if catalog is not None and not request.scenarios:
-                resolve_request(request, catalog)
-        except PlanningError as err:
-            issues = [(f"{prefix}.{f}", m.removeprefix("Value error, ")) for f, m in err.issues]
-            message = "; ".join(f"{f}: {m}" for f, m in issues) or f"{prefix}: {err.message}"
-            raise type(err)(message, issues) from None
+    try:
+        if not isinstance(doc, Mapping):
+            raise PlanningError.for_field("(document)", "must be a mapping (a plan request)")
+        request = parse_request(doc)
+        if catalog is not None and not request.scenarios:
+            resolve_request(request, catalog)
+    except PlanningError as err:
+        issues = [(f"{prefix}.{f}", m.removeprefix("Value error, ")) for f, m in err.issues]
+        message = "; ".join(f"{f}: {m}" for f, m in issues) or f"{prefix}: {err.message}"
+        raise type(err)(message, issues) from None
 
 
 # --------------------------------------------------------------------------- running

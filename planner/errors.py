@@ -30,3 +30,9 @@ class DoesNotFitError(PlanningError):
     """A model that does not fit in the replica's memory."""
 
     code = "does_not_fit"
+
+
+class PlanningTimeLimit(PlanningError):
+    """The request asks for more work than its time limit allows (screening ran out)."""
+
+    code = "planning_time_limit"

@@ -13,18 +13,60 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from catalog.schema import Catalog, Dtype, LengthDist, Model, Sessions, Slo, Workload
+from catalog.schema import (
+    Catalog,
+    Dtype,
+    LengthDist,
+    Model,
+    Sessions,
+    Slo,
+    SloMs,
+    Tokens,
+    Workload,
+    no_control_characters,
+)
 from planner.errors import PlanningError, UnknownEntryError
+from planner.procurement.spec import LoadProfileSpec, ProcurementSpec
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
 from planner.roofline.replica import PP_OPTIONS
+from planner.variants import check_shape
 from solver.problem import Mode, Objective
 
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+#: A positive finite number; strict: ``true`` or ``"5"`` is refused, not read as 1 or 5.
+PosFloat = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+#: A positive amount with an upper bound far beyond any fleet (money, power, weights).
+Amount = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
+Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
 
 DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
+
+# Caps on the inputs that multiply planning work. Screening tries every class x GPU
+# type x dtype x TP x chunk budget (x prefill link), and a robust plan screens and solves
+# every scenario: each cap is a few times what a real request needs, and bounds the
+# work one request can ask for (64 chunk budgets took 16.6 s to screen, 1,024 289 s).
+#: Chunk budgets per request (6 by default; 16 screen in a few seconds).
+MAX_CHUNK_BUDGETS = 16
+#: GPU types per request (the shipped catalog has 14; bench/solver_scaling.py plans 50).
+MAX_GPU_TYPES = 64
+#: Traffic classes per request.
+MAX_CLASSES = 50
+#: Scenarios of a robust plan (each is screened and solved, and the robust MILP grows
+#: with their number).
+MAX_SCENARIOS = 12
+#: Largest tensor-parallel degree asked for (a replica spans at most a few servers).
+MAX_TP = 512
+
+#: A name or label of the request (no control characters: catalog.schema.Name).
+PlanName = Annotated[
+    str, Field(min_length=1, max_length=200), AfterValidator(no_control_characters)
+]
+Label = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(no_control_characters)]
+#: A catalog id as a request names it (checked against the catalog by resolve_request).
+CatalogRef = Annotated[
+    str, Field(min_length=1, max_length=64), AfterValidator(no_control_characters)
+]
 #: Smallest non-zero class rate planned (requests/s): one request every ~3 hours.
 MIN_CLASS_RATE_RPS = 1e-4
 #: Largest total rate accepted (requests/s): far beyond any single fleet today.
@@ -55,23 +97,27 @@ class SloSpec(Strict):
     """Latency objectives; any field left out falls back to the next level
     (class override -> request default -> the workload's catalog default)."""
 
-    ttft_ms: PosFloat | None = None
-    tpot_ms: PosFloat | None = None
-    percentile: Annotated[float, Field(ge=50, le=99.9, allow_inf_nan=False)] | None = None
+    ttft_ms: SloMs | None = None
+    tpot_ms: SloMs | None = None
+    percentile: Annotated[float, Field(strict=True, ge=50, le=99.9, allow_inf_nan=False)] | None = (
+        None
+    )
 
 
 class LengthSpec(Strict):
-    mean_tokens: PosFloat
-    p90_tokens: PosFloat
+    mean_tokens: Tokens
+    p90_tokens: Tokens
 
 
 class ClassSpec(Strict):
     """One traffic class: a catalog workload, its share of requests, overrides."""
 
-    workload: str = Field(min_length=1)
+    workload: CatalogRef
     share: Share
     slo: SloSpec | None = None
-    prefix_hit_rate: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None = None
+    prefix_hit_rate: (
+        Annotated[float, Field(strict=True, ge=0, lt=1, allow_inf_nan=False)] | None
+    ) = None
     sessions: Sessions | None = Field(
         default=None,
         description="Session shape behind the prefix hits (think_time_s, turns); defaults "
@@ -80,16 +126,16 @@ class ClassSpec(Strict):
     )
     prompt_tokens: LengthSpec | None = None
     output_tokens: LengthSpec | None = None
-    modes: list[Mode] | None = Field(default=None, min_length=1)
-    name: str | None = Field(default=None, description="Label; defaults to the workload id.")
+    modes: list[Mode] | None = Field(default=None, min_length=1, max_length=len(Mode))
+    name: Label | None = Field(default=None, description="Label; defaults to the workload id.")
 
 
 class Traffic(Strict):
-    rate_rps: Annotated[float, Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] = Field(
-        description="Total requests per second over all classes (at most 1,000,000)."
+    rate_rps: Annotated[float, Field(strict=True, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] = (
+        Field(description="Total requests per second over all classes (at most 1,000,000).")
     )
-    classes: list[ClassSpec] = Field(min_length=1, max_length=50)
-    burst_cv: Annotated[float, Field(ge=0.05, le=20, allow_inf_nan=False)] = Field(
+    classes: list[ClassSpec] = Field(min_length=1, max_length=MAX_CLASSES)
+    burst_cv: Annotated[float, Field(strict=True, ge=0.05, le=20, allow_inf_nan=False)] = Field(
         default=1.0,
         description="Coefficient of variation of inter-arrival times (1: Poisson, > 1: "
         "bursty). The queueing model scales prefill waits by (ca^2 + cs^2) / 2 "
@@ -110,27 +156,39 @@ class Traffic(Strict):
 
 
 class CandidateSpec(Strict):
-    gpus: list[str] | None = Field(default=None, min_length=1)
+    gpus: list[CatalogRef] | None = Field(default=None, min_length=1, max_length=MAX_GPU_TYPES)
     modes: list[Mode] = Field(
-        default_factory=lambda: [Mode.AGGREGATED, Mode.DISAGGREGATED], min_length=1
+        default_factory=lambda: [Mode.AGGREGATED, Mode.DISAGGREGATED],
+        min_length=1,
+        max_length=len(Mode),
     )
-    dtypes: list[Dtype] = Field(default_factory=lambda: [Dtype.BF16, Dtype.FP8], min_length=1)
-    tp: list[int] | None = Field(default=None, min_length=1)
-    pp: list[int] | None = Field(
+    dtypes: list[Dtype] = Field(
+        default_factory=lambda: [Dtype.BF16, Dtype.FP8], min_length=1, max_length=len(Dtype)
+    )
+    tp: list[Annotated[int, Field(strict=True, le=MAX_TP)]] | None = Field(
+        default=None, min_length=1, max_length=10
+    )
+    pp: list[Annotated[int, Field(strict=True)]] | None = Field(
         default=None,
         min_length=1,
+        max_length=len(PP_OPTIONS) + 1,
         description="Pipeline-parallel degrees to consider (1, 2, 4, 8). Default: 1, and "
         "2/4/8 with TP filling a node when the model does not fit one node.",
     )
-    ep: list[Annotated[int, Field(ge=1, le=1024)]] | None = Field(
+    ep: list[Annotated[int, Field(strict=True, ge=1, le=1024)]] | None = Field(
         default=None,
         min_length=1,
+        max_length=16,
         description="Expert-parallel degrees to consider for a mixture-of-experts model "
         "(with data-parallel attention over the same GPUs; 1: plain TP). Each must divide "
         "the model's expert count. Default: 1, and ep = tp where tp divides the experts.",
     )
-    chunk_budgets: list[Annotated[int, Field(ge=16, le=65536)]] = Field(
-        default_factory=lambda: list(DEFAULT_CHUNK_BUDGETS), min_length=1
+    chunk_budgets: list[Annotated[int, Field(strict=True, ge=16, le=65536)]] = Field(
+        default_factory=lambda: list(DEFAULT_CHUNK_BUDGETS),
+        min_length=1,
+        max_length=MAX_CHUNK_BUDGETS,
+        description=f"Prefill chunk sizes (tokens) screened for aggregated pools; at most "
+        f"{MAX_CHUNK_BUDGETS} (each one is screened for every class, GPU type, dtype and TP).",
     )
 
     @field_validator("pp")
@@ -157,23 +215,27 @@ class CandidateSpec(Strict):
 
 
 class ConstraintSpec(Strict):
-    budget_usd_per_hour: PosFloat | None = None
-    max_gpus: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
-    power_kw: PosFloat | None = None
-    min_replicas_per_pool: Annotated[int, Field(ge=1, le=64)] = 1
-    max_configurations: Annotated[int, Field(ge=1, le=100)] | None = None
-    max_utilization: Annotated[float, Field(gt=0.05, le=1, allow_inf_nan=False)] = Field(
-        default=DEFAULT_MAX_UTILIZATION,
-        description="Largest load of any pool: its rate over its capacity within the SLO "
-        "(1: run pools up to the SLO-sized limit, no headroom).",
+    budget_usd_per_hour: Amount | None = None
+    max_gpus: dict[CatalogRef, Annotated[int, Field(strict=True, ge=0, le=10_000_000)]] = Field(
+        default_factory=dict, max_length=MAX_GPU_TYPES
     )
-    spare_replicas_per_pool: Annotated[int, Field(ge=0, le=16)] = Field(
+    power_kw: Amount | None = None
+    min_replicas_per_pool: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+    max_configurations: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
+    max_utilization: Annotated[float, Field(strict=True, gt=0.05, le=1, allow_inf_nan=False)] = (
+        Field(
+            default=DEFAULT_MAX_UTILIZATION,
+            description="Largest load of any pool: its rate over its capacity within the SLO "
+            "(1: run pools up to the SLO-sized limit, no headroom).",
+        )
+    )
+    spare_replicas_per_pool: Annotated[int, Field(strict=True, ge=0, le=16)] = Field(
         default=0,
         description="N+k: every pool still carries its rate within max_utilization with "
         "this many replicas down.",
     )
-    max_replicas_per_pool: Annotated[int, Field(ge=1, le=4096)] | None = None
-    max_gpu_types: Annotated[int, Field(ge=1, le=100)] | None = None
+    max_replicas_per_pool: Annotated[int, Field(strict=True, ge=1, le=4096)] | None = None
+    max_gpu_types: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
 
 
 class OperationsSpec(Strict):
@@ -182,25 +244,33 @@ class OperationsSpec(Strict):
     configuration (defaults and their reasons: DEFAULT_USD_PER_HOUR_PER_GPU_TYPE and
     DEFAULT_USD_PER_HOUR_PER_CONFIGURATION). 0 switches a term off."""
 
-    usd_per_hour_per_gpu_type: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
-        DEFAULT_USD_PER_HOUR_PER_GPU_TYPE
-    )
-    usd_per_hour_per_configuration: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
-        DEFAULT_USD_PER_HOUR_PER_CONFIGURATION
-    )
+    usd_per_hour_per_gpu_type: Annotated[
+        float, Field(strict=True, ge=0, le=1e9, allow_inf_nan=False)
+    ] = DEFAULT_USD_PER_HOUR_PER_GPU_TYPE
+    usd_per_hour_per_configuration: Annotated[
+        float, Field(strict=True, ge=0, le=1e9, allow_inf_nan=False)
+    ] = DEFAULT_USD_PER_HOUR_PER_CONFIGURATION
 
 
 class SolverSpec(Strict):
-    time_limit_s: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] | None = None
-    rel_gap: Annotated[float, Field(ge=0, le=0.5, allow_inf_nan=False)] | None = None
+    time_limit_s: Annotated[float, Field(strict=True, gt=0, le=600, allow_inf_nan=False)] | None = (
+        None
+    )
+    rel_gap: Annotated[float, Field(strict=True, ge=0, le=0.5, allow_inf_nan=False)] | None = None
 
 
 class EfficiencySpec(Strict):
     """Override the catalog's efficiency factors for every GPU in this request."""
 
-    prefill_mfu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
-    decode_mbu: Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)] | None = None
-    overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    prefill_mfu: Annotated[float, Field(strict=True, ge=0.01, le=1, allow_inf_nan=False)] | None = (
+        None
+    )
+    decode_mbu: Annotated[float, Field(strict=True, ge=0.01, le=1, allow_inf_nan=False)] | None = (
+        None
+    )
+    overlap_factor: Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)] | None = (
+        None
+    )
 
 
 class RiskSpec(Strict):
@@ -224,33 +294,42 @@ class ScenarioSpec(Strict):
     ``rate_scale`` multiplies the total rate; ``override`` is deep-merged into
     the base request (mappings merge, lists and values replace)."""
 
-    name: str = Field(min_length=1, max_length=100)
-    weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    mix: dict[str, Share] | None = None
-    rate_scale: PosFloat | None = None
-    override: dict[str, Any] | None = None
+    name: Label
+    weight: Annotated[float, Field(strict=True, gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+    mix: dict[CatalogRef, Share] | None = Field(default=None, max_length=MAX_CLASSES)
+    rate_scale: Annotated[float, Field(strict=True, gt=0, le=1000, allow_inf_nan=False)] | None = (
+        None
+    )
+    override: Annotated[dict[str, Any], AfterValidator(check_shape)] | None = None
+
+    @field_validator("override")
+    @classmethod
+    def _no_nested_scenarios(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and "scenarios" in v:
+            raise ValueError("a scenario cannot override scenarios (they do not nest)")
+        return v
 
 
 class VerifySpec(Strict):
     """Verify the plan by simulating its fleet (planner.simulate) after solving."""
 
-    enabled: bool | None = Field(
+    enabled: Annotated[bool, Field(strict=True)] | None = Field(
         default=None, description="Simulate the plan; unset: on (the planner's default)."
     )
-    requests: Annotated[int, Field(ge=1000, le=200_000)] = Field(
+    requests: Annotated[int, Field(strict=True, ge=1000, le=200_000)] = Field(
         default=20_000, description="Requests to simulate (all classes together)."
     )
-    seed: Annotated[int, Field(ge=0)] = 1
-    burst_cv: Annotated[float, Field(ge=0.05, le=20, allow_inf_nan=False)] = Field(
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] = 1
+    burst_cv: Annotated[float, Field(strict=True, ge=0.05, le=20, allow_inf_nan=False)] = Field(
         default=1.0, description="Coefficient of variation of inter-arrival times (1: Poisson)."
     )
-    correct: bool = Field(
+    correct: Annotated[bool, Field(strict=True)] = Field(
         default=True, description="When a class misses, re-solve with its pools derated."
     )
 
 
 class PlanRequest(Strict):
-    model: str = Field(min_length=1)
+    model: CatalogRef
     traffic: Traffic
     slo: SloSpec = Field(default_factory=SloSpec)
     candidates: CandidateSpec = Field(default_factory=CandidateSpec)
@@ -265,16 +344,35 @@ class PlanRequest(Strict):
         description="A stored calibration (fleetplan calibrate) whose fitted efficiency "
         "factors replace the catalog's; the plan records it in assumptions.calibration.",
     )
-    name: str | None = Field(default=None, max_length=200)
+    name: PlanName | None = None
     scenarios: list[ScenarioSpec] | None = Field(
         default=None,
         min_length=1,
-        max_length=12,
+        max_length=MAX_SCENARIOS,
         description="Buy one fleet that serves every scenario (see planner.scenarios).",
     )
     verify: VerifySpec = Field(default_factory=VerifySpec)
     operations: OperationsSpec = Field(default_factory=OperationsSpec)
     risk: RiskSpec = Field(default_factory=RiskSpec)
+    procurement: ProcurementSpec = Field(
+        default_factory=ProcurementSpec,
+        description="How the plan's total cost of ownership is computed: horizon, energy, "
+        "PUE, hosting, buy/rent/hybrid, rent term (planner.procurement.spec).",
+    )
+    load_profile: LoadProfileSpec | None = Field(
+        default=None,
+        description="The day's load: 24 hourly factors on traffic.rate_rps, the largest 1 "
+        "(the request's rate is the peak hour's). Unset: a flat day.",
+    )
+
+    @model_validator(mode="after")
+    def _profile_without_scenarios(self) -> PlanRequest:
+        if self.load_profile is not None and self.scenarios:
+            raise ValueError(
+                "load_profile cannot be combined with scenarios (a robust fleet has no "
+                "per-pool capacity curve to follow the day's load)"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

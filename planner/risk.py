@@ -29,7 +29,7 @@ Two uses:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -161,6 +161,25 @@ def cost_band_usd_per_hour(pool_bands: Iterable[tuple[float, float]]) -> tuple[f
     for a, b in pool_bands:
         lo += a
         hi += b
+    return (lo, hi)
+
+
+def price_band_usd_per_hour(
+    pool_bands: Iterable[tuple[str, float, float]],
+    price_ranges: Mapping[str, tuple[float, float, float]],
+) -> tuple[float, float]:
+    """The plan's cost band with the price ranges too ($/hour): each pool's band ends
+    (:func:`pool_cost_band_usd_per_hour`, priced at the GPU's nominal $/GPU-hour) moved
+    to the ends of its GPU's catalog price range, ``sum_j lo_j x low_g / nominal_g`` and
+    ``sum_j hi_j x high_g / nominal_g``. ``pool_bands``: (GPU type, low, high) per pool;
+    ``price_ranges``: GPU type -> (low, nominal, high) $/GPU-hour (the catalog's
+    ``price.range_usd_per_hour``; a GPU without one keeps its nominal price). Capacity
+    and price are taken to move together: the cautious side for a budget."""
+    lo = hi = 0.0
+    for gpu, a, b in pool_bands:
+        low, nominal, high = price_ranges.get(gpu, (1.0, 1.0, 1.0))
+        lo += a * low / nominal
+        hi += b * high / nominal
     return (lo, hi)
 
 

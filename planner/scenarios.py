@@ -24,7 +24,7 @@ from planner.candidates import screen_candidates
 from planner.plan import HOURS_PER_MONTH, Plan, SolverInfo, plan_from_result
 from planner.request import PlanRequest, resolve_request
 from planner.variants import apply_mix, deep_merge, scale_rate
-from solver.problem import Limits, Operations, SolveResult, SolverOptions
+from solver.problem import MIN_SOLVE_TIME_S, Limits, Operations, SolveResult, SolverOptions
 from solver.robust import Scenario, solve_robust
 from solver.solve import solve
 
@@ -54,18 +54,29 @@ def scenario_requests(req: PlanRequest, raw: Mapping[str, Any]) -> list[tuple[st
             raise PlanningError.for_field(f"scenarios.{i}.name", f"duplicate name {sc.name!r}")
         names.add(sc.name)
         doc = deep_merge(base, sc.override or {})
+        # the override may have replaced traffic by anything: mix and rate_scale check
+        # its shape (naming scenarios.<i>.override...), make_robust_plan validates it all
         if sc.mix is not None:
-            doc = apply_mix(doc, sc.mix, f"scenarios.{i}.mix")
+            doc = apply_mix(doc, sc.mix, f"scenarios.{i}.mix", f"scenarios.{i}.override")
         if sc.rate_scale is not None:
-            doc = scale_rate(doc, sc.rate_scale)
+            doc = scale_rate(doc, sc.rate_scale, f"scenarios.{i}.override")
         out.append((sc.name, sc.weight, doc))
     return out
 
 
 def make_robust_plan(
-    req: PlanRequest, raw: Mapping[str, Any], catalog: Catalog, opts: SolverOptions
+    req: PlanRequest,
+    raw: Mapping[str, Any],
+    catalog: Catalog,
+    opts: SolverOptions,
+    *,
+    screening_deadline: float | None = None,
 ) -> Plan:
-    """Plan one fleet for all of ``req.scenarios``; see the module docstring."""
+    """Plan one fleet for all of ``req.scenarios``; see the module docstring. Every
+    scenario's screening ends by ``screening_deadline`` (perf_counter seconds); the
+    robust MILP gets ``opts.time_limit_s`` and the scenarios solved alone share another
+    ``opts.time_limit_s`` (past it, each gets the shortest solve, MIN_SOLVE_TIME_S, and
+    reports the status it reached)."""
     from planner.problem_build import build_problem, parse_request
 
     t0 = time.perf_counter()
@@ -81,7 +92,9 @@ def make_robust_plan(
                 raise PlanningError(f"scenario {name!r}: {err.message}", issues) from None
             raise
         resolved = resolve_request(sub_req, catalog)
-        screening = screen_candidates(resolved, catalog, cross_gpu_prune=False)
+        screening = screen_candidates(
+            resolved, catalog, cross_gpu_prune=False, deadline=screening_deadline
+        )
         # The robust MILP buys GPUs per type for every scenario; it does not price
         # operations (per GPU type / configuration) yet, so neither do the
         # scenario-alone costs it is compared with.
@@ -98,10 +111,12 @@ def make_robust_plan(
     robust = solve_robust([Scenario(n, p, w) for n, w, _, _, p in prepared], limits, opts)
     scenario_plans: list[ScenarioPlan] = []
     ok = robust.status.has_solution
+    alone_deadline = time.perf_counter() + opts.time_limit_s
     for (name, weight, resolved, screening, problem), assign in zip(
         prepared, robust.assignments if ok else [None] * len(prepared), strict=True
     ):
-        alone = solve(problem, opts)
+        left = max(MIN_SOLVE_TIME_S, min(opts.time_limit_s, alone_deadline - time.perf_counter()))
+        alone = solve(problem, replace(opts, time_limit_s=left))
         alone_ok = alone.status.has_solution
         if assign is not None:
             result = SolveResult(

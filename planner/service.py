@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
+from planner import risk
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
 from planner.plan import Alternative, Plan, plan_from_result
+from planner.plan.figures import output_tokens_per_hour
 from planner.problem_build import build_problem, parse_request
+from planner.procurement import PoolDemand, plan_tco
 from planner.request import PlanRequest, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
 from solver.problem import (
@@ -30,6 +33,12 @@ if TYPE_CHECKING:
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_REL_GAP = 0.001
+#: Screening (every class x GPU type x dtype x TP x chunk budget through the cost
+#: model) stops with an error naming ``candidates`` past this many seconds. The 80/20
+#: example screens in 0.3 s, 50 GPU types x 20 classes (bench/solver_scaling.py) in a
+#: few seconds; the capped inputs (planner.request) keep any request well below it on an
+#: idle machine, so it only trips on a starved one, and then says so instead of hanging.
+DEFAULT_SCREENING_TIME_LIMIT_S = 30.0
 #: Each alternative (a next-cheapest fleet) gets at most this much solver time.
 ALTERNATIVE_TIME_LIMIT_S = 2.0
 
@@ -40,6 +49,7 @@ class SolverLimits:
 
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     rel_gap: float = DEFAULT_REL_GAP
+    screening_time_limit_s: float = DEFAULT_SCREENING_TIME_LIMIT_S
 
 
 def solver_options_for(req: PlanRequest, caps: SolverLimits) -> SolverOptions:
@@ -202,16 +212,30 @@ def make_plan(
         from planner.scenarios import make_robust_plan
 
         raw = data if isinstance(data, Mapping) else request.model_dump(exclude_none=True)
-        robust = make_robust_plan(request, raw, catalog, solver_options_for(request, caps))
+        robust = make_robust_plan(
+            request,
+            raw,
+            catalog,
+            solver_options_for(request, caps),
+            screening_deadline=t0 + caps.screening_time_limit_s,
+        )
         if request.calibration is not None:
             robust.assumptions["calibration"] = request.calibration
         if sv.enabled(request.verify, verify):
             sv.verify_robust(robust, request, raw, catalog)
         else:
             robust.verification = sv.skipped(request.verify)
+        attach_tco(
+            robust,
+            request,
+            catalog,
+            (),
+            resolve_request(request, catalog),
+            solver_options_for(request, caps).time_limit_s,
+        )
         return robust
     resolved = resolve_request(request, catalog)
-    uncorrected = screen_candidates(resolved, catalog)
+    uncorrected = screen_candidates(resolved, catalog, deadline=t0 + caps.screening_time_limit_s)
     inherited = sv.as_corrections(corrections)
     screening = sv.corrected_screening(uncorrected, inherited, resolved)
     problem = build_problem(resolved, screening)
@@ -261,8 +285,74 @@ def make_plan(
         explain_modes(plan)
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["calibration"] = request.calibration
+    attach_tco(plan, request, catalog, problem.candidates, resolved, opts.time_limit_s)
     plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
     return plan
+
+
+def attach_tco(
+    plan: Plan,
+    request: PlanRequest,
+    catalog: Catalog,
+    candidates: tuple[PoolCandidate, ...],
+    resolved: ResolvedRequest,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> None:
+    """Set the plan's ``tco``, ``capex_usd`` and ``servers_by_type`` for the request's
+    ``procurement`` over its ``load_profile`` (:func:`planner.procurement.plan_tco`).
+    Each pool's hourly need follows the fleet MILP's own capacity curve of its
+    candidate (in ``candidates``, the model the plan was solved on); a plan without
+    pools (a robust plan) is costed per GPU type from ``gpus_by_type``, the same
+    every hour. The own-or-rent MILP gets the request's solver time limit (capped)."""
+    if not plan.status.has_solution or not plan.gpus_by_type:
+        return
+    by_id = {c.id: c for c in candidates}
+    min_n = request.constraints.min_replicas_per_pool
+    if plan.pools:
+        pools = [
+            PoolDemand(
+                id=p.id,
+                gpu=p.gpu,
+                gpus_per_replica=p.tp,
+                replicas=p.replicas,
+                rate_rps=p.rate_rps,
+                capacity_rps=by_id[p.id].capacity_rps if p.id in by_id else None,
+                min_replicas=min(min_n, p.replicas),
+            )
+            for p in plan.pools
+        ]
+    else:
+        pools = [
+            PoolDemand(id=g, gpu=g, gpus_per_replica=1, replicas=n, rate_rps=0.0)
+            for g, n in sorted(plan.gpus_by_type.items())
+            if n > 0
+        ]
+    ratio = None
+    if plan.cost_band_usd_per_hour and plan.cost_usd_per_hour:
+        lo, hi = plan.cost_band_usd_per_hour
+        ratio = (lo / plan.cost_usd_per_hour, hi / plan.cost_usd_per_hour)
+    tco = plan_tco(
+        pools,
+        catalog,
+        request.procurement,
+        request.load_profile.hourly_rate_factors if request.load_profile else None,
+        plan.operations.cost_usd_per_hour if plan.operations else 0.0,
+        output_tokens_per_hour(resolved),
+        ratio,
+        time_limit_s,
+    )
+    plan.tco = tco
+    plan.capex_usd = tco.capex_usd
+    plan.servers_by_type = dict(tco.servers_by_type)
+    bands = [(p.gpu, *p.cost_band_usd_per_hour) for p in plan.pools if p.cost_band_usd_per_hour]
+    if bands:
+        ranges = {}
+        for g in {b[0] for b in bands}:
+            price = catalog.gpus[g].price
+            lo, hi = price.range_usd_per_hour or (price.usd_per_hour, price.usd_per_hour)
+            ranges[g] = (lo, price.usd_per_hour, hi)
+        lo, hi = risk.price_band_usd_per_hour(bands, ranges)
+        plan.cost_band_with_prices_usd_per_hour = (round(lo, 2), round(hi, 2))
 
 
 def calibrated_catalog(

@@ -298,13 +298,15 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     reasons = []
     if "disagg" in framework.lower() or "PD-disaggregated" in notes:
         reasons.append("disaggregated prefill/decode workers")
-    if (entry.get("ep") or 1) > 1:
-        reasons.append(f"expert parallelism ep={entry['ep']}")
-    if entry.get("dp_attention"):
-        reasons.append("data-parallel attention")
-    if (entry.get("pp") or 1) > 1:
-        reasons.append(f"pipeline parallelism pp={entry['pp']}")
-    if (entry.get("num_accelerators") or entry["tp"]) > entry["tp"] and not reasons:
+    # expert parallelism (with or without data-parallel attention) and pipeline
+    # stages are priced (planner.kernels); only an ep that does not divide tp is not
+    ep = entry.get("ep") or 1
+    if ep > 1 and entry["tp"] % ep:
+        reasons.append(f"expert parallelism ep={ep} across tp={entry['tp']} replicas")
+    stages = entry.get("pp") or 1
+    if (entry.get("num_accelerators") or entry["tp"] * stages) > entry["tp"] * stages and not (
+        reasons
+    ):
         reasons.append(
             f"{entry['num_accelerators']} GPUs behind a router for tp={entry['tp']} replicas"
         )
@@ -492,6 +494,20 @@ def _rows(
     return rows
 
 
+def previous_splits(path: Path) -> dict[str, str]:
+    """The split of every point already in ``path`` (id -> fit/holdout); empty when the
+    file does not exist. A re-import keeps them, so a point once held out is never
+    fitted because the cost model learned to price points around it."""
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    return {
+        str(r["id"]): str(r["split"])
+        for r in doc.get("measurements", [])
+        if r.get("id") and r.get("split")
+    }
+
+
 def _split_stratum(row: dict[str, Any]) -> str:
     """The stratum of a point for the split: kernel, serving, or recorded-only."""
     if row.get("skip_reason"):
@@ -542,8 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         if why is not None:
             row["skip_reason"] = f"cannot be priced on the catalog: {why}"
     splits = assign_splits([(r["id"], r["gpu"], _split_stratum(r)) for r in rows])
-    for row in rows:
-        row["split"] = splits[row["id"]].value
+    kept = previous_splits(Path(args.out))
+    for row in rows:  # a point keeps the split it was given: held-out data stays out
+        row["split"] = kept.get(row["id"], splits[row["id"]].value)
     for row in rows:  # standard JSON has no Infinity: "inf" (Measurement reads it back)
         if row.get("request_rate_rps") == math.inf:
             row["request_rate_rps"] = "inf"
@@ -559,8 +576,8 @@ def main(argv: list[str] | None = None) -> int:
             "num_requests in the run), output_tok_s (whole replica), mean ttft_ms and tpot_ms. "
             "Kernel points: one layer's linear layers on `tokens` tokens, layer_ms per GPU "
             "shard. split: fit or holdout (planner.calibration.assign_splits). Points with a "
-            "skip_reason (ep, pp, dp_attention, disaggregation, MTP...) are recorded with their "
-            "fields and never fitted."
+            "skip_reason (disaggregation, MTP, prefix hits of unknown share...) are recorded "
+            "with their fields and never fitted; a point keeps the split it was first given."
         ),
         "imported": len(rows),
         "recorded_not_fitted": sum(1 for r in rows if r.get("skip_reason")),

@@ -249,6 +249,13 @@ def test_the_80_20_example_plans_while_the_server_stays_responsive(migrated_sqli
         plan = record["plan"]
         assert {c["name"] for c in plan["classes"]} == {"chat", "agent"}
         assert all(c["meets_slo"] for c in plan["classes"])
+        # issue 13: the default procurement buys whole servers, costed over 3 years
+        tco = plan["tco"]
+        assert tco["horizon_years"] == 3 and tco["purchase"] == "buy"
+        assert plan["capex_usd"] == tco["capex_usd"] > 0
+        for gpu, n in plan["gpus_by_type"].items():
+            assert plan["servers_by_type"][gpu] >= n / 72  # whole servers, never fewer
+        assert tco["total_usd"] > tco["capex_usd"] and tco["usd_per_million_output_tokens"] > 0
         assert client.get(f"/plans/{record['id']}").json() == record
     assert latencies, "the plan finished before /health could be asked"
     assert max(latencies) < 1.0, latencies

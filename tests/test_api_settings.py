@@ -31,8 +31,24 @@ def test_environment_overrides(monkeypatch):
 
 
 def test_empty_api_key_means_none(monkeypatch):
-    monkeypatch.setenv("FLEETPLAN_API_KEY", "  ")
+    monkeypatch.setenv("FLEETPLAN_API_KEY", "")
     assert Settings().api_key is None
+
+
+@pytest.mark.parametrize("value", ["  ", "\t", "\n", " \r\n "])
+def test_a_whitespace_only_api_key_is_refused_at_startup(monkeypatch, value):
+    """It used to be read as "no key": authentication silently off (issue 14)."""
+    monkeypatch.setenv("FLEETPLAN_API_KEY", value)
+    with pytest.raises(ValidationError, match="whitespace only"):
+        Settings()
+    with pytest.raises(ValidationError, match="whitespace only"):
+        Settings(api_key=value)
+
+
+def test_an_api_key_with_whitespace_around_it_is_refused(monkeypatch):
+    monkeypatch.setenv("FLEETPLAN_API_KEY", "s3cret\n")
+    with pytest.raises(ValidationError, match="whitespace around it"):
+        Settings()
 
 
 @pytest.mark.parametrize(

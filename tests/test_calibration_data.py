@@ -95,28 +95,37 @@ def test_importer_refuses_bad_records_with_file_line_and_reason(tmp_path, capsys
     assert not out.exists() and not out.parent.exists()
 
 
-def test_importer_keeps_unmodelled_parallelism_as_recorded_only(tmp_path):
+def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(tmp_path):
     entries = [
         more_entry("a1"),
         more_entry("a2", ep=8, notes="decode TP8/EP8/dp-attn=False."),
         more_entry("a3", hardware="AMD Instinct MI355X"),
+        more_entry("a4", framework="SGLang disagg", notes="PD-disaggregated"),
     ]
     base, more, out = write_sources(tmp_path, entries)
     assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
-    assert set(by_id) == {"a1", "a2"}
+    assert set(by_id) == {"a1", "a2", "a4"}
     assert doc["skipped"] == {"hardware 'AMD Instinct MI355X' not in the catalog": 1}
     assert by_id["a1"]["model"] == "deepseek-v3" and "skip_reason" not in by_id["a1"]
     assert (by_id["a1"]["isl"], by_id["a1"]["concurrency"]) == (922, 4)
-    assert by_id["a2"]["ep"] == 8 and "expert parallelism ep=8" in by_id["a2"]["skip_reason"]
+    assert by_id["a2"]["ep"] == 8 and "skip_reason" not in by_id["a2"]
+    assert "disaggregated" in by_id["a4"]["skip_reason"]
     assert all(m["split"] in ("fit", "holdout") for m in doc["measurements"])
     got = cb.load_measurements([out], CAT)
-    assert [m.usable for m in got] == [True, False]
-    assert [m.id for m in cb.fit_points(got)] in (["a1"], [])
+    assert [m.usable for m in got] == [True, True, False]
+    # a re-import keeps every point's split (held-out data stays held out)
+    doc["measurements"][0]["split"] = "holdout"
+    doc["measurements"][1]["split"] = "fit"
+    out.write_text(json.dumps(doc, indent=1))
+    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
+    again = {m["id"]: m["split"] for m in json.loads(out.read_text())["measurements"]}
+    assert (again["a1"], again["a2"]) == ("holdout", "fit")
 
 
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
+    """DP attention without expert parallelism is not priced: it needs a skip_reason."""
     good = {
         "model": "llama-3.1-8b",
         "gpu": H100,
@@ -129,13 +138,17 @@ def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
         "id": "g",
     }
     path = tmp_path / "m.json"
-    entries = [good, {**good, "id": "p", "pp": 2}, {**good, "id": "s", "split": "test"}]
+    entries = [
+        good,
+        {**good, "id": "p", "dp_attention": True},
+        {**good, "id": "s", "split": "test"},
+    ]
     path.write_text(json.dumps({"measurements": entries}, indent=1))
     with pytest.raises(cb.MeasurementError) as info:
         cb.load_measurements([path], CAT)
     lines = cb._array_entry_lines(path.read_text(), "measurements")
     issues = dict(info.value.issues)
-    assert "pp not modelled by the planner: give skip_reason" in issues[f"{path}:{lines[1]}"]
+    assert "not modelled by the planner: give skip_reason" in issues[f"{path}:{lines[1]}"]
     assert "split" in issues[f"{path}:{lines[2]}"]
     assert f"{path}:{lines[0]}" not in issues
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from scipy import stats
 
 from catalog.loader import DATA_DIR, CatalogError, load_catalog, parse_entry, with_entries
@@ -116,7 +117,8 @@ def test_prices_are_estimates_inside_their_range(cat: Catalog) -> None:
 def test_unsourced_prices_say_so(cat: Catalog) -> None:
     for gpu_id in ("h100-pcie-80gb", "gaudi3"):
         gpu = cat.gpus[gpu_id]
-        assert gpu.price.range_usd_per_hour is None
+        # an estimate carries a range (issue 13), even an unsourced one
+        assert gpu.price.range_usd_per_hour is not None
         assert "not from a stored source" in gpu.price.note.lower()
         assert "price.usd_per_hour" in gpu.uncertain
 
@@ -416,3 +418,65 @@ def test_with_entries_adds_new_and_rejects_duplicate_ids(cat: Catalog) -> None:
     duplicate = parse_entry("gpus", raw, "custom")
     with pytest.raises(CatalogError, match=r"gpus\.h100-sxm5-80gb: already in the catalog"):
         with_entries(cat, {"gpus": {"h100-sxm5-80gb": duplicate}})
+
+
+# --------------------------------------------------------------------------- prices (issue 13)
+
+
+def test_every_sku_but_cloud_only_ones_has_a_sourced_server_price(cat: Catalog) -> None:
+    for gpu in cat.gpus.values():
+        if gpu.id == "a10g":  # an AWS-only part: rented, never bought
+            assert gpu.price.purchase is None
+            continue
+        buy = gpu.price.purchase
+        assert buy is not None, gpu.id
+        assert buy.sources and all(s.startswith("https://") for s in buy.sources), gpu.id
+        assert buy.date, gpu.id
+        # an estimate carries a range and is priced no lower than its middle
+        assert buy.estimate and buy.range_usd_per_server is not None, gpu.id
+        lo, hi = buy.range_usd_per_server
+        assert (lo + hi) / 2 <= buy.usd_per_server <= hi, gpu.id
+        for term in (gpu.price.reserved_1y, gpu.price.reserved_3y):
+            assert term is not None and term.range_usd_per_hour is not None, gpu.id
+            # a commitment is cheaper than on demand
+            assert term.usd_per_hour < gpu.price.usd_per_hour, gpu.id
+        assert gpu.price.reserved_3y.usd_per_hour < gpu.price.reserved_1y.usd_per_hour  # type: ignore[union-attr]
+
+
+def test_gb200_is_bought_as_one_72_gpu_rack(cat: Catalog) -> None:
+    gb = cat.gpus["gb200-per-gpu"]
+    assert gb.server.gpus_per_server == 72
+    assert gb.price.purchase is not None
+    assert 2_000_000 <= gb.price.purchase.usd_per_server <= 3_500_000
+
+
+def test_an_estimated_price_needs_a_range_holding_it_above_its_middle() -> None:
+    from catalog.schema import ReservedPrice, ServerPurchase
+
+    base: dict[str, Any] = {
+        "networking_usd_per_server": 1000,
+        "sources": ["https://x.test"],
+        "date": "2026-12",
+    }
+    with pytest.raises(ValidationError, match="needs a range"):
+        ServerPurchase(usd_per_server=100_000, estimate=True, **base)
+    with pytest.raises(ValidationError, match="at least the middle"):
+        ServerPurchase(
+            usd_per_server=100_000,
+            range_usd_per_server=(90_000, 200_000),
+            networking_range_usd_per_server=(500, 1500),
+            estimate=True,
+            **base,
+        )
+    with pytest.raises(ValidationError, match="outside"):
+        ReservedPrice(
+            usd_per_hour=5.0,
+            range_usd_per_hour=(1.0, 2.0),
+            estimate=False,
+            sources=["https://x.test"],
+            date="2026-12",
+        )
+    with pytest.raises(ValidationError, match="date"):
+        ReservedPrice(usd_per_hour=1.0, estimate=False, sources=["https://x.test"], date="Dec 2026")
+    # a quote needs no range
+    assert ServerPurchase(usd_per_server=100_000, estimate=False, **base).usd_per_server == 100_000

@@ -144,3 +144,20 @@ def test_a_new_command_group_registers_itself(capsys, monkeypatch):
     monkeypatch.setattr(cli, "REGISTRARS", [*cli.REGISTRARS, register_hello])
     assert cli.main(["hello", "--name", "h100"]) == 0
     assert capsys.readouterr().out == "hello h100\n"
+
+
+def test_request_files_read_exponent_numbers_as_numbers(tmp_path):
+    """Requests take strict numbers; PyYAML (YAML 1.1) reads ``1e3`` as a string, so
+    the CLI's loader reads YAML 1.2 / JSON floats (issue 14)."""
+    from api.cli.common import read_request
+
+    path = tmp_path / "r.json"
+    path.write_text('{"traffic": {"rate_rps": 1e1, "x": 2E-5, "s": "1e3", "n": 5}}')
+    assert read_request(str(path)) == {"traffic": {"rate_rps": 10.0, "x": 2e-5, "s": "1e3", "n": 5}}
+
+
+def test_a_whitespace_only_api_key_stops_the_cli_in_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("FLEETPLAN_API_KEY", "   ")
+    assert cli.main(["serve", "--port", "1"]) == 2
+    line = one_error_line(capsys)
+    assert "FLEETPLAN_API_KEY" in line and "whitespace only" in line

@@ -85,11 +85,14 @@ def small_comparison(catalog):
     return out
 
 
-def _with_purchase_price(catalog, gpu: str, usd: float):
-    spec = catalog.gpus[gpu]
-    price = spec.price.model_copy(update={"purchase_usd": usd})
+def _with_purchase_price(catalog, gpu: str, usd: float | None, unpriced: tuple[str, ...] = ()):
+    """``gpu`` priced per GPU (the legacy ``purchase_usd``, no server price); the GPUs in
+    ``unpriced`` with no purchase price at all."""
     gpus = dict(catalog.gpus)
-    gpus[gpu] = spec.model_copy(update={"price": price})
+    for g in (gpu, *unpriced):
+        spec = catalog.gpus[g]
+        update = {"purchase": None, "purchase_usd": usd if g == gpu else None}
+        gpus[g] = spec.model_copy(update={"price": spec.price.model_copy(update=update)})
     return catalog.model_copy(update={"gpus": gpus})
 
 
@@ -162,9 +165,13 @@ def test_bom_arithmetic(catalog):
     assert t.usd_per_hour == 37.5
     assert t.usd_per_month == 37.5 * 730
     assert t.usd_3y == pytest.approx(37.5 * 26280, rel=1e-12)
-    # no purchase prices in the shipped catalog
-    assert h100.capital_usd is None and h100.capital_note == B.NO_PURCHASE_PRICE
-    assert t.capital_usd is None
+    # whole servers are bought at the catalog's server price plus networking (issue 13):
+    # 13 H100 are 2 HGX servers, 5 L40S one 8-GPU server
+    hb, lb = catalog.gpus["h100-sxm5-80gb"].price.purchase, catalog.gpus["l40s"].price.purchase
+    assert h100.capital_usd == 2 * (hb.usd_per_server + hb.networking_usd_per_server)
+    assert l40s.capital_usd == 1 * (lb.usd_per_server + lb.networking_usd_per_server)
+    assert t.capital_usd == h100.capital_usd + l40s.capital_usd
+    assert h100.purchase_usd_per_server == hb.usd_per_server and h100.purchase_is_estimate
     # estimates carry the catalog's note, range and sources
     spec = catalog.gpus["h100-sxm5-80gb"]
     assert h100.price_is_estimate == spec.price.estimate
@@ -173,14 +180,15 @@ def test_bom_arithmetic(catalog):
 
 
 def test_bom_capital_and_catalog_fallbacks(catalog):
-    cat = _with_purchase_price(catalog, "l40s", 9_000.0)
+    cat = _with_purchase_price(catalog, "l40s", 9_000.0, unpriced=("h100-sxm5-80gb",))
     plan = _hand_plan()
     plan["pools"] = []  # robust plans: no pools at the top level
     plan["assumptions"] = {}
     plan["catalog_hash"] = cat.content_hash
     bom = B.build_bom(plan, cat)
     h100, l40s = bom.lines
-    assert l40s.capital_usd == 45_000.0 and l40s.capital_note == ""
+    # a per-GPU price still buys whole servers: 5 L40S are one 8-GPU server
+    assert l40s.capital_usd == 8 * 9_000.0 and l40s.capital_note == ""
     assert h100.capital_usd is None
     assert bom.total.capital_usd is None
     assert "for some GPU types" in bom.total.capital_note
@@ -191,7 +199,7 @@ def test_bom_capital_and_catalog_fallbacks(catalog):
         13 * (spec.tdp_w + spec.server.server_overhead_w / spec.server.gpus_per_server) / 1000
     )
     only_l40s = dict(plan, gpus_by_type={"l40s": 5})
-    assert B.build_bom(only_l40s, cat).total.capital_usd == 45_000.0
+    assert B.build_bom(only_l40s, cat).total.capital_usd == 72_000.0
 
 
 def test_bom_total_matches_plan(small_record, catalog):
@@ -439,7 +447,9 @@ def test_robust_plan_renders(catalog):
     assert bom.total.gpus == plan["gpus_total"]
     assert bom.total.power_kw == pytest.approx(plan["power_kw"], rel=1e-9)
     md, _ = render_plan_report(rec, "md", catalog)
-    assert "## 2. Scenarios" in md
+    # the bill of materials, then its total cost of ownership (whole servers), then scenarios
+    assert "## 2. Total cost of ownership" in md and "## 3. Scenarios" in md
+    assert plan["tco"]["servers_by_type"] and plan["capex_usd"] > 0
     assert "vllm serve" in md
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -221,6 +222,25 @@ def add_number(
     parser.add_argument(option, type=number(option, kind), **kwargs)
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 (PyYAML) with YAML 1.2's and JSON's floats: ``1e3`` and ``2E-5`` are
+    numbers, not strings (requests take strict numbers, so a string is refused)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
 def read_request(path: str) -> dict[str, Any]:
     """The request document in ``path`` (``-``: stdin), YAML or JSON, as a mapping."""
     where = "stdin" if path == "-" else path
@@ -235,7 +255,7 @@ def read_request(path: str) -> dict[str, Any]:
     except OSError as err:
         raise CliError("FILE", f"{path}: {err.strerror or err}") from None
     try:
-        data = yaml.safe_load(text)  # YAML 1.1 reads JSON documents too
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader; YAML reads JSON too
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CliError("FILE", f"{where}: not valid YAML or JSON: {first}") from None

@@ -115,11 +115,18 @@ class SimulationCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     requests: int = Field(
-        default=100_000, ge=1, le=500_000, description="Requests to simulate, all classes."
+        default=100_000,
+        ge=1,
+        le=500_000,
+        strict=True,
+        description="Requests to simulate, all classes.",
     )
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Random seed (reproducible).")
+    seed: int = Field(
+        default=0, ge=0, le=2**32 - 1, strict=True, description="Random seed (reproducible)."
+    )
     burst_cv: float = Field(
         default=1.0,
+        strict=True,
         ge=0.05,
         le=20,
         allow_inf_nan=False,

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.db import comparisons as repo
 from api.db.models import ComparisonStatus
 from api.services.comparisons import store_results
+from api.services.errors import error_reference
 from planner import compare as planner_compare
 from planner.service import SolverLimits
 
@@ -127,9 +128,12 @@ def run_comparison(
                 store_results(session, record, results, caps)
                 session.commit()
                 return ComparisonStatus.DONE
-        except Exception as err:
-            log.exception("comparison %s: storing the results failed", comparison_id)
-            reason = f"storing the results failed: {type(err).__name__}: {err}"
+        except Exception:  # never the SQL text or its parameters to the client
+            ref = error_reference()
+            log.exception(
+                "comparison %s: storing the results failed (reference %s)", comparison_id, ref
+            )
+            reason = f"storing the results failed (reference {ref}; the server log has the details)"
     _fail(sessions, comparison_id, reason)
     return ComparisonStatus.FAILED
 

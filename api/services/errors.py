@@ -15,6 +15,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def error_reference() -> str:
+    """A short reference for a server-side failure: the client sees it, the server log
+    has the details under it (never SQL text, parameters or a traceback in an answer)."""
+    return uuid.uuid4().hex[:12]
+
+
 class ServiceError(Exception):
     """``field`` names what did not fit (an id, a name); ``issues`` the details."""
 

@@ -42,7 +42,11 @@ __all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "PlanStatus", "parse_request"]
 
 def solver_caps(settings: Settings) -> SolverLimits:
     """The server's limits: a request may ask for a shorter time, never a longer one."""
-    return SolverLimits(time_limit_s=settings.solver_time_limit_s, rel_gap=settings.solver_gap)
+    return SolverLimits(
+        time_limit_s=settings.solver_time_limit_s,
+        rel_gap=settings.solver_gap,
+        screening_time_limit_s=settings.screening_time_limit_s,
+    )
 
 
 def _finite(value: float | None) -> float | None:

@@ -54,6 +54,9 @@ MAX_REL_STD_ERROR = 0.25
 MAX_OVERHEAD_STD_ERROR_MS = 1.0
 
 
+#: A calibration name. ``$`` is right for pydantic's ``pattern`` (a Rust regex: the end
+#: of the text); Python's ``re`` must use it with ``re.fullmatch`` (``re.match`` lets
+#: ``$`` match before a trailing newline, so "name\n" passed and became a file name).
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._\-]*$"
 
 
@@ -489,7 +492,7 @@ def fit_calibration(
     named calibration with every fitted value's residuals before and after. Only
     :func:`fit_points` are fitted: points held out (``split: holdout``) or marked
     with a ``skip_reason`` are left out."""
-    if not re.match(NAME_PATTERN, name) or len(name) > 64:
+    if not re.fullmatch(NAME_PATTERN, name) or len(name) > 64:
         raise PlanningError.for_field(
             "name", f"{name!r} is not a valid name (lowercase letters, digits, '.', '-', '_')"
         )

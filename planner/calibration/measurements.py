@@ -48,10 +48,10 @@ class Measurement(BaseModel):
     ``where``: ``file:line`` it came from.
 
     ``split``: fit or holdout (None: fit). ``ep``/``pp``/``dp_attention``: expert,
-    pipeline and data-parallel-attention settings of the run, and ``num_gpus`` the
-    accelerators of the whole deployment measured; the planner models none of the
-    first three, so a point with any of them needs a ``skip_reason``: it is kept
-    with its fields for the record, and neither priced nor fitted."""
+    pipeline and data-parallel-attention settings of the run (priced: ``dp = tp`` with
+    DP attention, :class:`planner.roofline.Replica`), and ``num_gpus`` the accelerators
+    of the whole deployment measured. A point with a ``skip_reason`` is kept with its
+    fields for the record, and neither priced nor fitted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -95,19 +95,10 @@ class Measurement(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Measurement:
-        unmodelled = [
-            name
-            for name, on in (
-                ("ep", (self.ep or 1) > 1),
-                ("pp", (self.pp or 1) > 1),
-                ("dp_attention", bool(self.dp_attention)),
-            )
-            if on
-        ]
-        if unmodelled and self.skip_reason is None:
+        if self.dp_attention and (self.ep or 1) <= 1 and self.skip_reason is None:
             raise ValueError(
-                f"{', '.join(unmodelled)} not modelled by the planner: give skip_reason "
-                "(the point is then recorded, not fitted)"
+                "dp_attention without expert parallelism (ep > 1) is not modelled by the "
+                "planner: give skip_reason (the point is then recorded, not fitted)"
             )
         if self.kind == MeasurementKind.KERNEL:
             if self.tokens is None or self.layer_ms is None:

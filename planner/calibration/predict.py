@@ -58,6 +58,9 @@ def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
         dtype=m.dtype,
         kv_dtype=_kv_dtype(m),
         engine=measurement_engine(m),
+        pp=m.pp or 1,
+        ep=m.ep or 1,
+        dp=m.tp if m.dp_attention else 1,
     )
 
 

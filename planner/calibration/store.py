@@ -28,7 +28,7 @@ def calibration_dir(path: str | Path | None = None) -> Path:
 
 
 def check_name(name: str, field: str = "name") -> None:
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > 64:
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or len(name) > 64:
         raise PlanningError.for_field(
             field,
             f"{name!r} is not a calibration name (lowercase letters, digits, '.', '-', '_')",
@@ -80,4 +80,4 @@ def list_calibration_names(directory: str | Path | None = None) -> list[str]:
     d = calibration_dir(directory)
     if not d.is_dir():
         return []
-    return sorted(p.stem for p in d.glob("*.yaml") if re.match(NAME_PATTERN, p.stem))
+    return sorted(p.stem for p in d.glob("*.yaml") if re.fullmatch(NAME_PATTERN, p.stem))

@@ -4,7 +4,9 @@ the aggregated batch, prefill service times (planner.candidates)."""
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -35,12 +37,12 @@ from planner.candidates.model import (
 )
 from planner.candidates.prune import _pair_format, attach_capacity, prune, prune_by_cost_curves
 from planner.capacity import decode_slots, largest_batch
-from planner.errors import PlanningError
+from planner.errors import PlanningError, PlanningTimeLimit
 from planner.request import ResolvedClass, ResolvedRequest
 from planner.risk import capacity_derate, factor_uncertainty
 from solver.problem import Mode, PoolRole
 
-#: Most replicas one pool may have; a class needing more on one config is rejected there.
+log = logging.getLogger(__name__)
 
 
 def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
@@ -398,122 +400,193 @@ def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
     return roles
 
 
+def _screen_gpu(
+    catalog: Catalog,
+    req: ResolvedRequest,
+    cls: ResolvedClass,
+    fig: ClassFigures,
+    gpu_id: str,
+    check_time: Callable[[], None],
+) -> tuple[list[Candidate], list[Rejection], int]:
+    """Screen every configuration of one class on one GPU type: (kept, rejected,
+    configurations considered)."""
+    eff = req.request.efficiency
+    overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
+    confidence = req.request.risk.confidence
+    roles = _roles_for(cls)
+    kept: list[Candidate] = []
+    rejections: list[Rejection] = []
+    considered = 0
+    gpu = catalog.gpus[gpu_id]
+    for dtype in req.dtypes:
+        if (
+            gpu.peak_tflops(dtype) is None
+            or dtype not in catalog.models[req.model_id].weight_dtypes
+        ):
+            considered += len(roles)
+            why = (
+                f"{gpu_id} has no {dtype} tensor cores"
+                if gpu.peak_tflops(dtype) is None
+                else f"{req.model_id} is not served in {dtype}"
+            )
+            for role in roles:
+                rejections.append(
+                    Rejection(
+                        cls.name, role, gpu_id, None, dtype.value, None, "dtype_unsupported", why
+                    )
+                )
+            continue
+        fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
+        shapes = [
+            (tp, pp, dp, ep)
+            for tp in tp_options(catalog, gpu_id, req.tps)
+            for pp in pp_options(catalog, gpu_id, tp, fits_alone, req.pps)
+            for dp, ep in dp_ep_options(catalog, req.model_id, gpu_id, tp, req.eps)
+        ]
+        for tp, pp, dp, ep in shapes:
+            check_time()
+            try:
+                replica = rl.build_replica(
+                    catalog,
+                    req.model_id,
+                    gpu_id,
+                    tp=tp,
+                    dtype=dtype,
+                    kv_dtype=kv_dtype_for(dtype),
+                    mfu=eff.prefill_mfu,
+                    mbu=eff.decode_mbu,
+                    overlap_factor=eff.overlap_factor,
+                    pp=pp,
+                    dp=dp,
+                    ep=ep,
+                )
+            except PlanningError as err:
+                considered += len(roles)
+                reason = "does_not_fit" if err.code == "does_not_fit" else "invalid"
+                for role in roles:
+                    rejections.append(
+                        Rejection(
+                            cls.name, role, gpu_id, tp, dtype.value, None, reason, err.message
+                        )
+                    )
+                continue
+            for role in roles:
+                budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
+                links = (
+                    prefill_link_options(catalog, gpu_id, req.gpus)
+                    if role == PoolRole.PREFILL
+                    else [None]
+                )
+                for budget in budgets:
+                    for link in links:
+                        considered += 1
+                        outs = _screen_with_sessions(
+                            catalog, req, cls, fig, replica, role, budget, link
+                        )
+                        for out in outs:
+                            if isinstance(out, Rejection):
+                                rejections.append(out)
+                                continue
+                            unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+                            out.provenance = unc.provenance.value
+                            out.factor_points = unc.points
+                            out.level_scale = unc.level_scale
+                            out.sigma_log = unc.sigma_log
+                            out.risk_derate = capacity_derate(unc.sigma_log, confidence)
+                            kept.append(out)
+    return kept, rejections, considered
+
+
+def _failure(err: Exception) -> str:
+    text = f"{type(err).__name__}: {err}"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def screen_candidates(
-    req: ResolvedRequest, catalog: Catalog, *, cross_gpu_prune: bool = True
+    req: ResolvedRequest,
+    catalog: Catalog,
+    *,
+    cross_gpu_prune: bool = True,
+    deadline: float | None = None,
 ) -> Screening:
     """Enumerate role x GPU x TP x dtype (x chunk budget) per class; screen; prune.
 
     ``cross_gpu_prune=False`` keeps candidates that another GPU type beats on cost
     (needed when GPUs are bought once for several scenarios: then the GPU type
-    itself matters, not just the cost of the pool)."""
-    eff = req.request.efficiency
-    overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
-    confidence = req.request.risk.confidence
+    itself matters, not just the cost of the pool).
+
+    A GPU type whose screening fails (an error in the cost model, e.g. a custom entry
+    whose figures overflow it) is left out with a ``faulty_entry`` rejection naming
+    the error: one faulty catalog entry never fails the plan. ``deadline``
+    (``time.perf_counter()`` seconds): past it, screening stops with
+    :class:`PlanningTimeLimit` naming ``candidates``."""
+    started = time.perf_counter()
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
     considered = 0
+
+    def check_time() -> None:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise PlanningTimeLimit.for_field(
+                "candidates",
+                f"screening stopped after {time.perf_counter() - started:.1f} s, the time "
+                f"limit of this request's planning, with {considered:,} configurations "
+                f"screened ({len(req.classes)} classes x {len(req.gpus)} GPU types x "
+                f"{len(req.dtypes)} dtypes x {len(req.chunk_budgets)} chunk budgets x TP "
+                "and PP degrees); ask for fewer GPU types, dtypes, TP degrees or chunk budgets",
+            )
+
     for cls in req.classes:
         if cls.rate_rps <= 0:
             continue
         fig = ClassFigures.of(cls)
-        roles = _roles_for(cls)
         for gpu_id in req.gpus:
-            gpu = catalog.gpus[gpu_id]
-            for dtype in req.dtypes:
-                if (
-                    gpu.peak_tflops(dtype) is None
-                    or dtype not in catalog.models[req.model_id].weight_dtypes
-                ):
-                    considered += len(roles)
-                    why = (
-                        f"{gpu_id} has no {dtype} tensor cores"
-                        if gpu.peak_tflops(dtype) is None
-                        else f"{req.model_id} is not served in {dtype}"
+            try:
+                got, rejected, n = _screen_gpu(catalog, req, cls, fig, gpu_id, check_time)
+            except PlanningTimeLimit:
+                raise
+            except Exception as err:  # a faulty entry excludes itself, never the plan
+                log.warning("screening %s for class %s failed", gpu_id, cls.name, exc_info=True)
+                considered += 1
+                rejections += [
+                    Rejection(
+                        cls.name,
+                        role,
+                        gpu_id,
+                        None,
+                        None,
+                        None,
+                        "faulty_entry",
+                        f"{gpu_id} left out: screening it failed ({_failure(err)}); check "
+                        "its catalog entry",
                     )
-                    for role in roles:
-                        rejections.append(
-                            Rejection(
-                                cls.name,
-                                role,
-                                gpu_id,
-                                None,
-                                dtype.value,
-                                None,
-                                "dtype_unsupported",
-                                why,
-                            )
-                        )
-                    continue
-                fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
-                shapes = [
-                    (tp, pp, dp, ep)
-                    for tp in tp_options(catalog, gpu_id, req.tps)
-                    for pp in pp_options(catalog, gpu_id, tp, fits_alone, req.pps)
-                    for dp, ep in dp_ep_options(catalog, req.model_id, gpu_id, tp, req.eps)
+                    for role in _roles_for(cls)
                 ]
-                for tp, pp, dp, ep in shapes:
-                    try:
-                        replica = rl.build_replica(
-                            catalog,
-                            req.model_id,
-                            gpu_id,
-                            tp=tp,
-                            dtype=dtype,
-                            kv_dtype=kv_dtype_for(dtype),
-                            mfu=eff.prefill_mfu,
-                            mbu=eff.decode_mbu,
-                            overlap_factor=eff.overlap_factor,
-                            pp=pp,
-                            dp=dp,
-                            ep=ep,
-                        )
-                    except PlanningError as err:
-                        considered += len(roles)
-                        reason = "does_not_fit" if err.code == "does_not_fit" else "invalid"
-                        for role in roles:
-                            rejections.append(
-                                Rejection(
-                                    cls.name,
-                                    role,
-                                    gpu_id,
-                                    tp,
-                                    dtype.value,
-                                    None,
-                                    reason,
-                                    err.message,
-                                )
-                            )
-                        continue
-                    for role in roles:
-                        budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
-                        links = (
-                            prefill_link_options(catalog, gpu_id, req.gpus)
-                            if role == PoolRole.PREFILL
-                            else [None]
-                        )
-                        for budget in budgets:
-                            for link in links:
-                                considered += 1
-                                outs = _screen_with_sessions(
-                                    catalog, req, cls, fig, replica, role, budget, link
-                                )
-                                for out in outs:
-                                    if isinstance(out, Rejection):
-                                        rejections.append(out)
-                                        continue
-                                    unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
-                                    out.provenance = unc.provenance.value
-                                    out.factor_points = unc.points
-                                    out.level_scale = unc.level_scale
-                                    out.sigma_log = unc.sigma_log
-                                    out.risk_derate = capacity_derate(unc.sigma_log, confidence)
-                                    kept.append(out)
+                continue
+            kept += got
+            rejections += rejected
+            considered += n
     kept, unpaired = restrict_prefill_links(kept, catalog)
     survivors, pruned = prune(kept)
     pruned = unpaired + pruned
     final: list[Candidate] = []
     for cand in survivors:
-        failed = attach_capacity(cand)
+        check_time()
+        try:
+            failed = attach_capacity(cand)
+        except Exception as err:  # the same isolation for the capacity tables
+            log.warning("capacity of %s failed", cand.config, exc_info=True)
+            c = cand.config
+            failed = Rejection(
+                cand.class_name,
+                c.role,
+                c.gpu,
+                c.tp,
+                c.dtype.value,
+                c.chunk_budget_tokens,
+                "faulty_entry",
+                f"{c.gpu} configuration left out: its capacity table failed ({_failure(err)})",
+            )
         if failed is None:
             final.append(cand)
         else:

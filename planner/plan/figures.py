@@ -70,6 +70,12 @@ def tokens_per_hour(req: ResolvedRequest) -> float:
     )
 
 
+def output_tokens_per_hour(req: ResolvedRequest) -> float:
+    """Output tokens generated per hour at the requested rates: ``3,600 x sum over
+    classes of rate x mean output tokens`` (tokens/hour)."""
+    return 3600.0 * sum(c.rate_rps * c.output.mean_tokens for c in req.classes)
+
+
 def cost_per_million_tokens(cost_usd_per_hour: float, req: ResolvedRequest) -> float:
     """$/hour / (tokens per hour / 1e6): US dollars per million prompt+output tokens."""
     tph = tokens_per_hour(req)

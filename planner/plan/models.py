@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.procurement.models import Tco
 from planner.simulate.results import Verification
 from solver.problem import Mode, PoolRole, SolveStatus
 
@@ -220,6 +221,11 @@ class Plan(Out):
         description="[low, high]: the cost of right-sizing every pool at the ends of its "
         "90% capacity band (planner.risk.cost_band_usd_per_hour)",
     )
+    cost_band_with_prices_usd_per_hour: tuple[float, float] | None = Field(
+        default=None,
+        description="[low, high]: cost_band_usd_per_hour with every GPU's price at the ends "
+        "of its catalog range too (planner.risk.price_band_usd_per_hour)",
+    )
     unmeasured_gpus: list[str] = Field(
         default_factory=list,
         description="GPU types in the plan whose efficiency factors rest on no measurement "
@@ -250,6 +256,16 @@ class Plan(Out):
     total_cost_usd_per_hour: float | None = None
     kv_pairs: list[KvPair] = []
     scenarios: list[dict[str, Any]] | None = None  # robust plans: planner.scenarios
+    #: Capital cost of the servers the chosen purchase buys (whole servers and racks,
+    #: with networking; $), tco.capex_usd; 0 when renting.
+    capex_usd: float | None = None
+    #: Servers bought per GPU type under the chosen purchase (whole servers; count).
+    servers_by_type: dict[str, int] = {}
+    tco: Tco | None = Field(
+        default=None,
+        description="Total cost of ownership over procurement.horizon_years for "
+        "procurement.purchase, with buy, rent and hybrid side by side (planner.procurement)",
+    )
 
     def to_json_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json(by_alias=True))

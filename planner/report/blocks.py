@@ -52,8 +52,8 @@ def bom_table(bom: Bom, catalog: Catalog) -> Table:
         "$/GPU-hour",
         "$/hour",
         "$/month",
-        "1 year",
-        "3 years",
+        "1 year rent",
+        "3 years rent",
         "Capital",
     ]
     rows = []
@@ -109,8 +109,16 @@ def bom_notes(bom: Bom) -> list[Block]:
             bits.append(ln.price_note.rstrip(". "))
         if ln.capital_usd is None:
             bits.append(f"capital cost: {ln.capital_note}")
+        elif ln.purchase_usd_per_server is not None:
+            est = " (estimate)" if ln.purchase_is_estimate else ""
+            bits.append(
+                f"capital cost: {num(ln.nodes)} whole server{'s' if ln.nodes != 1 else ''} of "
+                f"{num(ln.gpus_per_server)} GPUs at {usd(ln.purchase_usd_per_server, 0)}{est} + "
+                f"{usd(ln.networking_usd_per_server, 0)} networking each "
+                f"({ln.purchase_date}; {', '.join(x.split(' ')[0] for x in ln.purchase_sources)})"
+            )
         else:
-            bits.append(f"capital cost at {usd(ln.purchase_usd_per_gpu, 0)} per GPU")
+            bits.append(f"capital cost at {usd(ln.purchase_usd_per_gpu, 0)} per GPU, whole servers")
         out.append(Para([Strong(f"{ln.gpu}: "), "; ".join(bits) + "."], kind="note"))
     out.append(Bullets([[n] for n in bom.notes]))
     return out

@@ -11,12 +11,12 @@ changed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from catalog.schema import Catalog, Gpu
+from catalog.schema import Catalog, Gpu, Price
+from planner.procurement.formulas import capex_usd, servers_for
 
 HOURS_PER_MONTH = 730.0
 HOURS_PER_YEAR = 8760.0
@@ -32,10 +32,9 @@ POWER_FORMULA = (
 
 
 def nodes_for(gpus: int, gpus_per_server: int) -> int:
-    """Servers to buy: ``ceil(gpus / gpus_per_server)`` (servers)."""
-    if gpus <= 0:
-        return 0
-    return math.ceil(gpus / gpus_per_server)
+    """Servers to buy: ``ceil(gpus / gpus_per_server)`` (servers;
+    :func:`planner.procurement.formulas.servers_for`)."""
+    return servers_for(gpus, gpus_per_server)
 
 
 def rack_units_for(nodes: int, rack_units_per_server: int) -> int:
@@ -77,6 +76,19 @@ def capital_usd(gpus: int, purchase_usd_per_gpu: float | None) -> float | None:
     return gpus * purchase_usd_per_gpu
 
 
+def whole_server_capital_usd(nodes: int, gpus_per_server: int, price: Price) -> float | None:
+    """Capital cost of whole servers (a GB200 NVL72 rack is one 72-GPU server: the GPUs
+    a plan leaves unused in its last server are bought too), $: ``servers x (price per
+    server + networking per server)`` (:func:`planner.procurement.formulas.capex_usd`,
+    the catalog's ``price.purchase``), else ``servers x GPUs per server x price per
+    GPU`` (the legacy ``price.purchase_usd``, no networking); None without a price."""
+    if price.purchase is not None:
+        return capex_usd(
+            nodes, price.purchase.usd_per_server, price.purchase.networking_usd_per_server
+        )
+    return capital_usd(nodes * gpus_per_server, price.purchase_usd)
+
+
 # --------------------------------------------------------------------------- the BOM
 
 
@@ -106,6 +118,11 @@ class BomLine:
     capital_usd: float | None
     capital_note: str
     sources: list[str] = field(default_factory=list)
+    purchase_usd_per_server: float | None = None
+    networking_usd_per_server: float | None = None
+    purchase_is_estimate: bool | None = None
+    purchase_sources: list[str] = field(default_factory=list)
+    purchase_date: str = ""
 
 
 @dataclass
@@ -128,6 +145,8 @@ class Bom:
     lines: list[BomLine]
     total: BomTotal
     notes: list[str]
+    #: The plan's total cost of ownership as stored (``plan.tco``, planner.procurement).
+    tco: dict[str, Any] | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,7 +209,12 @@ def bom_line(
         power, power_source = None, "unknown"
     hourly = usd_per_hour(gpus, price) if price is not None else None
     purchase = spec.price.purchase_usd if spec else None
-    capital = capital_usd(gpus, purchase)
+    buy = spec.price.purchase if spec else None
+    capital = (
+        whole_server_capital_usd(nodes, server.gpus_per_server, spec.price)
+        if spec and server and nodes is not None
+        else None
+    )
     return BomLine(
         gpu=gpu_id,
         gpu_name=spec.name if spec else gpu_id,
@@ -216,6 +240,11 @@ def bom_line(
         capital_usd=capital,
         capital_note="" if capital is not None else NO_PURCHASE_PRICE,
         sources=list(spec.sources) if spec else [],
+        purchase_usd_per_server=buy.usd_per_server if buy else None,
+        networking_usd_per_server=buy.networking_usd_per_server if buy else None,
+        purchase_is_estimate=buy.estimate if buy else None,
+        purchase_sources=list(buy.sources) if buy else [],
+        purchase_date=buy.date if buy else "",
     )
 
 
@@ -254,6 +283,8 @@ def build_bom(plan: Mapping[str, Any], catalog: Catalog) -> Bom:
         "Prices are on-demand rent per GPU-hour, running 24/7: month = 730 h, "
         "year = 8,760 h, 3 years = 26,280 h.",
         "Servers = ceil(GPUs / GPUs per server); rack units = servers x the server's height.",
+        "Capital = whole servers (a GB200 NVL72 rack is one 72-GPU unit) x (server price + "
+        "networking per server): the GPUs left unused in the last server are bought too.",
         POWER_FORMULA + ".",
     ]
     if any(ln.price_is_estimate for ln in lines):
@@ -265,4 +296,7 @@ def build_bom(plan: Mapping[str, Any], catalog: Catalog) -> Bom:
             "The catalog changed since this plan was made: server sizes, purchase "
             "prices and sources are the current catalog's."
         )
-    return Bom(lines=lines, total=total, notes=notes)
+    tco = plan.get("tco")
+    return Bom(
+        lines=lines, total=total, notes=notes, tco=dict(tco) if isinstance(tco, Mapping) else None
+    )

@@ -124,7 +124,7 @@ footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid var(--line);
 }
 """
 
-_URL = re.compile(r"^https?://\S+$")
+_URL = re.compile(r"^https?://\S+\Z")
 
 
 def esc(text: object) -> str:

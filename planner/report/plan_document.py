@@ -65,6 +65,7 @@ from planner.report.formatting import (
     usd_delta,
     usd_short,
 )
+from planner.report.tco_blocks import summary_runs, tco_section
 from solver.problem import has_solution
 
 # --------------------------------------------------------------------------- plans
@@ -72,6 +73,56 @@ from solver.problem import has_solution
 
 def _buy_text(bom: Bom) -> str:
     return " + ".join(f"{ln.gpus:,} × {ln.gpu_name}" for ln in bom.lines)
+
+
+def _headline(bom: Bom, tco: Mapping[str, Any]) -> str:
+    """Buy / Rent / Own + rent, from the plan's procurement choice (buy without one)."""
+    purchase = tco.get("purchase")
+    if purchase == "rent":
+        return f"Rent {_buy_text(bom)}"
+    if purchase == "hybrid":
+        servers = _map(tco.get("servers_by_type"))
+        owned = " + ".join(f"{num(n)} servers of {g}" for g, n in sorted(servers.items()) if n)
+        return f"Own {owned}, rent the rest by the hour" if owned else f"Rent {_buy_text(bom)}"
+    return f"Buy {_buy_text(bom)}"
+
+
+def _with_prices(plan: Mapping[str, Any]) -> str:
+    """ "; with price ranges $a–$b" (``cost_band_with_prices_usd_per_hour``), or ""."""
+    band = _text.band_of(plan.get("cost_band_with_prices_usd_per_hour"))
+    if band is None:
+        return ""
+    return f"; with price ranges {usd_short(band[0])}–{usd_short(band[1])}"
+
+
+def _bom_purchase_note(tco: Mapping[str, Any]) -> list[Block]:
+    """Under rent or hybrid, say that the bill of materials is the peak fleet, not
+    what is bought."""
+    purchase = tco.get("purchase")
+    day = (
+        " Its rent columns rent the peak fleet around the clock; the TCO's rent follows "
+        "the day's load (load_profile)."
+        if tco.get("load_profile")
+        else ""
+    )
+    if not tco:
+        return []
+    if purchase == "buy":
+        return [Para([Strong("Peak fleet: "), day.strip()], kind="note")] if day else []
+    servers = _map(tco.get("servers_by_type"))
+    bought = ", ".join(f"{num(n)} servers of {g}" for g, n in sorted(servers.items()) if n)
+    what = f"only {bought} are bought" if bought else "nothing is bought"
+    return [
+        Para(
+            [
+                Strong("Peak fleet: "),
+                f"this is the fleet the peak hour needs; with purchase {purchase}, {what} and "
+                "the rest is rented (Total cost of ownership, below). Its capital column is "
+                "what buying all of it would cost." + day,
+            ],
+            kind="warn",
+        )
+    ]
 
 
 def _meta(
@@ -106,13 +157,14 @@ def plan_document(
 
     summary: list[Block] = []
     figures: list[Figure] = []
+    tco = _map(plan.get("tco"))
     if solved and bom.lines:
-        headline = f"Buy {_buy_text(bom)}"
+        headline = _headline(bom, tco)
         doc_status = "ok"
         figures = [
             Figure("per hour", usd(cost), "list price, on demand"),
             Figure("per month", usd_short(t.usd_per_month), "730 hours"),
-            Figure("over 3 years", usd_short(t.usd_3y), "26,280 hours"),
+            Figure("over 3 years", usd_short(t.usd_3y), "26,280 hours, on-demand rent"),
             Figure("GPUs", num(t.gpus), f"in {num(t.nodes)} servers, {num(t.rack_units)} RU"),
             Figure("power", kw(t.power_kw), "GPUs + server share"),
             Figure(
@@ -129,11 +181,36 @@ def plan_document(
                 Figure(
                     "cost band per hour",
                     f"{usd_short(band[0])}–{usd_short(band[1])}",
-                    f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                    f"{pct(risk.get('band_confidence'))} band of the capacity error"
+                    + _with_prices(plan),
                 ),
             )
-        if t.capital_usd is not None:
-            figures.insert(3, Figure("capital", usd_short(t.capital_usd), "purchase price"))
+        if is_num(tco.get("total_usd")):
+            years = tco.get("horizon_years")
+            figures[3] = Figure(
+                f"{years:g}-year TCO" if is_num(years) else "TCO",
+                usd_short(tco["total_usd"]),
+                f"{tco.get('purchase')}: capital, energy, hosting, rent, operations",
+            )
+            figures.insert(
+                3,
+                Figure(
+                    "capital",
+                    usd_short(tco.get("capex_usd")),
+                    f"{num(sum(_map(tco.get('servers_by_type')).values()))} whole servers"
+                    if tco.get("capex_usd")
+                    else "rented: none",
+                ),
+            )
+            figures.append(
+                Figure(
+                    "per million output tokens",
+                    per_mtok(tco.get("usd_per_million_output_tokens")),
+                    "TCO over the horizon",
+                )
+            )
+        elif t.capital_usd is not None:
+            figures.insert(3, Figure("capital", usd_short(t.capital_usd), "whole servers"))
         classes = [c for c in _list(plan.get("classes"))]
         total_rate = sum(c.get("rate_rps") or 0 for c in classes)
         lead: list[Run] = [
@@ -142,10 +219,19 @@ def plan_document(
             f"for {usd(cost)}/hour at list prices: {usd_short(t.usd_per_month)} a month, "
             f"{usd_short(t.usd_per_year)} a year, {usd_short(t.usd_3y)} over three years",
         ]
-        if t.capital_usd is not None:
+        if tco:
+            lead[1] = (
+                f" in {num(t.nodes)} servers ({num(t.rack_units)} rack units, {kw(t.power_kw)}); "
+                f"rented on demand at list prices it would cost {usd(cost)}/hour "
+                f"({usd_short(t.usd_per_month)} a month)"
+            )
+        elif t.capital_usd is not None:
             lead.append(f"; {usd_short(t.capital_usd)} to purchase outright")
         lead.append(".")
         summary.append(Para(lead, kind="lead"))
+        exec_line = summary_runs(plan)
+        if exec_line:
+            summary.append(Para(exec_line, kind="lead"))
         if robust:
             scen = _list(plan.get("scenarios"))
             names = ", ".join(str(x.get("name")) for x in scen)
@@ -277,9 +363,13 @@ def plan_document(
             Section(
                 "bom",
                 "Bill of materials",
-                [bom_table(bom, catalog), *bom_notes(bom)],
+                [bom_table(bom, catalog), *_bom_purchase_note(tco), *bom_notes(bom)],
             )
         )
+
+    tco_sec = tco_section(plan, with_charts) if solved else None
+    if tco_sec is not None:
+        sections.append(tco_sec)
 
     if robust:
         sections += robust_sections(plan, catalog)

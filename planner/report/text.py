@@ -177,6 +177,9 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     ratio = plan.get("pool_ratio_prefill_to_decode")
     band = plan.get("cost_band_usd_per_hour")
     cost_band = f" (band {usd_band(band)})" if usd_band(band) != MISSING else ""
+    priced = plan.get("cost_band_with_prices_usd_per_hour")
+    if cost_band and usd_band(priced) != MISSING:
+        cost_band += f" (with price ranges {usd_band(priced)})"
     rows = [
         ("status", status),
         ("model", f"{_s(plan.get('model'))}   objective {_s(plan.get('objective'))}"),
@@ -195,6 +198,7 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             else "- (no disaggregated pools)",
         ),
         *_operations_rows(plan),
+        *_tco_rows(plan),
         *_margin_rows(plan),
     ]
     risk = _map(plan.get("risk"))
@@ -237,6 +241,30 @@ def _operations_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"{usd(ops.get('usd_per_hour_per_configuration'))} "
             f"(total {usd(plan.get('total_cost_usd_per_hour'))}/h with the GPUs)",
         )
+    ]
+
+
+def _tco_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The TCO lines (``plan.tco``, planner.procurement): the chosen purchase's total,
+    capex with whole servers, and buy / rent / hybrid side by side."""
+    tco = _map(plan.get("tco"))
+    if not tco:
+        return []
+    servers = ", ".join(f"{g} {num(n)}" for g, n in _map(tco.get("servers_by_type")).items())
+    band = tco.get("band_usd")
+    opts = ", ".join(
+        f"{o.get('purchase')} {usd(o.get('total_usd'), 0) if o.get('available') else 'n/a'}"
+        for o in _list(tco.get("options"))
+    )
+    return [
+        (
+            "TCO",
+            f"{num(tco.get('horizon_years'), 1)} years, {_s(tco.get('purchase'))}: "
+            f"{usd(tco.get('total_usd'), 0)} (band {usd_band(band, 0)}); capex "
+            f"{usd(tco.get('capex_usd'), 0)} ({servers or 'no servers'}); "
+            f"{usd(tco.get('usd_per_million_output_tokens'))} per million output tokens",
+        ),
+        ("TCO options", f"{opts} over the horizon ({_s(tco.get('rent_term'))} rent)"),
     ]
 
 
