@@ -23,6 +23,7 @@ from api.routes import analyses as analyses_routes
 from api.routes import calibrations as calibrations_routes
 from api.routes import catalog as catalog_routes
 from api.routes import comparisons as comparisons_routes
+from api.routes import deployments as deployments_routes
 from api.routes import health as health_routes
 from api.routes import plans as plans_routes
 from api.routes import reports as reports_routes
@@ -87,5 +88,6 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(analyses_routes.router)
     app.include_router(comparisons_routes.router)
     app.include_router(reports_routes.router)
+    app.include_router(deployments_routes.router)
     install_docs(app)
     return app

@@ -38,6 +38,7 @@ from api.cli.common import (
 )
 from api.cli.compare import register_compare, register_comparisons, register_report
 from api.cli.db import register_db, register_serve
+from api.cli.deploy import register_deploy
 from api.cli.plans import register_plan, register_plans
 from api.cli.simulate import register_simulate
 from api.services.errors import ServiceError
@@ -55,6 +56,7 @@ REGISTRARS: list[Callable[[Subparsers], None]] = [
     register_compare,
     register_comparisons,
     register_report,
+    register_deploy,
     register_analyze,
     register_calibrate,
     register_calibrations,
