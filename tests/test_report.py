@@ -682,3 +682,20 @@ def test_multinode_launch_shows_one_command_per_node(catalog):
     assert ("vLLM · node 1 (Ray)", "ray start --address=HEAD_ADDR:6379 --block") in codes
     assert ("SGLang · node 1", "python -m sglang.launch_server --node-rank=1") in codes
     assert [label for label, _ in codes].count("vLLM · then on node 0") == 1
+
+
+def test_gpu_colours_are_the_same_in_every_chart() -> None:
+    """Issue 13: one colour per GPU type across charts and reports, whatever the order."""
+    from planner.report.charts import EXTRA_COLORS, GPU_COLORS, gpu_colors
+
+    a = gpu_colors(["mi300x", "h100-sxm5-80gb"])
+    b = gpu_colors(["h100-sxm5-80gb", "b200", "mi300x"])
+    assert a["mi300x"] == b["mi300x"] == GPU_COLORS["mi300x"]
+    assert a["h100-sxm5-80gb"] == b["h100-sxm5-80gb"]
+    assert len(set(GPU_COLORS.values())) == len(GPU_COLORS)  # shipped types all differ
+    from catalog.loader import load_catalog
+
+    assert set(load_catalog().gpus) <= set(GPU_COLORS)  # every shipped GPU has its own
+    custom = gpu_colors(["my-gpu", "other-gpu", "h100-sxm5-80gb"])
+    assert custom["my-gpu"] in EXTRA_COLORS and custom["my-gpu"] != custom["other-gpu"]
+    assert gpu_colors(["other-gpu", "my-gpu"])["my-gpu"] in EXTRA_COLORS

@@ -72,12 +72,46 @@ DOWN_COLOR = "#3a9b6b"
 GREY = "#9aa3ad"
 
 
+#: One colour per shipped GPU type, the same in every chart of every report (a plan's,
+#: a comparison's): an H100 is the same blue wherever it appears. NVIDIA in blues and
+#: greens, AMD in reds, Intel in purple; GPU types not listed get a stable colour from
+#: :data:`EXTRA_COLORS` (:func:`gpu_colors`).
+GPU_COLORS = {
+    "h100-sxm5-80gb": "#2f6db5",
+    "h200-sxm-141gb": "#5b8fa8",
+    "h100-nvl-94gb": "#7fa7d9",
+    "h100-pcie-80gb": "#1f4e79",
+    "b200": "#3a9b6b",
+    "gb200-per-gpu": "#1e6b45",
+    "a100-sxm-80gb": "#c9a227",
+    "a100-40gb": "#a6841c",
+    "l40s": "#8c6d4f",
+    "l4": "#b89b7a",
+    "a10g": "#6f6f6f",
+    "mi300x": "#c44e52",
+    "mi325x": "#e07b39",
+    "gaudi3": "#8e5cb5",
+}
+EXTRA_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#7f7f7f", "#9467bd", "#ff9896", "#98df8a"]
+
+
 def gpu_colors(gpus: Sequence[str]) -> dict[str, str]:
-    """A colour per GPU type, in order."""
+    """A colour per GPU type: :data:`GPU_COLORS` for shipped types; other (custom) types
+    a colour from :data:`EXTRA_COLORS` picked by a hash of the id (the same in every
+    report), moved to the next free one where two would share a colour in one chart."""
     out: dict[str, str] = {}
-    for g in gpus:
-        if g not in out:
-            out[g] = PALETTE[len(out) % len(PALETTE)]
+    for g in dict.fromkeys(gpus):
+        if g in GPU_COLORS:
+            out[g] = GPU_COLORS[g]
+    used = set(out.values())
+    for g in dict.fromkeys(gpus):
+        if g in out:
+            continue
+        start = int(hashlib.sha1(g.encode()).hexdigest(), 16) % len(EXTRA_COLORS)
+        free = [EXTRA_COLORS[(start + i) % len(EXTRA_COLORS)] for i in range(len(EXTRA_COLORS))]
+        color = next((c for c in free if c not in used), free[0])
+        out[g] = color
+        used.add(color)
     return out
 
 
