@@ -10,6 +10,7 @@ import json
 import pytest
 from api_support import api_client, assert_error
 from compare_support import BASE, NAMES, SPEC
+from openpyxl import load_workbook
 
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
 from api.db.session import make_engine, make_sessionmaker
@@ -20,6 +21,7 @@ MEDIA = {
     "md": "text/markdown; charset=utf-8",
     "csv": "text/csv; charset=utf-8",
     "json": "application/json",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 
 
@@ -171,6 +173,18 @@ def test_comparison_report_in_every_format(client):
         if v["status"] == "optimal":
             row = next(r for r in body["table"] if r["variant"] == v["name"])
             assert int(totals[v["name"]]["gpus"]) == row["gpus_total"]
+
+    # the comparison table (and the bills of materials) as an Excel workbook
+    xlsx = client.get(f"/comparisons/{cid}/report?format=xlsx")
+    assert xlsx.status_code == 200
+    assert xlsx.headers["content-type"] == MEDIA["xlsx"]
+    assert xlsx.headers["content-disposition"] == f'attachment; filename="comparison-{cid}.xlsx"'
+    wb = load_workbook(io.BytesIO(xlsx.content))
+    assert wb.sheetnames == ["Comparison", "Bill of materials"]
+    table = [[c.value for c in r] for r in wb["Comparison"].iter_rows()]
+    assert [r[0] for r in table[1:]] == [r["variant"] for r in body["table"]]
+    base = next(r for r in body["table"] if r["variant"] == "base")
+    assert table[1][3] == pytest.approx(base["cost_usd_per_hour"])
 
     js = client.get(f"/comparisons/{cid}/report?format=json")
     assert js.headers["content-type"] == MEDIA["json"]

@@ -331,14 +331,18 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
             raise CliError("id", f"comparison {ident} has no report: {why}", EXIT_RUNTIME) from None
     text, stem = report.text, report.stem
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     out = args.output or f"{stem}.{args.format}"
     if out == "-":
-        sys.stdout.write(text)
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return EXIT_OK
     try:
-        Path(out).write_text(text, encoding="utf-8")
+        Path(out).write_bytes(data)
     except OSError as err:
         raise CliError("--output", f"{out}: {err.strerror or err}", EXIT_RUNTIME) from None
-    print(f"wrote {out} ({len(text.encode()):,} bytes, {args.format})")
+    print(f"wrote {out} ({len(data):,} bytes, {args.format})")
     return EXIT_OK

@@ -36,6 +36,7 @@ class ReportFormat(StrEnum):
     MD = "md"
     CSV = "csv"
     JSON = "json"
+    XLSX = "xlsx"
 
 
 FormatQuery = Annotated[
@@ -43,7 +44,9 @@ FormatQuery = Annotated[
     Query(
         alias="format",
         description="`html` (stand-alone page), `md` (Markdown), `csv` (bill of materials), "
-        "`json` (the record with its bill of materials).",
+        "`json` (the record with its bill of materials), `xlsx` (an Excel workbook: a "
+        "comparison's table and bills of materials; a plan's bill of materials, pools "
+        "and TCO).",
     ),
 ]
 
@@ -55,16 +58,18 @@ REPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
             "text/markdown": {"schema": {"type": "string"}},
             "text/csv": {"schema": {"type": "string"}},
             "application/json": {"schema": {"type": "object"}},
+            reports.XLSX_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
         },
     }
 }
 
-EXTENSIONS = {"html": "html", "md": "md", "csv": "csv", "json": "json"}
+EXTENSIONS = {"html": "html", "md": "md", "csv": "csv", "json": "json", "xlsx": "xlsx"}
 
 
 def report_response(report: reports.Report, fmt: ReportFormat) -> Response:
-    """The report with its media type; CSV and Markdown as attachments to save."""
-    disposition = "attachment" if fmt in (ReportFormat.CSV, ReportFormat.MD) else "inline"
+    """The report with its media type; CSV, Markdown and XLSX as attachments to save."""
+    saved = (ReportFormat.CSV, ReportFormat.MD, ReportFormat.XLSX)
+    disposition = "attachment" if fmt in saved else "inline"
     filename = f"{report.stem}.{EXTENSIONS[fmt.value]}"
     return Response(
         content=report.text,

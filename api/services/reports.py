@@ -27,7 +27,8 @@ from api.settings import Settings
 from catalog.schema import Catalog
 from planner.errors import PlanningError
 from planner.report.comparison_text import render_comparison_text
-from planner.report.render import render_comparison_report, render_plan_report
+from planner.report.render import FORMATS as REPORT_FORMATS
+from planner.report.render import MEDIA_TYPES, render_comparison_report, render_plan_report
 from planner.report.text import render_plan_text, render_table, usd
 from planner.sensitivity import sensitivity
 from planner.service import SolverLimits
@@ -42,7 +43,9 @@ __all__ = [
     "usd",
 ]
 
-FORMATS = ("html", "md", "csv", "json")
+FORMATS = REPORT_FORMATS
+#: The media type of an XLSX report (what the API's OpenAPI document announces).
+XLSX_MEDIA_TYPE = MEDIA_TYPES["xlsx"]
 
 
 def has_fleet(record: PlanRecord) -> bool:
@@ -110,7 +113,7 @@ def plan_report_input(record: PlanRecord, sens: dict[str, Any] | None) -> dict[s
 
 @dataclass
 class Report:
-    text: str
+    text: str | bytes  # bytes for xlsx
     media_type: str
     stem: str  # the file name without its extension: plan-<id>, comparison-<id>
 

@@ -5,7 +5,8 @@ The API and the CLI call these pure functions (no HTTP, no database):
 * :func:`render_plan_report` (``record`` = ``{"id", "created_at", "request",
   "plan", "sensitivity"?}``) and :func:`render_comparison_report`
   (``planner.compare.compare(...).model_dump()`` plus ``"id"``/``"created_at"``)
-  return ``(text, media type)`` for ``fmt`` in ``html | md | csv | json``.
+  return ``(content, media type)`` for ``fmt`` in ``html | md | csv | json | xlsx``
+  (text, bytes for ``xlsx``).
 * :func:`sensitivity` re-plans a request at traffic x1.5 and x2 and at its mix
   shifted by 20 points; the API computes it once and stores it with the
   record, and the plan report shows it when present.
@@ -19,6 +20,7 @@ from typing import Any
 
 from catalog.schema import Catalog
 from planner.errors import PlanningError
+from planner.report import xlsx
 from planner.report.bom import build_bom
 from planner.report.comparison_document import comparison_document
 from planner.report.csv_bom import render_bom_csv, render_boms_csv
@@ -26,12 +28,13 @@ from planner.report.html import render_html
 from planner.report.markdown import render_markdown
 from planner.report.plan_document import plan_document
 
-FORMATS = ("html", "md", "csv", "json")
+FORMATS = ("html", "md", "csv", "json", "xlsx")
 MEDIA_TYPES = {
     "html": "text/html; charset=utf-8",
     "md": "text/markdown; charset=utf-8",
     "csv": "text/csv; charset=utf-8",
     "json": "application/json",
+    "xlsx": xlsx.MEDIA_TYPE,
 }
 
 
@@ -61,18 +64,21 @@ def _json(doc: Any) -> str:
 
 def render_plan_report(
     record: Mapping[str, Any], fmt: str, catalog: Catalog | None = None
-) -> tuple[str, str]:
-    """A stored plan's procurement report as ``(text, media type)``.
+) -> tuple[str | bytes, str]:
+    """A stored plan's procurement report as ``(content, media type)``.
 
     ``html``: one stand-alone page with inline SVG charts; ``md``: the same
     content as GitHub-flavoured Markdown; ``csv``: the bill of materials alone;
-    ``json``: the record with its bill of materials (and sensitivity).
+    ``json``: the record with its bill of materials (and sensitivity); ``xlsx``
+    (bytes): bill of materials, pools and TCO sheets (:mod:`planner.report.xlsx`).
     """
     f = check_format(fmt)
     catalog = _catalog(catalog)
     plan = record.get("plan") or {}
     if f == "csv":
         return render_bom_csv(build_bom(plan, catalog)), MEDIA_TYPES[f]
+    if f == "xlsx":
+        return xlsx.render_plan_xlsx(plan, build_bom(plan, catalog)), MEDIA_TYPES[f]
     if f == "json":
         doc = {
             "kind": "plan_report",
@@ -91,9 +97,10 @@ def render_plan_report(
 
 def render_comparison_report(
     comparison: Mapping[str, Any], fmt: str, catalog: Catalog | None = None
-) -> tuple[str, str]:
-    """A stored comparison's report as ``(text, media type)``; ``csv`` holds
-    every variant's bill of materials (a ``variant`` column, a total per variant)."""
+) -> tuple[str | bytes, str]:
+    """A stored comparison's report as ``(content, media type)``; ``csv`` holds
+    every variant's bill of materials (a ``variant`` column, a total per variant);
+    ``xlsx`` (bytes) the comparison table and those bills of materials."""
     f = check_format(fmt)
     catalog = _catalog(catalog)
     variants = comparison.get("variants") or []
@@ -105,6 +112,9 @@ def render_comparison_report(
     }
     if f == "csv":
         return render_boms_csv(boms), MEDIA_TYPES[f]
+    if f == "xlsx":
+        table = comparison.get("table") or []
+        return xlsx.render_comparison_xlsx(table, boms), MEDIA_TYPES[f]
     if f == "json":
         doc = {
             "kind": "comparison_report",
