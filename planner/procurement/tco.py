@@ -452,10 +452,11 @@ def _lines(
                 usd_per_server=gp.server_usd[NOMINAL] if gp.server_usd else None,
                 networking_usd_per_server=gp.networking_usd[NOMINAL] if gp.networking_usd else None,
                 purchase_is_estimate=gp.purchase_is_estimate,
-                capex_usd=sub["capex"],
-                energy_usd=sub["energy"],
-                hosting_usd=sub["hosting"],
-                rent_usd=sub["rent"],
+                # to the cent, as the fleet's totals (float sums are not)
+                capex_usd=round(sub["capex"], 2),
+                energy_usd=round(sub["energy"], 2),
+                hosting_usd=round(sub["hosting"], 2),
+                rent_usd=round(sub["rent"], 2),
             )
         )
     return out
