@@ -61,6 +61,7 @@ from planner.candidates.prune import (
 from planner.candidates.screen import (
     capacity_maximizing_batch,
     fast_chunked_ttft_ms,
+    request_replica,
     restrict_prefill_links,
     screen_candidates,
     speculative_replica,
@@ -94,6 +95,7 @@ __all__ = [
     "prune_by_cost_curves",
     "replica_cost_usd_per_hour",
     "replica_power_kw",
+    "request_replica",
     "resident_output_tokens",
     "restrict_prefill_links",
     "screen_candidates",

@@ -384,6 +384,38 @@ def _screen_with_sessions(
     return outs
 
 
+def request_replica(
+    catalog: Catalog,
+    req: ResolvedRequest,
+    gpu_id: str,
+    dtype: Dtype,
+    kv_dtype: Dtype,
+    tp: int,
+    *,
+    pp: int = 1,
+    dp: int = 1,
+    ep: int = 1,
+) -> rl.Replica:
+    """The replica a request's pool of this shape runs: :func:`planner.roofline.build_replica`
+    with the request's efficiency overrides (``efficiency.prefill_mfu``, ``decode_mbu``,
+    ``overlap_factor``), as screening prices it and the simulation replays it."""
+    eff = req.request.efficiency
+    return rl.build_replica(
+        catalog,
+        req.model_id,
+        gpu_id,
+        tp=tp,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        mfu=eff.prefill_mfu,
+        mbu=eff.decode_mbu,
+        overlap_factor=eff.overlap_factor,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+    )
+
+
 def fits_one_node(catalog: Catalog, model_id: str, gpu_id: str, dtype) -> bool:
     """Whether ``model_id`` in ``dtype`` fits one node of ``gpu_id`` without pipeline
     stages (at the largest TP within a node: :func:`planner.roofline.memory_needed_gb`
@@ -464,19 +496,8 @@ def _screen_gpu(
         for tp, pp, dp, ep in shapes:
             check_time()
             try:
-                replica = rl.build_replica(
-                    catalog,
-                    req.model_id,
-                    gpu_id,
-                    tp=tp,
-                    dtype=dtype,
-                    kv_dtype=kv_dtype_for(dtype),
-                    mfu=eff.prefill_mfu,
-                    mbu=eff.decode_mbu,
-                    overlap_factor=eff.overlap_factor,
-                    pp=pp,
-                    dp=dp,
-                    ep=ep,
+                replica = request_replica(
+                    catalog, req, gpu_id, dtype, kv_dtype_for(dtype), tp, pp=pp, dp=dp, ep=ep
                 )
             except PlanningError as err:
                 considered += len(roles)

@@ -18,7 +18,12 @@ from typing import Any
 
 from catalog.schema import Catalog, Dtype, LengthDist
 from planner import roofline as rl
-from planner.candidates import KV_STREAM_OVERLAP, kv_link_for, speculative_replica
+from planner.candidates import (
+    KV_STREAM_OVERLAP,
+    kv_link_for,
+    request_replica,
+    speculative_replica,
+)
 from planner.errors import PlanningError
 from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate.steps import StepModel
@@ -138,7 +143,6 @@ def build_fleet(
     catalog does not have (a plan from another catalog).
     """
     req = resolved(request, catalog)
-    eff = req.request.efficiency
     model = catalog.models[req.model_id]
     if plan.get("model", req.model_id) != req.model_id:
         raise PlanningError.for_field("model", "the plan and its request name different models")
@@ -157,19 +161,8 @@ def build_fleet(
             raise PlanningError.for_field("pools.gpu", f"the catalog has no GPU {gpu!r}")
         key = (gpu, tp, dtype, kv, pp, dp, ep)
         if key not in replicas:
-            replicas[key] = rl.build_replica(
-                catalog,
-                req.model_id,
-                gpu,
-                tp=tp,
-                dtype=Dtype(dtype),
-                kv_dtype=Dtype(kv),
-                mfu=eff.prefill_mfu,
-                mbu=eff.decode_mbu,
-                overlap_factor=eff.overlap_factor,
-                pp=pp,
-                dp=dp,
-                ep=ep,
+            replicas[key] = request_replica(
+                catalog, req, gpu, Dtype(dtype), Dtype(kv), tp, pp=pp, dp=dp, ep=ep
             )
         role = PoolRole(pool["role"])
         replica = replicas[key]
