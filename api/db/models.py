@@ -172,6 +172,15 @@ class ComparisonRecord(Base):
     total: Mapped[int] = mapped_column(Integer)
     table: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     error: Mapped[str | None] = mapped_column(Text())
+    # A durable job: each variant's outcome is stored as it finishes (a planned one as
+    # a plan row; ``results[i]`` is {"ok": true, "plan_id"} or the error), so a resumed
+    # run skips them. The service running it holds a lease, renewed by a heartbeat;
+    # once it has expired, another service may claim the comparison (``attempts``).
+    results: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON(none_as_null=True))
+    owner: Mapped[str | None] = mapped_column(String(120))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     def __repr__(self) -> str:
         return f"ComparisonRecord(id={self.id!r}, status={self.status!r}, name={self.name!r})"

@@ -21,13 +21,12 @@ table is stored: status ``done``. A failure marks it ``failed`` with the reason.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import contextlib
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess
+from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
 from api.schemas.comparisons import (
@@ -37,7 +36,6 @@ from api.schemas.comparisons import (
     ComparisonStatus,
 )
 from api.services import comparisons
-from api.services.plans import solver_caps
 
 router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=JsonBodyRoute)
 
@@ -56,11 +54,11 @@ MAX_PAGE = 200
             "model": ComparisonPublic,
             "description": "With `wait=true`: the comparison finished (done or failed).",
         },
-        **error_responses(401, 413, 415, 422),
+        **error_responses(401, 413, 415, 422, 429),
     },
     summary="Compare a base request with variants and sweeps",
 )
-def create_comparison(
+async def create_comparison(
     body: ComparisonSpec,
     posted: PostedJson,
     request: Request,
@@ -76,22 +74,27 @@ def create_comparison(
     background (202 with `id`, `status: running`, `done`, `total` and `location`);
     poll `GET /comparisons/{id}` for progress and, when `done`, the table."""
     raw = posted if isinstance(posted, dict) else body.model_dump()
-    started = comparisons.start_comparison(session, raw, body, request.app.state.catalog, settings)
-    future = request.app.state.comparisons.submit(
-        started.id,
-        started.prepared.variants,
-        started.catalog,
-        solver_caps(settings),
-        started.prepared.calibrations,
-    )
+    runner = request.app.state.comparisons
+    with runner.slot():  # 429 with Retry-After when the queue is full
+        started = await run_heavy(
+            request,
+            comparisons.start_comparison,
+            session,
+            raw,
+            body,
+            request.app.state.catalog,
+            settings,
+            runner.owner,
+        )
+        future = runner.submit(
+            started.id, started.prepared.variants, started.catalog, started.prepared.calibrations
+        )
     response.headers["Location"] = f"/comparisons/{started.id}"
-    record = comparisons.reread_comparison(session, started.id)
-    if wait:
-        with contextlib.suppress(cf.TimeoutError):  # still running: answer 202
-            future.result(timeout=WAIT_LIMIT_S)
-        record = comparisons.reread_comparison(session, started.id)
-        if record.status != ComparisonStatus.RUNNING:
-            response.status_code = 201
+    if wait:  # waits on the event loop: no thread is held meanwhile
+        await asyncio.wait({asyncio.wrap_future(future)}, timeout=WAIT_LIMIT_S)
+    record = await run_heavy(request, comparisons.reread_comparison, session, started.id)
+    if wait and record.status != ComparisonStatus.RUNNING:
+        response.status_code = 201
     return comparisons.comparison_public(record)
 
 
@@ -117,10 +120,13 @@ def list_all(
     responses=error_responses(404),
     summary="Get one comparison: progress, variants, table",
 )
-def get_one(comparison_id: str, session: SessionDep) -> ComparisonPublic:
+def get_one(comparison_id: str, request: Request, session: SessionDep) -> ComparisonPublic:
     """Progress (`done` of `total`) while running; when `done`, every variant's plan id
-    and the table against the base; when `failed`, the reason in `error`."""
-    return comparisons.get_comparison(session, comparison_id)
+    and the table against the base; when `failed`, the reason in `error`. A running
+    comparison whose service died (its lease expired) is resumed here, or failed."""
+    return comparisons.get_comparison(
+        session, comparison_id, on_stale=request.app.state.comparisons.recover
+    )
 
 
 @router.delete(

@@ -1,10 +1,10 @@
 """Plans: ``POST /plans`` plans a fleet and stores it; read, list and delete them.
 
-``POST /plans`` is a plain ``def`` route, so FastAPI runs it in its threadpool: the
-planner is CPU-bound (up to a few seconds) and the event loop keeps serving other
-requests meanwhile. The route owns the transaction: it reads the custom catalog
-entries, ends that read (no connection is held while solving), plans, then writes
-and commits the record. Any failure before the commit writes nothing.
+``POST /plans`` runs the planner (CPU-bound, up to a few seconds) on the app's work
+threads (``api.deps.run_heavy``): the event loop, and the threadpool that serves the
+reads and ``/health``, keep answering meanwhile. The route owns the transaction: it
+reads the custom catalog entries, ends that read (no connection is held while
+solving), plans, then writes and commits the record. Any failure before the commit writes nothing.
 
 Answers, decided here and documented in the README:
 
@@ -22,7 +22,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess
+from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
 from api.errors import ApiError
 from api.jsonbody import JsonBodyRoute
 from api.schemas import (
@@ -50,7 +50,7 @@ MAX_PAGE = 200
     responses=error_responses(401, 413, 415, 422),
     summary="Plan a fleet and store the plan",
 )
-def create_plan(
+async def create_plan(
     body: PlanRequest,
     posted: PostedJson,
     request: Request,
@@ -62,7 +62,9 @@ def create_plan(
     store the plan, infeasible ones included (201 with ``status: infeasible`` and
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
     ``solver`` options, capped by the server's settings."""
-    created = plans.create_plan(session, posted, body, request.app.state.catalog, settings)
+    created = await run_heavy(
+        request, plans.create_plan, session, posted, body, request.app.state.catalog, settings
+    )
     response.headers["Location"] = f"/plans/{created.record.id}"
     return created.public
 
@@ -147,7 +149,7 @@ def delete_plan(plan_id: str, session: SessionDep) -> Response:
     responses=error_responses(401, 404, 409, 415, 422),
     summary="Simulate a stored plan's fleet under load",
 )
-def simulate_stored_plan(
+async def simulate_stored_plan(
     plan_id: str,
     request: Request,
     session: SessionDep,
@@ -160,7 +162,9 @@ def simulate_stored_plan(
     demand, not stored. 409 when the plan has no fleet (infeasible) or is robust
     (its ``verification`` section simulates each scenario)."""
     opts = body or SimulationCreate()
-    return plans.simulate_stored_plan(
+    return await run_heavy(
+        request,
+        plans.simulate_stored_plan,
         session,
         plan_id,
         request.app.state.catalog,

@@ -146,6 +146,28 @@ def plan_report(
     return Report(text, media_type, f"plan-{record.id}")
 
 
+def stored_plan_report(
+    session: Session,
+    plan_id: str,
+    fmt: str,
+    shipped: Catalog,
+    settings: Settings,
+    *,
+    with_sensitivity: bool = True,
+) -> Report:
+    """The report of the stored plan ``plan_id`` (:class:`NotFound`)."""
+    record = find_plan(session, plan_id)
+    return plan_report(session, record, fmt, shipped, settings, with_sensitivity=with_sensitivity)
+
+
+def stored_comparison_report(
+    session: Session, comparison_id: str, fmt: str, shipped: Catalog
+) -> Report:
+    """The report of the stored comparison ``comparison_id`` (:class:`NotFound`,
+    :class:`ComparisonNotDone`)."""
+    return comparison_report(session, find_comparison(session, comparison_id), fmt, shipped)
+
+
 class ComparisonNotDone(Conflict):
     """The comparison has no report yet (running) or never will (failed)."""
 
