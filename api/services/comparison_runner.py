@@ -317,6 +317,8 @@ class ComparisonRunner:
         it has had its attempts, or cannot run any more). None when it was not
         claimed: another service holds it, or this queue is full."""
         with self._lock:
+            if comparison_id in self._queued:  # ours already (a late renewal)
+                return self._queued[comparison_id]
             if len(self._queued) + self._reserved >= self.capacity:
                 return None
             self._reserved += 1
