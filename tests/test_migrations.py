@@ -18,7 +18,7 @@ from api.db.migrate import (
 )
 from api.db.session import make_engine
 
-APP_TABLES = {"plans", "catalog_entries", "calibrations", "comparisons"}
+APP_TABLES = {"plans", "catalog_entries", "calibrations", "comparisons", "job_leases"}
 
 
 def table_names(url: str) -> set[str]:

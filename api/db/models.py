@@ -184,3 +184,19 @@ class ComparisonRecord(Base):
 
     def __repr__(self) -> str:
         return f"ComparisonRecord(id={self.id!r}, status={self.status!r}, name={self.name!r})"
+
+
+class JobLeaseRecord(Base):
+    """Who computes a shared, expensive result right now (a plan report's sensitivity
+    table): one row per job key, held by ``owner`` until ``expires_at`` (renewed while
+    it works). Other service processes wait for the result instead of computing it
+    again; an expired lease (its holder died) may be taken over."""
+
+    __tablename__ = "job_leases"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(120))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+    def __repr__(self) -> str:
+        return f"JobLeaseRecord(key={self.key!r}, owner={self.owner!r})"
