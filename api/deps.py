@@ -90,3 +90,17 @@ async def posted_json(request: Request) -> Any:
 
 PostedJson = Annotated[Any, Depends(posted_json)]
 """The raw JSON body, stored beside the typed one (``POST /plans``, ``/comparisons``)."""
+
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[!-~]+$",
+        description="Any printable ASCII string (no spaces, at most 200): a retry with the "
+        "same key and body returns what the first request created.",
+    ),
+]
+"""The ``Idempotency-Key`` header of ``POST /plans`` and ``POST /comparisons``."""

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.services.errors import Busy, Conflict, NotFound, ServiceError
+from api.services.errors import Busy, Conflict, KeyReused, NotFound, ServiceError
 from catalog.loader import CatalogError
 from planner.errors import PlanningError, UnknownEntryError
 from planner.request import PlanRequest
@@ -193,7 +193,12 @@ async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
 
 
 #: HTTP status of each service error (anything else a service raises is a 500).
-SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409, Busy: 429}
+SERVICE_STATUS: dict[type[ServiceError], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    Busy: 429,
+    KeyReused: UNPROCESSABLE,
+}
 
 
 async def _service_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -18,7 +18,14 @@ from api.db.migrate import (
 )
 from api.db.session import make_engine
 
-APP_TABLES = {"plans", "catalog_entries", "calibrations", "comparisons", "job_leases"}
+APP_TABLES = {
+    "plans",
+    "catalog_entries",
+    "calibrations",
+    "comparisons",
+    "job_leases",
+    "idempotency_keys",
+}
 
 
 def table_names(url: str) -> set[str]:

@@ -200,3 +200,22 @@ class JobLeaseRecord(Base):
 
     def __repr__(self) -> str:
         return f"JobLeaseRecord(key={self.key!r}, owner={self.owner!r})"
+
+
+class IdempotencyKeyRecord(Base):
+    """An ``Idempotency-Key`` a client sent with a POST: the body's hash and what the
+    request created, so a retry (the answer was lost) gets the same resource back
+    instead of a second one."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)  # "plans", ...
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    resource_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+
+    def __repr__(self) -> str:
+        return f"IdempotencyKeyRecord(scope={self.scope!r}, key={self.key!r})"

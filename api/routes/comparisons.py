@@ -26,7 +26,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
+from api.deps import (
+    IdempotencyKey,
+    PostedJson,
+    SessionDep,
+    SettingsDep,
+    WriteAccess,
+    run_heavy,
+)
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
 from api.schemas.comparisons import (
@@ -65,6 +72,7 @@ async def create_comparison(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
     wait: Annotated[
         bool,
         Query(description=f"Answer when finished (201), or after {WAIT_LIMIT_S:g} s (202)."),
@@ -72,9 +80,20 @@ async def create_comparison(
 ) -> ComparisonPublic:
     """Validate every variant, store the comparison and solve its variants in the
     background (202 with `id`, `status: running`, `done`, `total` and `location`);
-    poll `GET /comparisons/{id}` for progress and, when `done`, the table."""
+    poll `GET /comparisons/{id}` for progress and, when `done`, the table. With an
+    `Idempotency-Key`, a retry with the same key and body answers with the comparison
+    the first request stored (header `Idempotent-Replayed: true`), another body 422.
+    429 with `Retry-After` when this process has `FLEETPLAN_MAX_COMPARISONS` queued."""
     raw = posted if isinstance(posted, dict) else body.model_dump()
     runner = request.app.state.comparisons
+    earlier = await run_heavy(
+        request, comparisons.replayed_comparison, session, raw, idempotency_key
+    )
+    if earlier is not None:  # a retry: what the first request stored, as it is now
+        response.headers["Location"] = f"/comparisons/{earlier.id}"
+        response.headers["Idempotent-Replayed"] = "true"
+        return comparisons.comparison_public(earlier)
+    future = None
     with runner.slot():  # 429 with Retry-After when the queue is full
         started = await run_heavy(
             request,
@@ -85,12 +104,19 @@ async def create_comparison(
             request.app.state.catalog,
             settings,
             runner.owner,
+            idempotency_key,
         )
-        future = runner.submit(
-            started.id, started.prepared.variants, started.catalog, started.prepared.calibrations
-        )
+        if started.replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+        else:
+            future = runner.submit(
+                started.id,
+                started.prepared.variants,
+                started.catalog,
+                started.prepared.calibrations,
+            )
     response.headers["Location"] = f"/comparisons/{started.id}"
-    if wait:  # waits on the event loop: no thread is held meanwhile
+    if wait and future is not None:  # waits on the event loop: no thread held meanwhile
         await asyncio.wait({asyncio.wrap_future(future)}, timeout=WAIT_LIMIT_S)
     record = await run_heavy(request, comparisons.reread_comparison, session, started.id)
     if wait and record.status != ComparisonStatus.RUNNING:

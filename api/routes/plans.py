@@ -22,7 +22,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
+from api.deps import IdempotencyKey, PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
 from api.errors import ApiError
 from api.jsonbody import JsonBodyRoute
 from api.schemas import (
@@ -57,15 +57,33 @@ async def create_plan(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> PlanPublic:
     """Validate the request, plan the fleet (shipped + custom catalog entries) and
     store the plan, infeasible ones included (201 with ``status: infeasible`` and
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
-    ``solver`` options, capped by the server's settings."""
+    ``solver`` options, capped by the server's settings. With an `Idempotency-Key`,
+    a retry with the same key and body returns the plan stored the first time
+    (header `Idempotent-Replayed: true`); the same key with another body is 422."""
+    raw = posted if isinstance(posted, dict) else body.model_dump()
+    earlier = await run_heavy(request, plans.replayed_plan, session, raw, idempotency_key)
+    if earlier is not None:
+        response.headers["Location"] = f"/plans/{earlier.id}"
+        response.headers["Idempotent-Replayed"] = "true"
+        return plans.plan_public(earlier)
     created = await run_heavy(
-        request, plans.create_plan, session, posted, body, request.app.state.catalog, settings
+        request,
+        plans.create_plan,
+        session,
+        raw,
+        body,
+        request.app.state.catalog,
+        settings,
+        idempotency_key,
     )
     response.headers["Location"] = f"/plans/{created.record.id}"
+    if created.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
     return created.public
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.db import comparisons as repo
@@ -38,9 +39,10 @@ from api.schemas.comparisons import (
     ComparisonSummary,
     ComparisonVariant,
 )
+from api.services import idempotency
 from api.services.calibrations import resolver
 from api.services.catalog import merged_catalog
-from api.services.errors import NotFound, find_by_uuid
+from api.services.errors import Conflict, NotFound, find_by_uuid
 from api.settings import Settings
 from planner.compare import (
     ComparisonSpec,
@@ -331,11 +333,34 @@ def comparison_report_input(session: Session, record: ComparisonRecord) -> dict[
 
 @dataclass
 class StartedComparison:
-    """A stored comparison (status ``running``), ready for its variants to be solved."""
+    """A stored comparison (status ``running``), ready for its variants to be solved;
+    ``replayed``: the one an earlier request with the same Idempotency-Key stored
+    (already running or finished: not to be run again)."""
 
     id: str
     prepared: PreparedComparison
     catalog: Catalog
+    replayed: bool = False
+
+
+def replayed_comparison(
+    session: Session, raw: Mapping[str, Any], idempotency_key: str | None
+) -> ComparisonRecord | None:
+    """The comparison an earlier ``POST /comparisons`` with this key and body stored
+    (None: there was none); ``KeyReused`` for another body, :class:`Conflict` when
+    it was deleted since."""
+    found = idempotency.earlier(
+        session, idempotency.COMPARISONS, idempotency_key, idempotency.body_hash(raw)
+    )
+    if found is None:
+        return None
+    record = repo.get_comparison(session, found)
+    if record is None:
+        raise Conflict(
+            idempotency.HEADER,
+            f"the comparison this Idempotency-Key created ({found}) was deleted",
+        )
+    return record
 
 
 def start_comparison(
@@ -345,17 +370,28 @@ def start_comparison(
     shipped: Catalog,
     settings: Settings,
     owner: str | None = None,
+    idempotency_key: str | None = None,
 ) -> StartedComparison:
     """Validate every variant against the shipped + custom catalog (calibrations
     resolved database first, then the YAML store), store the comparison as
-    ``running`` (leased to ``owner`` for ``settings.comparison_lease_s``) and
-    commit. A bad variant raises before anything is written."""
+    ``running`` (leased to ``owner`` for ``settings.comparison_lease_s``) with its
+    ``idempotency_key``, and commit. A bad variant raises before anything is
+    written."""
     catalog = merged_catalog(session, shipped)
     prepared = prepare_comparison(raw, spec, catalog, resolver(session, settings.calibration_dir))
     until = utcnow() + timedelta(seconds=settings.comparison_lease_s)
     record = new_comparison_record(prepared, owner, until if owner is not None else None)
-    repo.add_comparison(session, record)
-    session.commit()
+    digest = idempotency.body_hash(raw)
+    try:
+        repo.add_comparison(session, record)
+        idempotency.remember(session, idempotency.COMPARISONS, idempotency_key, digest, record.id)
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same key committed first
+        session.rollback()
+        earlier = replayed_comparison(session, raw, idempotency_key)
+        if earlier is None:
+            raise
+        return StartedComparison(earlier.id, prepared, catalog, replayed=True)
     return StartedComparison(record.id, prepared, catalog)
 
 

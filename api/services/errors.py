@@ -40,6 +40,12 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class KeyReused(ServiceError):
+    """An ``Idempotency-Key`` sent before with another body (HTTP 422)."""
+
+    code = "idempotency_key_reused"
+
+
 class Busy(ServiceError):
     """Too much work is queued to take this request now: retry after
     ``retry_after_s`` seconds (HTTP 429 with Retry-After)."""

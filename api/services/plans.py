@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.db import repository as repo
 from api.db.models import PlanRecord, PlanStatus
 from api.schemas import PlanPublic, PlanSummary
+from api.services import idempotency
 from api.services.calibrations import calibrated, preload_calibration
 from api.services.catalog import merged_catalog
-from api.services.errors import Conflict, find_by_uuid
+from api.services.errors import Conflict, NotFound, find_by_uuid
 from api.settings import Settings
 from catalog.schema import Catalog
 from planner.plan import Plan
@@ -164,10 +166,31 @@ def plan_request(
 class CreatedPlan:
     plan: Plan
     record: PlanRecord
+    replayed: bool = False  # the record an earlier request with the same key made
 
     @property
     def public(self) -> PlanPublic:
         return plan_public(self.record)
+
+
+def _keyed_plan(session: Session, plan_id: str) -> PlanRecord:
+    try:
+        return find_plan(session, plan_id)
+    except NotFound:
+        raise Conflict(
+            idempotency.HEADER, f"the plan this Idempotency-Key created ({plan_id}) was deleted"
+        ) from None
+
+
+def replayed_plan(
+    session: Session, raw: Mapping[str, Any], idempotency_key: str | None
+) -> PlanRecord | None:
+    """The plan an earlier ``POST /plans`` with this key and body stored (None: there
+    was none); :class:`~api.services.idempotency.KeyReused` for another body."""
+    found = idempotency.earlier(
+        session, idempotency.PLANS, idempotency_key, idempotency.body_hash(raw)
+    )
+    return _keyed_plan(session, found) if found is not None else None
 
 
 def create_plan(
@@ -176,15 +199,27 @@ def create_plan(
     request: PlanRequest,
     shipped: Catalog,
     settings: Settings,
+    idempotency_key: str | None = None,
 ) -> CreatedPlan:
     """Plan ``request`` (posted as ``raw``) against the shipped catalog plus the
     database's custom entries, store the plan (infeasible ones too) and commit.
-    Any failure before the commit writes nothing."""
+    Any failure before the commit writes nothing. With ``idempotency_key`` the key
+    is stored with the plan; when a concurrent request with that key committed
+    first, its plan is returned (``replayed``) and this one is not stored."""
     catalog = merged_catalog(session, shipped)
     plan = plan_request(request, catalog, settings, session=session)
     record = build_plan_record(raw, request, plan, solver_caps(settings))
-    repo.add_plan(session, record)
-    session.commit()
+    digest = idempotency.body_hash(raw)
+    try:
+        repo.add_plan(session, record)
+        idempotency.remember(session, idempotency.PLANS, idempotency_key, digest, record.id)
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        found = idempotency.earlier(session, idempotency.PLANS, idempotency_key, digest)
+        if found is None:
+            raise
+        return CreatedPlan(plan, _keyed_plan(session, found), replayed=True)
     return CreatedPlan(plan, record)
 
 
