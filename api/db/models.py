@@ -99,6 +99,9 @@ class PlanRecord(Base):
     variant_name: Mapped[str | None] = mapped_column(String(200))
     # Computed later and cached: {"sensitivity": {...}} (the first report computes it).
     report_extras: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    # Summary columns, so a list reads no document: the request's name, the fleet's GPUs.
+    name: Mapped[str | None] = mapped_column(String(200))
+    gpus_total: Mapped[int | None] = mapped_column(Integer)
 
     def __repr__(self) -> str:
         return f"PlanRecord(id={self.id!r}, status={self.status!r}, model_id={self.model_id!r})"

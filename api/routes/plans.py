@@ -141,9 +141,9 @@ def list_plans(
     responses=error_responses(404),
     summary="Get one stored plan",
 )
-def get_plan(plan_id: str, session: SessionDep) -> PlanPublic:
+def get_plan(plan_id: str, session: SessionDep) -> Response:
     """The stored plan with its request, normalized request, solver options and plan."""
-    return plans.get_plan(session, plan_id)
+    return Response(plans.get_plan_json(session, plan_id), media_type="application/json")
 
 
 @router.delete(

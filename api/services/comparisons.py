@@ -43,6 +43,7 @@ from api.services import idempotency
 from api.services.calibrations import resolver
 from api.services.catalog import merged_catalog
 from api.services.errors import Conflict, NotFound, find_by_uuid
+from api.services.plans import summary_columns
 from api.settings import Settings
 from planner.compare import (
     ComparisonSpec,
@@ -180,12 +181,13 @@ def variant_plan_record(
     request = parse_request(request_doc)
     solver = plan.get("solver") or {}
     status = plan.get("status")
+    normalized = request.model_dump(mode="json")
     return PlanRecord(
         status=PlanStatus(status) if status in set(PlanStatus) else PlanStatus.ERROR,
         model_id=request.model,
         catalog_hash=str(plan.get("catalog_hash") or ""),
         request=_clean(dict(request_doc)),
-        normalized_request=request.model_dump(mode="json"),
+        normalized_request=normalized,
         solver_options={
             "time_limit_s": solver.get("time_limit_s"),
             "rel_gap": solver.get("rel_gap"),
@@ -199,6 +201,7 @@ def variant_plan_record(
         plan=_clean(dict(plan)),
         comparison_id=comparison_id,
         variant_name=variant_name,
+        **summary_columns(request_doc, normalized, plan),
     )
 
 

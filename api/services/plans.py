@@ -55,12 +55,14 @@ def build_plan_record(
     raw: Mapping[str, Any], request: PlanRequest, plan: Plan, caps: SolverLimits
 ) -> PlanRecord:
     """A new (unsaved) record for ``plan``, made from ``request`` (posted as ``raw``)."""
+    doc = plan.to_json_dict()
+    normalized = request.model_dump(mode="json")
     return PlanRecord(
         status=PlanStatus(plan.status.value),
         model_id=request.model,
         catalog_hash=plan.catalog_hash,
         request=dict(raw),
-        normalized_request=request.model_dump(mode="json"),
+        normalized_request=normalized,
         solver_options={
             "time_limit_s": plan.solver.time_limit_s,
             "rel_gap": plan.solver.rel_gap,
@@ -71,24 +73,37 @@ def build_plan_record(
         cost_usd_per_hour=_finite(plan.cost_usd_per_hour),
         gap=_finite(plan.solver.gap),
         runtime_s=_finite(plan.solver.runtime_s),
-        plan=plan.to_json_dict(),
+        plan=doc,
+        **summary_columns(raw, normalized, doc),
     )
 
 
+def summary_columns(
+    request: Mapping[str, Any] | None,
+    normalized: Mapping[str, Any] | None,
+    plan: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The plan's ``name`` and ``gpus_total`` columns, from its documents (stored
+    beside them so a list reads no document)."""
+    name = (normalized or {}).get("name") or (request or {}).get("name")
+    gpus = (plan or {}).get("gpus_total")
+    return {
+        "name": name[:200] if isinstance(name, str) else None,
+        "gpus_total": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+    }
+
+
 def _summary_fields(record: PlanRecord) -> dict[str, Any]:
-    plan = record.plan or {}
-    name = (record.normalized_request or {}).get("name") or (record.request or {}).get("name")
-    gpus_total = plan.get("gpus_total")
     return {
         "id": record.id,
         "created_at": record.created_at,
         "status": record.status,
         "model": record.model_id,
-        "name": name if isinstance(name, str) else None,
+        "name": record.name,
         "catalog_hash": record.catalog_hash,
         "objective": _finite(record.objective),
         "cost_usd_per_hour": _finite(record.cost_usd_per_hour),
-        "gpus_total": gpus_total if isinstance(gpus_total, int) else None,
+        "gpus_total": record.gpus_total,
         "gap": _finite(record.gap),
         "runtime_s": _finite(record.runtime_s),
     }
@@ -233,6 +248,21 @@ def find_plan(session: Session, plan_id: str) -> PlanRecord:
 
 def get_plan(session: Session, plan_id: str) -> PlanPublic:
     return plan_public(find_plan(session, plan_id))
+
+
+def get_plan_json(session: Session, plan_id: str) -> bytes:
+    """``PlanPublic`` of the stored plan as JSON bytes, its documents copied as
+    stored rather than parsed and serialized again (``GET /plans/{id}`` at speed;
+    the same object as :func:`get_plan`). :class:`NotFound` as :func:`find_plan`."""
+    found = find_by_uuid(lambda i: repo.get_plan_text(session, i), plan_id, "plan")
+    record, texts = found
+    head = PlanSummary(**_summary_fields(record)).model_dump_json()
+    parts = [head[:-1]]
+    for name in repo.PLAN_DOCUMENTS:
+        text = texts[name]
+        parts.append(f',"{name}":{text if text is not None else "null"}')
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 @dataclass
