@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, func, or_, select
+from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, func, or_, select
 from sqlalchemy.orm import Session, load_only
 
 from api.db.models import CatalogEntryRecord, PlanRecord, PlanStatus
@@ -96,20 +96,17 @@ PLAN_SUMMARY_COLUMNS = (
 PLAN_DOCUMENTS = ("request", "normalized_request", "solver_options", "plan")
 
 
-def get_plan_text(session: Session, plan_id: str) -> tuple[PlanRecord, dict[str, str]] | None:
-    """The plan's summary columns and its documents as stored JSON text (never
-    parsed: ``GET /plans/{id}`` sends them as they are), or None."""
-    texts = [cast(getattr(PlanRecord, name), Text).label(name) for name in PLAN_DOCUMENTS]
-    stmt = (
-        select(PlanRecord, *texts)
-        .options(load_only(*PLAN_SUMMARY_COLUMNS))
-        .where(PlanRecord.id == plan_id)
-        .execution_options(populate_existing=True)
-    )
-    row = session.execute(stmt).one_or_none()
-    if row is None:
-        return None
-    return row[0], {name: getattr(row, name) for name in PLAN_DOCUMENTS}
+_PLAN_TEXT = select(
+    *PLAN_SUMMARY_COLUMNS,
+    *(cast(getattr(PlanRecord, name), Text).label(f"{name}_text") for name in PLAN_DOCUMENTS),
+).where(PlanRecord.id == bindparam("plan_id"))
+
+
+def get_plan_text(session: Session, plan_id: str) -> Any:
+    """The plan's summary columns (by attribute name) and its documents as the JSON
+    text stored (``<document>_text``: never parsed, ``GET /plans/{id}`` sends them as
+    they are), or None. One prepared statement (cached compilation)."""
+    return session.execute(_PLAN_TEXT, {"plan_id": plan_id}).one_or_none()
 
 
 def list_plans(

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import IdempotencyKey, PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
 from api.errors import ApiError
@@ -141,9 +142,11 @@ def list_plans(
     responses=error_responses(404),
     summary="Get one stored plan",
 )
-def get_plan(plan_id: str, session: SessionDep) -> Response:
+async def get_plan(plan_id: str, request: Request) -> Response:
     """The stored plan with its request, normalized request, solver options and plan."""
-    return Response(plans.get_plan_json(session, plan_id), media_type="application/json")
+    # one hop to the read threadpool (its own session), the documents as stored
+    body = await run_in_threadpool(plans.read_plan_json, request.app.state.sessionmaker, plan_id)
+    return Response(body, media_type="application/json")
 
 
 @router.delete(

@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -93,7 +93,8 @@ def summary_columns(
     }
 
 
-def _summary_fields(record: PlanRecord) -> dict[str, Any]:
+def _summary_fields(record: Any) -> dict[str, Any]:
+    """The summary of a ``PlanRecord``, or of a row with its summary columns."""
     return {
         "id": record.id,
         "created_at": record.created_at,
@@ -250,16 +251,21 @@ def get_plan(session: Session, plan_id: str) -> PlanPublic:
     return plan_public(find_plan(session, plan_id))
 
 
+def read_plan_json(sessions: Callable[[], Session], plan_id: str) -> bytes:
+    """:func:`get_plan_json` in a session of its own (one call, one thread hop)."""
+    with sessions() as session:
+        return get_plan_json(session, plan_id)
+
+
 def get_plan_json(session: Session, plan_id: str) -> bytes:
     """``PlanPublic`` of the stored plan as JSON bytes, its documents copied as
     stored rather than parsed and serialized again (``GET /plans/{id}`` at speed;
     the same object as :func:`get_plan`). :class:`NotFound` as :func:`find_plan`."""
-    found = find_by_uuid(lambda i: repo.get_plan_text(session, i), plan_id, "plan")
-    record, texts = found
-    head = PlanSummary(**_summary_fields(record)).model_dump_json()
+    row = find_by_uuid(lambda i: repo.get_plan_text(session, i), plan_id, "plan")
+    head = PlanSummary(**_summary_fields(row)).model_dump_json()
     parts = [head[:-1]]
     for name in repo.PLAN_DOCUMENTS:
-        text = texts[name]
+        text = getattr(row, f"{name}_text")
         parts.append(f',"{name}":{text if text is not None else "null"}')
     parts.append("}")
     return "".join(parts).encode()
