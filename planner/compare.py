@@ -156,7 +156,7 @@ def apply_variant(base: dict[str, Any], v: VariantSpec, field: str) -> dict[str,
     if v.mix is not None:
         doc = apply_mix(doc, v.mix, f"{field}.mix")
     if v.rate_scale is not None:
-        doc = scale_rate(doc, v.rate_scale)
+        doc = scale_rate(doc, v.rate_scale, f"{field}.rate_scale")
     return doc
 
 

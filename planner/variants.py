@@ -40,8 +40,15 @@ def apply_mix(request: Mapping[str, Any], mix: Mapping[str, float], field: str) 
     return out
 
 
-def scale_rate(request: Mapping[str, Any], factor: float) -> dict[str, Any]:
-    """The request with its total rate multiplied by ``factor``."""
+def scale_rate(
+    request: Mapping[str, Any], factor: float, field: str = "rate_scale"
+) -> dict[str, Any]:
+    """The request with its total rate multiplied by ``factor``; a ``PlanningError``
+    naming ``field`` when the request has no numeric ``traffic.rate_rps`` to scale."""
     out = copy.deepcopy(dict(request))
-    out["traffic"]["rate_rps"] = out["traffic"]["rate_rps"] * factor
+    traffic = out.get("traffic")
+    rate = traffic.get("rate_rps") if isinstance(traffic, dict) else None
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        raise PlanningError.for_field(field, "needs a request with a numeric traffic.rate_rps")
+    traffic["rate_rps"] = rate * factor  # type: ignore[index]
     return out

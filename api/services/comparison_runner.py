@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import comparisons as repo
@@ -163,7 +163,11 @@ def run_comparison(
     def on_result(k: int, result: dict[str, Any]) -> None:
         i = todo[k]
         with sessions() as session:
-            outcome = store_variant(session, comparison_id, variants[i], result, caps)
+            try:
+                outcome = store_variant(session, comparison_id, variants[i], result, caps)
+            except IntegrityError:  # the comparison was deleted meanwhile
+                session.rollback()
+                raise ComparisonStopped(interrupted=False) from None
             results[i] = outcome
             if not repo.record_result(session, comparison_id, owner, results, utcnow()):
                 session.rollback()
@@ -193,8 +197,8 @@ def run_comparison(
         if err.interrupted:
             _release(sessions, [comparison_id], owner)
         return None
-    except KeyboardInterrupt:
-        _release(sessions, [comparison_id], owner)
+    except KeyboardInterrupt:  # the user stopped it (fleetplan compare --save): not resumed
+        _fail(sessions, comparison_id, "interrupted (Ctrl-C)", owner)
         raise
     except Exception as err:
         log.exception("comparison %s failed while solving", comparison_id)
