@@ -17,13 +17,21 @@ in count and duration, loopback only:
 Prints one table: requests, errors, p50/p99/max latency (ms) and throughput
 (requests/s). With few requests, p99 is close to the maximum.
 
-Measured on the 2-core development machine, shared (load average 8-11), with
+Measured on the 2-core development machine, shared (load average 7-11), with
 ``--plans 8``, 2 workers, 16 clients (issue 14; the 80/20 plans' documents and
-the small ones mixed): ``GET /plans/{id}`` p50 48 ms, p99 81 ms, 310 req/s before
-(documents parsed and re-serialized, h11 and asyncio); p50 8.4 ms, p99 49 ms,
-1,386 req/s after (documents sent as stored, one thread hop, httptools and
-uvloop). ``GET /plans?limit=50``: p99 474 -> 188 ms, 104 -> 406 req/s (summary
-columns only).
+the small ones mixed), req/s and p99:
+
+=====================================  ==================  ==================
+                                       ``GET /plans/{id}``  ``GET /plans?limit=50``
+=====================================  ==================  ==================
+before (h11, asyncio)                  310, 81 ms          104, 474 ms
+before, with httptools and uvloop      1,225, 33 ms        124, 429 ms
+after (documents sent as stored, one   1,332-1,386,        406-630,
+thread hop; summary columns; both)     39-49 ms            135-188 ms
+=====================================  ==================  ==================
+
+The C HTTP parser and event loop make most of the single-plan figure; reading
+summary columns only, the list's.
 """
 
 from __future__ import annotations
