@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import secrets
-from collections.abc import Iterator
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
@@ -12,6 +15,17 @@ from sqlalchemy.orm import Session
 from api.errors import ApiError
 from api.settings import Settings
 from catalog.schema import Catalog
+
+T = TypeVar("T")
+
+
+async def run_heavy(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run CPU-heavy ``fn`` (planning, a report, a simulation) on the app's work
+    threads (``FLEETPLAN_WORK_THREADS``): never on the event loop, and never in the
+    threadpool that serves reads and ``/health``, so those keep answering."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await loop.run_in_executor(request.app.state.heavy, call)
 
 
 def get_settings(request: Request) -> Settings:
@@ -76,3 +90,17 @@ async def posted_json(request: Request) -> Any:
 
 PostedJson = Annotated[Any, Depends(posted_json)]
 """The raw JSON body, stored beside the typed one (``POST /plans``, ``/comparisons``)."""
+
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[!-~]+$",
+        description="Any printable ASCII string (no spaces, at most 200): a retry with the "
+        "same key and body returns what the first request created.",
+    ),
+]
+"""The ``Idempotency-Key`` header of ``POST /plans`` and ``POST /comparisons``."""

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.services.errors import Conflict, NotFound, ServiceError, error_reference
+from api.services.errors import Busy, Conflict, KeyReused, NotFound, ServiceError, error_reference
 from catalog.loader import CatalogError
 from planner.errors import PlanningError, UnknownEntryError
 from planner.request import PlanRequest
@@ -200,13 +200,21 @@ async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
 
 
 #: HTTP status of each service error (anything else a service raises is a 500).
-SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409}
+SERVICE_STATUS: dict[type[ServiceError], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    Busy: 429,
+    KeyReused: UNPROCESSABLE,
+}
 
 
 async def _service_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     status = next((v for k, v in SERVICE_STATUS.items() if isinstance(exc, k)), 500)
-    return error_response(status, exc.code, exc.detail, exc.issues)
+    response = error_response(status, exc.code, exc.detail, exc.issues)
+    if isinstance(exc, Busy):
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:

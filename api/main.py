@@ -9,7 +9,9 @@ when the app shuts down.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -30,6 +32,7 @@ from api.routes import reports as reports_routes
 from api.routes.docs import install_docs
 from api.schemas import error_responses
 from api.services.comparison_runner import ComparisonRunner
+from api.services.plans import solver_caps
 from api.settings import Settings
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
@@ -49,16 +52,22 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     engine = make_engine(settings.database_url)
 
     sessions = make_sessionmaker(engine)
-    comparisons = ComparisonRunner(
-        sessions, workers=settings.compare_workers, verify_default=settings.verify_default
+    comparisons = ComparisonRunner(sessions, catalog, settings, solver_caps(settings))
+    # CPU-heavy requests (planning, reports, simulations) run here, not in the
+    # threadpool that serves reads, nor on the event loop (api.deps.run_heavy).
+    heavy = ThreadPoolExecutor(
+        max_workers=settings.work_threads or max(4, os.cpu_count() or 1),
+        thread_name_prefix="fleetplan-work",
     )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        comparisons.start()  # resumes comparisons whose service died
         try:
             yield
         finally:
-            comparisons.shutdown()  # running/queued comparisons are marked interrupted
+            comparisons.shutdown()  # running/queued ones: leases released, resumed later
+            heavy.shutdown(wait=False, cancel_futures=True)
             engine.dispose()
 
     app = App(
@@ -77,6 +86,7 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.state.engine = engine
     app.state.sessionmaker = sessions
     app.state.comparisons = comparisons
+    app.state.heavy = heavy
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
@@ -91,3 +101,14 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(deployments_routes.router)
     install_docs(app)
     return app
+
+
+def create_worker_app() -> FastAPI:
+    """The app of one of ``fleetplan serve --workers N``'s processes (a uvicorn
+    factory): it stops when the supervising process dies, even killed outright."""
+    import signal
+
+    from planner.lifetime import die_with_parent
+
+    die_with_parent(os.getppid(), signal.SIGTERM)
+    return create_app()

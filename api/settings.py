@@ -10,6 +10,17 @@
 ``FLEETPLAN_MAX_BODY_BYTES``     largest request body accepted (413 beyond)
 ``FLEETPLAN_COMPARE_WORKERS``    processes solving a comparison's variants (default: one
                                  per core; 1 solves them in the server's own process)
+``FLEETPLAN_WORKERS``            service processes behind the port (``fleetplan serve``, ``make
+                                 run``; default 1)
+``FLEETPLAN_WORK_THREADS``       threads per service process for CPU-heavy requests (planning,
+                                 reports, simulations; default max(4, cores)): reads and
+                                 ``/health`` never wait behind them
+``FLEETPLAN_MAX_COMPARISONS``    comparisons queued or running per service process (default 4);
+                                 ``POST /comparisons`` beyond it is 429 with Retry-After
+``FLEETPLAN_COMPARISON_LEASE_S`` a running comparison's lease (default 30 s), renewed every
+                                 third of it; one whose lease expired (its service died) is
+                                 resumed by another, or failed after
+``FLEETPLAN_COMPARISON_ATTEMPTS`` attempts (default 3)
 ``FLEETPLAN_CALIBRATION_DIR``    the YAML store of named calibrations (``./calibrations``)
 ``FLEETPLAN_VERIFY_DEFAULT``     ``off``: plans are not simulated unless their request
                                  sets ``verify.enabled``
@@ -41,6 +52,16 @@ class Settings(BaseSettings):
     compare_workers: int | None = Field(
         default=None, ge=1, le=256, description="Processes per comparison (default: cores)."
     )
+
+    workers: int = Field(default=1, ge=1, le=64, description="Service processes (serve).")
+    work_threads: int | None = Field(
+        default=None, ge=1, le=256, description="Threads for CPU-heavy requests per process."
+    )
+    max_comparisons: int = Field(
+        default=4, ge=1, le=10_000, description="Comparisons queued or running per process."
+    )
+    comparison_lease_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    comparison_attempts: int = Field(default=3, ge=1, le=100)
 
     calibration_dir: str = Field(default=DEFAULT_CALIBRATION_DIR, min_length=1)
     verify_default: bool = Field(

@@ -1,13 +1,13 @@
 """API load: latency and throughput of the planning service under concurrency.
 
 Run: ``.venv/bin/python bench/api_load.py`` (or ``make bench``). Options:
-``--concurrency N`` (8), ``--duration S`` (per read scenario, 15),
-``--plans N`` (80/20 plans posted, 16).
+``--concurrency N`` (16), ``--workers W`` (service processes, 2), ``--duration S``
+(per read scenario, 15), ``--plans N`` (80/20 plans posted, 16).
 
-Starts ``uvicorn --factory api.main:create_app`` on 127.0.0.1 (a free port, one
-worker process) with a temporary SQLite database built by the migrations, then
-runs each scenario with N concurrent clients (threads, one HTTP connection each),
-bounded in count and duration, loopback only:
+Starts ``uvicorn --factory api.main:create_app --workers W`` on 127.0.0.1 (a free
+port) with a temporary SQLite database built by the migrations, then runs each
+scenario with N concurrent clients (threads, one HTTP connection each), bounded
+in count and duration, loopback only:
 
 1. ``POST /plans`` with the 80/20 example (seconds of CPU per plan);
 2. ``POST /plans`` with a small request (one 8B model, two GPU types);
@@ -16,6 +16,22 @@ bounded in count and duration, loopback only:
 
 Prints one table: requests, errors, p50/p99/max latency (ms) and throughput
 (requests/s). With few requests, p99 is close to the maximum.
+
+Measured on the 2-core development machine, shared (load average 7-11), with
+``--plans 8``, 2 workers, 16 clients (issue 14; the 80/20 plans' documents and
+the small ones mixed), req/s and p99:
+
+=====================================  ==================  ==================
+                                       ``GET /plans/{id}``  ``GET /plans?limit=50``
+=====================================  ==================  ==================
+before (h11, asyncio)                  310, 81 ms          104, 474 ms
+before, with httptools and uvloop      1,225, 33 ms        124, 429 ms
+after (documents sent as stored, one   1,332-1,386,        406-630,
+thread hop; summary columns; both)     39-49 ms            135-188 ms
+=====================================  ==================  ==================
+
+The C HTTP parser and event loop make most of the single-plan figure; reading
+summary columns only, the list's.
 """
 
 from __future__ import annotations
@@ -55,7 +71,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(database_url: str, port: int) -> subprocess.Popen:
+def start_server(database_url: str, port: int, workers: int = 1) -> subprocess.Popen:
     env = {**os.environ, "FLEETPLAN_DATABASE_URL": database_url}
     env.pop("FLEETPLAN_API_KEY", None)
     cmd = [
@@ -68,6 +84,8 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
         "127.0.0.1",
         "--port",
         str(port),
+        "--workers",
+        str(workers),
         "--log-level",
         "warning",
         "--no-access-log",
@@ -185,7 +203,8 @@ def render(results: list[Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2, help="service processes")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per read scenario")
     parser.add_argument("--plans", type=int, default=16, help="80/20 plans to post")
     args = parser.parse_args(argv)
@@ -195,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         upgrade(url)
         port = free_port()
-        server = start_server(url, port)
+        server = start_server(url, port, args.workers)
         base = f"http://127.0.0.1:{port}"
         try:
             c = args.concurrency
@@ -248,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
     cpus = os.cpu_count()
-    print(f"fleetplan API load, uvicorn (1 process) on 127.0.0.1, SQLite, {cpus} CPUs")
+    load = os.getloadavg()[0]
+    print(
+        f"fleetplan API load, uvicorn ({args.workers} worker processes) on 127.0.0.1, SQLite, "
+        f"{cpus} CPUs (load average {load:.1f} at the end)"
+    )
     print(render(results))
     bad = {r.name: r.statuses for r in results if r.errors}
     if bad:

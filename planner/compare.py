@@ -36,6 +36,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from catalog.schema import Catalog
 from planner.errors import PlanningError
+from planner.lifetime import die_with_parent
 from planner.plan import Plan
 from planner.request import MAX_CLASSES, CatalogRef, Label, PlanName
 from planner.variants import apply_mix, check_shape, deep_merge, scale_rate, traffic_of
@@ -284,6 +285,7 @@ def run_variants(
     progress: Callable[[int, int], None] | None = None,
     calibrations: Mapping[str, Any] | None = None,
     verify_default: bool | None = None,
+    on_result: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan every variant, in parallel processes (one per core by default).
 
@@ -296,6 +298,11 @@ def run_variants(
     names to ``planner.calibration.Calibration`` objects the requests may name (others
     come from the YAML store). ``verify_default``: whether a variant whose request does
     not say is verified (the caller's setting; ``make_plan(..., verify_default=)``).
+    ``on_result(index, result)`` is called with each variant's result as it finishes,
+    before ``progress`` (a caller stores it there; an exception stops the run too).
+
+    The pool's processes die with this one (:func:`planner.lifetime.die_with_parent`):
+    a caller killed outright leaves no solver process behind.
     """
     from catalog.loader import load_catalog
 
@@ -312,15 +319,25 @@ def run_variants(
     if workers <= 1 or total <= 1:
         for i, a in enumerate(args):
             results[i] = _plan_one(a)
+            if on_result:
+                on_result(i, results[i])  # type: ignore[arg-type]
             if progress:
                 progress(i + 1, total)
         return results  # type: ignore[return-value]
     ctx = _mp_context()
-    with cf.ProcessPoolExecutor(max_workers=min(workers, total), mp_context=ctx) as pool:
+    with cf.ProcessPoolExecutor(
+        max_workers=min(workers, total),
+        mp_context=ctx,
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         futures = {pool.submit(_plan_one, a): i for i, a in enumerate(args)}
         try:
             for done, fut in enumerate(cf.as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
+                index = futures[fut]
+                results[index] = fut.result()
+                if on_result:
+                    on_result(index, results[index])  # type: ignore[arg-type]
                 if progress:
                     progress(done, total)
         except BaseException:  # cancelled (or Ctrl-C): wait only for the running ones

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -56,7 +57,7 @@ def wait_until_finished(client, comparison_id: str, timeout_s: float = 60) -> di
 
 class Gate:
     """Wraps ``planner.compare.run_variants`` so a run stops after ``after`` variants
-    until released (or fails there with ``error``)."""
+    have been stored until released (or fails there with ``error``)."""
 
     def __init__(self, after: int, error: Exception | None = None):
         self.after = after
@@ -65,16 +66,18 @@ class Gate:
         self.release = threading.Event()
         self.real = planner_compare.run_variants
 
-    def __call__(self, variants, catalog=None, caps=None, *, progress=None, **kwargs):
-        def gated(done: int, total: int) -> None:
-            progress(done, total)
-            if done == self.after:
+    def __call__(self, variants, catalog=None, caps=None, *, on_result=None, **kwargs):
+        count = itertools.count(1)
+
+        def gated(index: int, result: dict) -> None:
+            on_result(index, result)
+            if next(count) == self.after:
                 self.reached.set()
                 if self.error is not None:
                     raise self.error
                 assert self.release.wait(30)
 
-        return self.real(variants, catalog, caps, progress=gated, **kwargs)
+        return self.real(variants, catalog, caps, on_result=gated, **kwargs)
 
 
 # --------------------------------------------------------------------------- create and read
@@ -159,12 +162,14 @@ def test_posted_without_wait_runs_in_the_background_with_visible_progress(
     running = client.get(body["location"]).json()
     assert (running["status"], running["done"], running["total"]) == ("running", 2, 7)
     assert running["table"] is None and running["finished_at"] is None
-    assert {v["status"] for v in running["variants"]} == {"pending"}
-    assert all(v["plan_id"] is None for v in running["variants"])
+    statuses = [v["status"] for v in running["variants"]]
+    assert sorted(statuses) == ["pending"] * 5 + ["planned"] * 2
+    planned = [v for v in running["variants"] if v["status"] == "planned"]
+    assert all(v["plan_id"] for v in planned)
     listed = client.get("/comparisons").json()["items"]
     assert [(i["id"], i["status"], i["done"]) for i in listed] == [(body["id"], "running", 2)]
     assert_error(client.get(f"{body['location']}/report"), 409, "conflict")
-    assert count_plans(db_url) == 0  # plans are stored with the table, at the end
+    assert count_plans(db_url) == 2  # each variant's plan is stored as it finishes
 
     gate.release.set()
     done = wait_until_finished(client, body["id"])
@@ -276,8 +281,9 @@ def test_a_failure_mid_run_marks_the_comparison_failed_with_the_reason(client, d
     assert body["status"] == "failed"
     assert "solver exploded" in body["error"]
     assert body["done"] == 1 and body["table"] is None and body["finished_at"]
-    assert {v["status"] for v in body["variants"]} == {"not run"}
-    assert count_plans(db_url) == 0
+    statuses = [v["status"] for v in body["variants"]]
+    assert sorted(statuses) == ["not run"] * 6 + ["planned"]
+    assert count_plans(db_url) == 1  # the variant solved before: deleted with the comparison
     err = assert_error(client.get(f"/comparisons/{body['id']}/report"), 409, "conflict")
     assert "solver exploded" in err["detail"]
 
@@ -351,7 +357,11 @@ def test_writes_need_the_api_key_when_one_is_set(db_url):
         assert_error(c.delete(f"/comparisons/{ok.json()['id']}"), 401)
 
 
-def test_stopping_the_service_marks_running_and_queued_comparisons_interrupted(db_url, monkeypatch):
+def test_stopping_the_service_lets_the_next_one_resume_running_and_queued_comparisons(
+    db_url, monkeypatch
+):
+    """A clean stop releases the leases: the next service resumes both comparisons,
+    and the variant stored before the stop is not solved again."""
     gate = Gate(after=1)
     monkeypatch.setattr(planner_compare, "run_variants", gate)
     with api_client(db_url, compare_workers=1) as c:
@@ -360,11 +370,19 @@ def test_stopping_the_service_marks_running_and_queued_comparisons_interrupted(d
         assert gate.reached.wait(30)
         threading.Timer(0.3, gate.release.set).start()  # once shutdown has begun
     with api_client(db_url) as c:
+        stopped = c.get(f"/comparisons/{first}").json()
+        assert stopped["done"] >= 1
+        kept = {v["name"]: v["plan_id"] for v in stopped["variants"] if v["plan_id"]}
+        assert kept
         for ident in (first, queued):
-            body = c.get(f"/comparisons/{ident}").json()
-            assert body["status"] == "failed", body
-            assert body["error"].startswith("interrupted")
-    assert count_plans(db_url) == 0
+            body = wait_until_finished(c, ident)
+            assert body["status"] == "done", body
+            assert body["done"] == body["total"] == len(NAMES)
+        after = c.get(f"/comparisons/{first}").json()
+        for v in after["variants"]:
+            if v["name"] in kept:
+                assert v["plan_id"] == kept[v["name"]]
+    assert count_plans(db_url) == 2 * len(NAMES)
 
 
 def test_json_body_rules_apply(client, db_url):

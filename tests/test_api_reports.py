@@ -6,12 +6,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
+import time
+from datetime import timedelta
 
 import pytest
 from api_support import api_client, assert_error
 from compare_support import BASE, NAMES, SPEC
 from openpyxl import load_workbook
 
+from api.db.base import utcnow
+from api.db.jobs import claim_job, release_job
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
 from api.db.session import make_engine, make_sessionmaker
 from api.services import reports as report_records
@@ -105,12 +110,91 @@ def test_sensitivity_is_computed_once_and_stored(client, db_url, sensitivity_cal
     assert sensitivity_calls == []
     first = client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"]
     assert len(sensitivity_calls) == 1
-    assert stored_plan(db_url, pid).report_extras == {"sensitivity": first}
+    catalog_hash = client.get(f"/plans/{pid}").json()["catalog_hash"]
+    assert stored_plan(db_url, pid).report_extras == {
+        "sensitivity": first,
+        "sensitivity_catalog_hash": catalog_hash,
+    }
     second = client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"]
     assert second == first and len(sensitivity_calls) == 1
     base = client.get(f"/plans/{pid}").json()["cost_usd_per_hour"]
     x2 = next(r for r in first["rows"] if r["name"] == "traffic ×2")
     assert x2["delta_pct"] == pytest.approx(100 * (x2["cost_usd_per_hour"] - base) / base)
+
+
+def test_concurrent_reports_compute_the_sensitivity_once(client, monkeypatch):
+    """Finding 6: five concurrent reports of one plan each re-planned it."""
+    calls = []
+    real = report_records.sensitivity
+
+    def slow_counting(*args, **kwargs):
+        calls.append(args[0])
+        time.sleep(1.0)  # the other requests arrive meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(report_records, "sensitivity", slow_counting)
+    pid = client.post("/plans", json=BASE).json()["id"]
+    answers: list[dict] = []
+
+    def report() -> None:
+        answers.append(client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"])
+
+    threads = [threading.Thread(target=report) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(calls) == 1
+    assert len(answers) == 5 and all(a == answers[0] and a["rows"] for a in answers)
+
+
+def test_another_process_computing_it_is_waited_for(client, db_url, sensitivity_calls):
+    """A job lease held by another service process: the report waits for the
+    result that process stores, and computes nothing itself."""
+    plan = client.post("/plans", json=BASE).json()
+    key = f"sensitivity:{plan['id']}:{plan['catalog_hash']}"
+    engine = make_engine(db_url)
+    sessions = make_sessionmaker(engine)
+    try:
+        with sessions() as session:
+            until = utcnow() + timedelta(seconds=60)
+            assert claim_job(session, key, "another process", utcnow(), until)
+            session.commit()
+        answer: list[dict] = []
+        reader = threading.Thread(
+            target=lambda: answer.append(
+                client.get(f"/plans/{plan['id']}/report?format=json").json()
+            )
+        )
+        reader.start()
+        time.sleep(0.3)
+        theirs = {"base_cost_usd_per_hour": 1.0, "rows": [], "note": "computed elsewhere"}
+        with sessions() as session:
+            record = session.get(PlanRecord, plan["id"])
+            assert record is not None
+            record.report_extras = {
+                "sensitivity": theirs,
+                "sensitivity_catalog_hash": plan["catalog_hash"],
+            }
+            release_job(session, key, "another process")
+            session.commit()
+        reader.join(60)
+    finally:
+        engine.dispose()
+    assert answer and answer[0]["sensitivity"] == theirs
+    assert sensitivity_calls == []
+
+
+def test_a_new_catalog_recomputes_the_sensitivity(client, sensitivity_calls):
+    pid = client.post("/plans", json=BASE).json()["id"]
+    client.get(f"/plans/{pid}/report?format=json")
+    gpu = client.get("/catalog/gpus/l40s").json()
+    del gpu["source"]
+    gpu.update(id="our-l40s", name="L40S, our contract")
+    assert client.post("/catalog/gpus", json=gpu).status_code == 201
+    client.get(f"/plans/{pid}/report?format=json")
+    client.get(f"/plans/{pid}/report?format=json")
+    assert len(sensitivity_calls) == 2  # once per catalog
 
 
 def test_sensitivity_false_skips_the_computation(client, db_url, sensitivity_calls):

@@ -18,7 +18,14 @@ from api.db.migrate import (
 )
 from api.db.session import make_engine
 
-APP_TABLES = {"plans", "catalog_entries", "calibrations", "comparisons"}
+APP_TABLES = {
+    "plans",
+    "catalog_entries",
+    "calibrations",
+    "comparisons",
+    "job_leases",
+    "idempotency_keys",
+}
 
 
 def table_names(url: str) -> set[str]:
@@ -107,3 +114,32 @@ def test_sqlite_uses_wal_and_foreign_keys(migrated_sqlite_url):
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         engine.dispose()
+
+
+def test_the_summary_columns_are_backfilled(empty_db_url):
+    """0007 adds ``plans.name`` and ``plans.gpus_total`` and fills them from the
+    documents of plans stored before it."""
+    from sqlalchemy import text
+
+    upgrade(empty_db_url, "0006")
+    engine = make_engine(empty_db_url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            for ident, request, plan in [
+                ("a", '{"name": "chat fleet"}', '{"gpus_total": 12}'),
+                ("b", "{}", "null"),
+            ]:
+                conn.execute(
+                    text(
+                        "INSERT INTO plans (id, status, model_id, catalog_hash, request, "
+                        "normalized_request, solver_options, plan) VALUES (:id, 'optimal', "
+                        "'m', 'h', :request, :request, '{}', :plan)"
+                    ),
+                    {"id": ident, "request": request, "plan": plan},
+                )
+        upgrade(empty_db_url)
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, name, gpus_total FROM plans ORDER BY id")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in rows] == [("a", "chat fleet", 12), ("b", None, None)]

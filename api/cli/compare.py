@@ -53,7 +53,7 @@ from api.schemas.comparisons import ComparisonPublic
 from api.services import comparisons, reports
 from api.services.calibrations import resolver
 from api.services.catalog import shipped_catalog
-from api.services.comparison_runner import run_comparison
+from api.services.comparison_runner import new_owner_id, run_comparison
 from api.services.database import sessions_like
 from api.services.errors import NotFound
 from api.services.plans import solver_caps
@@ -227,7 +227,10 @@ def _compare_save(
     workers: int | None,
 ) -> int:
     with database_session(settings) as session:
-        started = comparisons.start_comparison(session, data, spec, shipped_catalog(), settings)
+        owner = new_owner_id()
+        started = comparisons.start_comparison(
+            session, data, spec, shipped_catalog(), settings, owner
+        )
         prepared = started.prepared
         bar = ProgressBar(f"comparing {len(prepared.variants)} variants")
         try:
@@ -238,6 +241,8 @@ def _compare_save(
                     prepared.variants,
                     started.catalog,
                     solver_caps(settings),
+                    owner=owner,
+                    lease_s=settings.comparison_lease_s,
                     workers=workers,
                     calibrations=prepared.calibrations,
                     verify_default=settings.verify_default,

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from api.cli.common import EXIT_OK, Subparsers, load_settings
+from api.cli.common import EXIT_OK, CliError, Subparsers, load_settings
 from api.services import database
 
 # --------------------------------------------------------------------------- serve
@@ -19,16 +19,40 @@ def register_serve(sub: Subparsers) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="service processes behind the port (default FLEETPLAN_WORKERS, or 1)",
+    )
     p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """One process, or ``--workers N`` processes sharing the port (uvicorn's
+    supervisor; each makes its own app and dies with the supervisor). Every
+    process serves every route: comparisons are leased in the database, so any
+    of them may run, resume or report one."""
     import uvicorn
 
     from api.main import create_app
 
-    app = create_app(load_settings())  # a bad catalog or setting fails here, in one line
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    settings = load_settings()
+    workers = args.workers if args.workers is not None else settings.workers
+    if not 1 <= workers <= 64:
+        raise CliError("--workers", f"must be between 1 and 64, not {workers}")
+    app = create_app(settings)  # a bad catalog or setting fails here, in one line
+    if workers == 1:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    else:
+        uvicorn.run(
+            "api.main:create_worker_app",
+            factory=True,
+            workers=workers,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+        )
     return EXIT_OK
 
 

@@ -99,6 +99,9 @@ class PlanRecord(Base):
     variant_name: Mapped[str | None] = mapped_column(String(200))
     # Computed later and cached: {"sensitivity": {...}} (the first report computes it).
     report_extras: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    # Summary columns, so a list reads no document: the request's name, the fleet's GPUs.
+    name: Mapped[str | None] = mapped_column(String(200))
+    gpus_total: Mapped[int | None] = mapped_column(Integer)
 
     def __repr__(self) -> str:
         return f"PlanRecord(id={self.id!r}, status={self.status!r}, model_id={self.model_id!r})"
@@ -172,6 +175,50 @@ class ComparisonRecord(Base):
     total: Mapped[int] = mapped_column(Integer)
     table: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     error: Mapped[str | None] = mapped_column(Text())
+    # A durable job: each variant's outcome is stored as it finishes (a planned one as
+    # a plan row; ``results[i]`` is {"ok": true, "plan_id"} or the error), so a resumed
+    # run skips them. The service running it holds a lease, renewed by a heartbeat;
+    # once it has expired, another service may claim the comparison (``attempts``).
+    results: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON(none_as_null=True))
+    owner: Mapped[str | None] = mapped_column(String(120))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     def __repr__(self) -> str:
         return f"ComparisonRecord(id={self.id!r}, status={self.status!r}, name={self.name!r})"
+
+
+class JobLeaseRecord(Base):
+    """Who computes a shared, expensive result right now (a plan report's sensitivity
+    table): one row per job key, held by ``owner`` until ``expires_at`` (renewed while
+    it works). Other service processes wait for the result instead of computing it
+    again; an expired lease (its holder died) may be taken over."""
+
+    __tablename__ = "job_leases"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(120))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+    def __repr__(self) -> str:
+        return f"JobLeaseRecord(key={self.key!r}, owner={self.owner!r})"
+
+
+class IdempotencyKeyRecord(Base):
+    """An ``Idempotency-Key`` a client sent with a POST: the body's hash and what the
+    request created, so a retry (the answer was lost) gets the same resource back
+    instead of a second one."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)  # "plans", ...
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    resource_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+
+    def __repr__(self) -> str:
+        return f"IdempotencyKeyRecord(scope={self.scope!r}, key={self.key!r})"

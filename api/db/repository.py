@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, func, or_, select
+from sqlalchemy.orm import Session, load_only
 
 from api.db.models import CatalogEntryRecord, PlanRecord, PlanStatus
 
@@ -77,6 +77,38 @@ def _plan_filters(model_id: str | None, status: PlanStatus | None) -> list[Colum
     return out
 
 
+PLAN_SUMMARY_COLUMNS = (
+    PlanRecord.id,
+    PlanRecord.created_at,
+    PlanRecord.status,
+    PlanRecord.model_id,
+    PlanRecord.name,
+    PlanRecord.catalog_hash,
+    PlanRecord.objective,
+    PlanRecord.cost_usd_per_hour,
+    PlanRecord.gpus_total,
+    PlanRecord.gap,
+    PlanRecord.runtime_s,
+)
+"""What a list shows (``PlanSummary``): columns only, no JSON document."""
+
+#: The documents of ``GET /plans/{id}``, as the JSON text stored.
+PLAN_DOCUMENTS = ("request", "normalized_request", "solver_options", "plan")
+
+
+_PLAN_TEXT = select(
+    *PLAN_SUMMARY_COLUMNS,
+    *(cast(getattr(PlanRecord, name), Text).label(f"{name}_text") for name in PLAN_DOCUMENTS),
+).where(PlanRecord.id == bindparam("plan_id"))
+
+
+def get_plan_text(session: Session, plan_id: str) -> Any:
+    """The plan's summary columns (by attribute name) and its documents as the JSON
+    text stored (``<document>_text``: never parsed, ``GET /plans/{id}`` sends them as
+    they are), or None. One prepared statement (cached compilation)."""
+    return session.execute(_PLAN_TEXT, {"plan_id": plan_id}).one_or_none()
+
+
 def list_plans(
     session: Session,
     *,
@@ -91,7 +123,11 @@ def list_plans(
     ``after`` is a keyset cursor, the ``(created_at, id)`` of the last plan of the
     previous page: the page starts right after it, whatever was added meanwhile.
     """
-    stmt = select(PlanRecord).order_by(PlanRecord.created_at.desc(), PlanRecord.id)
+    stmt = (
+        select(PlanRecord)
+        .options(load_only(*PLAN_SUMMARY_COLUMNS))  # no documents
+        .order_by(PlanRecord.created_at.desc(), PlanRecord.id)
+    )
     conditions = _plan_filters(model_id, status)
     if after is not None:
         created_at, plan_id = after

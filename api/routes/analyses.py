@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.deps import SessionDep, SettingsDep
+from api.deps import SessionDep, SettingsDep, run_heavy
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
 from api.schemas.analyses import CapacityAnalysis, CapacityRequest
@@ -26,7 +26,7 @@ router = APIRouter(prefix="/analyses", tags=["analyses"], route_class=JsonBodyRo
     responses=error_responses(413, 415, 422),
     summary="One replica's throughput, batch, TTFT and TPOT",
 )
-def replica_capacity(
+async def replica_capacity(
     body: CapacityRequest, request: Request, session: SessionDep, settings: SettingsDep
 ) -> CapacityAnalysis:
     """Output tokens/s (replica and per GPU), requests/s, decode batch, mean TTFT and
@@ -34,4 +34,6 @@ def replica_capacity(
     slo). Without SLOs, concurrency or rate: the maximum throughput; with
     ``concurrency``: a closed loop of that many users; with ``request_rate_rps``: an
     open loop; with ``ttft_ms``/``tpot_ms``: the highest throughput meeting them."""
-    return analyses.replica_capacity(session, body, request.app.state.catalog, settings)
+    return await run_heavy(
+        request, analyses.replica_capacity, session, body, request.app.state.catalog, settings
+    )

@@ -21,7 +21,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
-from api.deps import SessionDep, WriteAccess
+from api.deps import SessionDep, WriteAccess, run_heavy
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
 from api.schemas.calibrations import Calibration, CalibrationCreate, CalibrationSummary
@@ -39,14 +39,19 @@ router = APIRouter(prefix="/calibrations", tags=["calibrations"], route_class=Js
     responses=error_responses(401, 409, 413, 415, 422),
     summary="Fit a calibration to measurements and store it",
 )
-def create_calibration(
+async def create_calibration(
     body: CalibrationCreate, request: Request, response: Response, session: SessionDep
 ) -> Calibration:
     """Fit per GPU and dtype (and engine with ``per_engine``), store, and return the
     calibration with each measured value's prediction before and after the fit."""
-    catalog = merged_catalog(session, request.app.state.catalog)
-    cal = calibrations.create_calibration(session, body, catalog)
-    session.commit()
+
+    def fit_and_store() -> Calibration:  # CPU-heavy: on the work threads
+        catalog = merged_catalog(session, request.app.state.catalog)
+        cal = calibrations.create_calibration(session, body, catalog)
+        session.commit()
+        return cal
+
+    cal = await run_heavy(request, fit_and_store)
     response.headers["Location"] = f"/calibrations/{cal.name}"
     return cal
 

@@ -21,13 +21,19 @@ table is stored: status ``done``. A failure marks it ``failed`` with the reason.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import contextlib
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess
+from api.deps import (
+    IdempotencyKey,
+    PostedJson,
+    SessionDep,
+    SettingsDep,
+    WriteAccess,
+    run_heavy,
+)
 from api.jsonbody import JsonBodyRoute
 from api.schemas import error_responses
 from api.schemas.comparisons import (
@@ -37,7 +43,6 @@ from api.schemas.comparisons import (
     ComparisonStatus,
 )
 from api.services import comparisons
-from api.services.plans import solver_caps
 
 router = APIRouter(prefix="/comparisons", tags=["comparisons"], route_class=JsonBodyRoute)
 
@@ -56,17 +61,18 @@ MAX_PAGE = 200
             "model": ComparisonPublic,
             "description": "With `wait=true`: the comparison finished (done or failed).",
         },
-        **error_responses(401, 413, 415, 422),
+        **error_responses(401, 413, 415, 422, 429),
     },
     summary="Compare a base request with variants and sweeps",
 )
-def create_comparison(
+async def create_comparison(
     body: ComparisonSpec,
     posted: PostedJson,
     request: Request,
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
     wait: Annotated[
         bool,
         Query(description=f"Answer when finished (201), or after {WAIT_LIMIT_S:g} s (202)."),
@@ -74,24 +80,47 @@ def create_comparison(
 ) -> ComparisonPublic:
     """Validate every variant, store the comparison and solve its variants in the
     background (202 with `id`, `status: running`, `done`, `total` and `location`);
-    poll `GET /comparisons/{id}` for progress and, when `done`, the table."""
+    poll `GET /comparisons/{id}` for progress and, when `done`, the table. With an
+    `Idempotency-Key`, a retry with the same key and body answers with the comparison
+    the first request stored (header `Idempotent-Replayed: true`), another body 422.
+    429 with `Retry-After` when this process has `FLEETPLAN_MAX_COMPARISONS` queued."""
     raw = posted if isinstance(posted, dict) else body.model_dump()
-    started = comparisons.start_comparison(session, raw, body, request.app.state.catalog, settings)
-    future = request.app.state.comparisons.submit(
-        started.id,
-        started.prepared.variants,
-        started.catalog,
-        solver_caps(settings),
-        started.prepared.calibrations,
+    runner = request.app.state.comparisons
+    earlier = await run_heavy(
+        request, comparisons.replayed_comparison, session, raw, idempotency_key
     )
+    if earlier is not None:  # a retry: what the first request stored, as it is now
+        response.headers["Location"] = f"/comparisons/{earlier.id}"
+        response.headers["Idempotent-Replayed"] = "true"
+        return comparisons.comparison_public(earlier)
+    future = None
+    with runner.slot():  # 429 with Retry-After when the queue is full
+        started = await run_heavy(
+            request,
+            comparisons.start_comparison,
+            session,
+            raw,
+            body,
+            request.app.state.catalog,
+            settings,
+            runner.owner,
+            idempotency_key,
+        )
+        if started.replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+        else:
+            future = runner.submit(
+                started.id,
+                started.prepared.variants,
+                started.catalog,
+                started.prepared.calibrations,
+            )
     response.headers["Location"] = f"/comparisons/{started.id}"
-    record = comparisons.reread_comparison(session, started.id)
-    if wait:
-        with contextlib.suppress(cf.TimeoutError):  # still running: answer 202
-            future.result(timeout=WAIT_LIMIT_S)
-        record = comparisons.reread_comparison(session, started.id)
-        if record.status != ComparisonStatus.RUNNING:
-            response.status_code = 201
+    if wait and future is not None:  # waits on the event loop: no thread held meanwhile
+        await asyncio.wait({asyncio.wrap_future(future)}, timeout=WAIT_LIMIT_S)
+    record = await run_heavy(request, comparisons.reread_comparison, session, started.id)
+    if wait and record.status != ComparisonStatus.RUNNING:
+        response.status_code = 201
     return comparisons.comparison_public(record)
 
 
@@ -117,10 +146,13 @@ def list_all(
     responses=error_responses(404),
     summary="Get one comparison: progress, variants, table",
 )
-def get_one(comparison_id: str, session: SessionDep) -> ComparisonPublic:
+def get_one(comparison_id: str, request: Request, session: SessionDep) -> ComparisonPublic:
     """Progress (`done` of `total`) while running; when `done`, every variant's plan id
-    and the table against the base; when `failed`, the reason in `error`."""
-    return comparisons.get_comparison(session, comparison_id)
+    and the table against the base; when `failed`, the reason in `error`. A running
+    comparison whose service died (its lease expired) is resumed here, or failed."""
+    return comparisons.get_comparison(
+        session, comparison_id, on_stale=request.app.state.comparisons.recover
+    )
 
 
 @router.delete(

@@ -1,10 +1,10 @@
 """Plans: ``POST /plans`` plans a fleet and stores it; read, list and delete them.
 
-``POST /plans`` is a plain ``def`` route, so FastAPI runs it in its threadpool: the
-planner is CPU-bound (up to a few seconds) and the event loop keeps serving other
-requests meanwhile. The route owns the transaction: it reads the custom catalog
-entries, ends that read (no connection is held while solving), plans, then writes
-and commits the record. Any failure before the commit writes nothing.
+``POST /plans`` runs the planner (CPU-bound, up to a few seconds) on the app's work
+threads (``api.deps.run_heavy``): the event loop, and the threadpool that serves the
+reads and ``/health``, keep answering meanwhile. The route owns the transaction: it
+reads the custom catalog entries, ends that read (no connection is held while
+solving), plans, then writes and commits the record. Any failure before the commit writes nothing.
 
 Answers, decided here and documented in the README:
 
@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
-from api.deps import PostedJson, SessionDep, SettingsDep, WriteAccess
+from api.deps import IdempotencyKey, PostedJson, SessionDep, SettingsDep, WriteAccess, run_heavy
 from api.errors import ApiError
 from api.jsonbody import JsonBodyRoute
 from api.schemas import (
@@ -50,20 +51,40 @@ MAX_PAGE = 200
     responses=error_responses(401, 413, 415, 422),
     summary="Plan a fleet and store the plan",
 )
-def create_plan(
+async def create_plan(
     body: PlanRequest,
     posted: PostedJson,
     request: Request,
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> PlanPublic:
     """Validate the request, plan the fleet (shipped + custom catalog entries) and
     store the plan, infeasible ones included (201 with ``status: infeasible`` and
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
-    ``solver`` options, capped by the server's settings."""
-    created = plans.create_plan(session, posted, body, request.app.state.catalog, settings)
+    ``solver`` options, capped by the server's settings. With an `Idempotency-Key`,
+    a retry with the same key and body returns the plan stored the first time
+    (header `Idempotent-Replayed: true`); the same key with another body is 422."""
+    raw = posted if isinstance(posted, dict) else body.model_dump()
+    earlier = await run_heavy(request, plans.replayed_plan, session, raw, idempotency_key)
+    if earlier is not None:
+        response.headers["Location"] = f"/plans/{earlier.id}"
+        response.headers["Idempotent-Replayed"] = "true"
+        return plans.plan_public(earlier)
+    created = await run_heavy(
+        request,
+        plans.create_plan,
+        session,
+        raw,
+        body,
+        request.app.state.catalog,
+        settings,
+        idempotency_key,
+    )
     response.headers["Location"] = f"/plans/{created.record.id}"
+    if created.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
     return created.public
 
 
@@ -121,9 +142,11 @@ def list_plans(
     responses=error_responses(404),
     summary="Get one stored plan",
 )
-def get_plan(plan_id: str, session: SessionDep) -> PlanPublic:
+async def get_plan(plan_id: str, request: Request) -> Response:
     """The stored plan with its request, normalized request, solver options and plan."""
-    return plans.get_plan(session, plan_id)
+    # one hop to the read threadpool (its own session), the documents as stored
+    body = await run_in_threadpool(plans.read_plan_json, request.app.state.sessionmaker, plan_id)
+    return Response(body, media_type="application/json")
 
 
 @router.delete(
@@ -147,7 +170,7 @@ def delete_plan(plan_id: str, session: SessionDep) -> Response:
     responses=error_responses(401, 404, 409, 415, 422),
     summary="Simulate a stored plan's fleet under load",
 )
-def simulate_stored_plan(
+async def simulate_stored_plan(
     plan_id: str,
     request: Request,
     session: SessionDep,
@@ -160,7 +183,9 @@ def simulate_stored_plan(
     demand, not stored. 409 when the plan has no fleet (infeasible) or is robust
     (its ``verification`` section simulates each scenario)."""
     opts = body or SimulationCreate()
-    return plans.simulate_stored_plan(
+    return await run_heavy(
+        request,
+        plans.simulate_stored_plan,
         session,
         plan_id,
         request.app.state.catalog,

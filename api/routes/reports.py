@@ -22,11 +22,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from api.deps import SessionDep, SettingsDep
+from api.deps import SessionDep, SettingsDep, run_heavy
 from api.schemas import error_responses
 from api.services import reports
-from api.services.comparisons import find_comparison
-from api.services.plans import find_plan
 
 router = APIRouter(tags=["reports"])
 
@@ -84,7 +82,7 @@ def report_response(report: reports.Report, fmt: ReportFormat) -> Response:
     responses={**REPORT_RESPONSES, **error_responses(404, 422)},
     summary="A stored plan's procurement report",
 )
-def plan_report(
+async def plan_report(
     plan_id: str,
     request: Request,
     session: SessionDep,
@@ -101,9 +99,11 @@ def plan_report(
 ) -> Response:
     """The bill of materials, the fleet, the classes and their latencies, the
     verification, the alternatives and the sensitivity, in one document."""
-    report = reports.plan_report(
+    report = await run_heavy(
+        request,
+        reports.stored_plan_report,
         session,
-        find_plan(session, plan_id),
+        plan_id,
         fmt.value,
         request.app.state.catalog,
         settings,
@@ -118,11 +118,17 @@ def plan_report(
     responses={**REPORT_RESPONSES, **error_responses(404, 409, 422)},
     summary="A comparison's report (409 while it runs)",
 )
-def comparison_report(
+async def comparison_report(
     comparison_id: str, request: Request, session: SessionDep, fmt: FormatQuery = ReportFormat.HTML
 ) -> Response:
     """The variants against the base (cost, GPUs, modes, latencies), the sweeps as
     charts, and each variant's bill of materials."""
-    record = find_comparison(session, comparison_id)
-    report = reports.comparison_report(session, record, fmt.value, request.app.state.catalog)
+    report = await run_heavy(
+        request,
+        reports.stored_comparison_report,
+        session,
+        comparison_id,
+        fmt.value,
+        request.app.state.catalog,
+    )
     return report_response(report, fmt)

@@ -51,6 +51,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     413: "Request body too large",
     415: "Request body is not JSON",
     422: "Invalid input; `issues` names each field",
+    429: "Too much work queued; retry after the Retry-After header's seconds",
 }
 
 

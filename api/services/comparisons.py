@@ -13,8 +13,9 @@ The flow, for ``POST /comparisons`` and ``fleetplan compare --save`` alike:
    nothing has been written yet.
 2. :func:`new_comparison_record` makes the row (status ``running``), which the
    caller commits.
-3. :func:`run_comparison` (``api.services.comparison_runner``) solves the variants and
-   calls :func:`store_results`, or marks the comparison ``failed``.
+3. :func:`run_comparison` (``api.services.comparison_runner``) solves the variants,
+   storing each as it finishes (:func:`store_variant`), then the table
+   (:func:`results_table`), or marks the comparison ``failed``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.db import comparisons as repo
@@ -36,9 +39,11 @@ from api.schemas.comparisons import (
     ComparisonSummary,
     ComparisonVariant,
 )
+from api.services import idempotency
 from api.services.calibrations import resolver
 from api.services.catalog import merged_catalog
-from api.services.errors import NotFound, find_by_uuid
+from api.services.errors import Conflict, NotFound, find_by_uuid
+from api.services.plans import summary_columns
 from api.settings import Settings
 from planner.compare import (
     ComparisonSpec,
@@ -105,8 +110,13 @@ def prepare_comparison(
     )
 
 
-def new_comparison_record(prepared: PreparedComparison) -> ComparisonRecord:
-    """The row of a comparison about to run (unsaved; the caller adds and commits)."""
+def new_comparison_record(
+    prepared: PreparedComparison,
+    owner: str | None = None,
+    lease_until: datetime | None = None,
+) -> ComparisonRecord:
+    """The row of a comparison about to run (unsaved; the caller adds and commits),
+    leased to ``owner`` until ``lease_until`` (its first attempt) when given."""
     return ComparisonRecord(
         name=prepared.name,
         status=ComparisonStatus.RUNNING,
@@ -116,7 +126,28 @@ def new_comparison_record(prepared: PreparedComparison) -> ComparisonRecord:
         ],
         done=0,
         total=len(prepared.variants),
+        results=[None] * len(prepared.variants),
+        owner=owner,
+        lease_expires_at=lease_until,
+        heartbeat_at=utcnow() if owner is not None else None,
+        attempts=1 if owner is not None else 0,
     )
+
+
+def resume_inputs(
+    session: Session, record: ComparisonRecord, shipped: Catalog, settings: Settings
+) -> tuple[Catalog, dict[str, Calibration]]:
+    """What running a stored comparison again needs: the catalog (shipped + custom
+    entries, as they are now) and the calibrations its variants name. A
+    ``PlanningError`` when one of them is gone."""
+    catalog = merged_catalog(session, shipped)
+    find = resolver(session, settings.calibration_dir)
+    calibrations: dict[str, Calibration] = {}
+    for v in record.variants or []:
+        name = (v.get("request") or {}).get("calibration")
+        if isinstance(name, str) and name not in calibrations:
+            calibrations[name] = find(name)
+    return catalog, calibrations
 
 
 # --------------------------------------------------------------------------- results
@@ -150,12 +181,13 @@ def variant_plan_record(
     request = parse_request(request_doc)
     solver = plan.get("solver") or {}
     status = plan.get("status")
+    normalized = request.model_dump(mode="json")
     return PlanRecord(
         status=PlanStatus(status) if status in set(PlanStatus) else PlanStatus.ERROR,
         model_id=request.model,
         catalog_hash=str(plan.get("catalog_hash") or ""),
         request=_clean(dict(request_doc)),
-        normalized_request=request.model_dump(mode="json"),
+        normalized_request=normalized,
         solver_options={
             "time_limit_s": solver.get("time_limit_s"),
             "rel_gap": solver.get("rel_gap"),
@@ -169,33 +201,49 @@ def variant_plan_record(
         plan=_clean(dict(plan)),
         comparison_id=comparison_id,
         variant_name=variant_name,
+        **summary_columns(request_doc, normalized, plan),
     )
 
 
-def store_results(
+def store_variant(
     session: Session,
-    record: ComparisonRecord,
-    results: Sequence[Mapping[str, Any]],
+    comparison_id: str,
+    variant: Mapping[str, Any],
+    result: Mapping[str, Any],
     caps: SolverLimits,
-) -> None:
-    """Store each planned variant as a plan linked to ``record``, then the table
-    (each row with its ``plan_id``), and mark the comparison done. Flushes; the
-    caller commits."""
-    variants = list(record.variants)
-    table = comparison_table(variants, [dict(r) for r in results])
-    for v, r, row in zip(variants, results, table, strict=True):
-        row["plan_id"] = None
-        if r.get("ok"):
-            plan = variant_plan_record(v["request"], r["plan"], caps, record.id, v["name"])
-            session.add(plan)
-            session.flush()
-            row["plan_id"] = plan.id
-    record.table = _clean(table)
-    record.status = ComparisonStatus.DONE
-    record.done = len(variants)
-    record.finished_at = utcnow()
-    record.error = None
+) -> dict[str, Any]:
+    """What ``results[i]`` keeps for one finished variant: a planned one is stored as
+    a plan linked to the comparison (flushed; the caller commits) and named by its
+    ``plan_id``; an error is kept as it is."""
+    if not result.get("ok"):
+        return {k: _clean(result.get(k)) for k in ("ok", "error", "detail", "issues")}
+    plan = variant_plan_record(
+        variant["request"], result["plan"], caps, comparison_id, variant["name"]
+    )
+    session.add(plan)
     session.flush()
+    return {"ok": True, "plan_id": plan.id}
+
+
+def results_table(
+    session: Session, record: ComparisonRecord, results: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The comparison's table from its stored outcomes (the plans read back), each
+    row with its ``plan_id``."""
+    plans = comparison_plans(session, record)
+    full: list[dict[str, Any]] = []
+    for r in results:
+        stored = plans.get(str(r.get("plan_id"))) if r.get("ok") else None
+        if r.get("ok") and stored is None:
+            full.append({"ok": False, "detail": "its stored plan is gone"})
+        elif stored is not None:
+            full.append({"ok": True, "plan": stored.plan or {}})
+        else:
+            full.append(dict(r))
+    table = comparison_table(list(record.variants), full)
+    for r, row in zip(results, table, strict=True):
+        row["plan_id"] = r.get("plan_id") if row.get("status") != "error" else None
+    return _clean(table)
 
 
 # --------------------------------------------------------------------------- reads
@@ -203,9 +251,15 @@ def store_results(
 
 def _variants(record: ComparisonRecord) -> list[ComparisonVariant]:
     rows = record.table or []
+    stored = record.results or []
     out = []
     for i, v in enumerate(record.variants or []):
         row: Mapping[str, Any] = rows[i] if i < len(rows) else {}
+        if not row and i < len(stored) and stored[i]:  # solved, the table not built yet
+            r = stored[i] or {}
+            row = {"status": "planned", "plan_id": r.get("plan_id")}
+            if not r.get("ok"):
+                row = {"status": "error", "error": r.get("detail")}
         if row:
             status = str(row.get("status") or "error")
         elif record.status == ComparisonStatus.RUNNING:
@@ -282,11 +336,34 @@ def comparison_report_input(session: Session, record: ComparisonRecord) -> dict[
 
 @dataclass
 class StartedComparison:
-    """A stored comparison (status ``running``), ready for its variants to be solved."""
+    """A stored comparison (status ``running``), ready for its variants to be solved;
+    ``replayed``: the one an earlier request with the same Idempotency-Key stored
+    (already running or finished: not to be run again)."""
 
     id: str
     prepared: PreparedComparison
     catalog: Catalog
+    replayed: bool = False
+
+
+def replayed_comparison(
+    session: Session, raw: Mapping[str, Any], idempotency_key: str | None
+) -> ComparisonRecord | None:
+    """The comparison an earlier ``POST /comparisons`` with this key and body stored
+    (None: there was none); ``KeyReused`` for another body, :class:`Conflict` when
+    it was deleted since."""
+    found = idempotency.earlier(
+        session, idempotency.COMPARISONS, idempotency_key, idempotency.body_hash(raw)
+    )
+    if found is None:
+        return None
+    record = repo.get_comparison(session, found)
+    if record is None:
+        raise Conflict(
+            idempotency.HEADER,
+            f"the comparison this Idempotency-Key created ({found}) was deleted",
+        )
+    return record
 
 
 def start_comparison(
@@ -295,15 +372,29 @@ def start_comparison(
     spec: ComparisonSpec,
     shipped: Catalog,
     settings: Settings,
+    owner: str | None = None,
+    idempotency_key: str | None = None,
 ) -> StartedComparison:
     """Validate every variant against the shipped + custom catalog (calibrations
     resolved database first, then the YAML store), store the comparison as
-    ``running`` and commit. A bad variant raises before anything is written."""
+    ``running`` (leased to ``owner`` for ``settings.comparison_lease_s``) with its
+    ``idempotency_key``, and commit. A bad variant raises before anything is
+    written."""
     catalog = merged_catalog(session, shipped)
     prepared = prepare_comparison(raw, spec, catalog, resolver(session, settings.calibration_dir))
-    record = new_comparison_record(prepared)
-    repo.add_comparison(session, record)
-    session.commit()
+    until = utcnow() + timedelta(seconds=settings.comparison_lease_s)
+    record = new_comparison_record(prepared, owner, until if owner is not None else None)
+    digest = idempotency.body_hash(raw)
+    try:
+        repo.add_comparison(session, record)
+        idempotency.remember(session, idempotency.COMPARISONS, idempotency_key, digest, record.id)
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same key committed first
+        session.rollback()
+        earlier = replayed_comparison(session, raw, idempotency_key)
+        if earlier is None:
+            raise
+        return StartedComparison(earlier.id, prepared, catalog, replayed=True)
     return StartedComparison(record.id, prepared, catalog)
 
 
@@ -322,8 +413,20 @@ def reread_comparison(session: Session, comparison_id: str) -> ComparisonRecord:
     return record
 
 
-def get_comparison(session: Session, comparison_id: str) -> ComparisonPublic:
-    return comparison_public(find_comparison(session, comparison_id))
+def get_comparison(
+    session: Session,
+    comparison_id: str,
+    on_stale: Callable[[str], object] | None = None,
+) -> ComparisonPublic:
+    """The comparison. A running one whose lease expired (its service died) is
+    handed to ``on_stale`` (the runner claims it: resumes or fails it) first."""
+    record = find_comparison(session, comparison_id)
+    expired = record.lease_expires_at is None or record.lease_expires_at < utcnow()
+    if on_stale is not None and record.status == ComparisonStatus.RUNNING and expired:
+        session.rollback()
+        on_stale(comparison_id)
+        record = reread_comparison(session, comparison_id)
+    return comparison_public(record)
 
 
 def list_comparisons(

@@ -46,6 +46,23 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class KeyReused(ServiceError):
+    """An ``Idempotency-Key`` sent before with another body (HTTP 422)."""
+
+    code = "idempotency_key_reused"
+
+
+class Busy(ServiceError):
+    """Too much work is queued to take this request now: retry after
+    ``retry_after_s`` seconds (HTTP 429 with Retry-After)."""
+
+    code = "busy"
+
+    def __init__(self, field: str, detail: str, retry_after_s: int):
+        super().__init__(field, detail)
+        self.retry_after_s = retry_after_s
+
+
 class DatabaseNotReady(ServiceError):
     """The database is missing or not migrated to the newest revision."""
 

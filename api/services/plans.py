@@ -13,19 +13,21 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.db import repository as repo
 from api.db.models import PlanRecord, PlanStatus
 from api.schemas import PlanPublic, PlanSummary
+from api.services import idempotency
 from api.services.calibrations import calibrated, preload_calibration
 from api.services.catalog import merged_catalog
-from api.services.errors import Conflict, find_by_uuid
+from api.services.errors import Conflict, NotFound, find_by_uuid
 from api.settings import Settings
 from catalog.schema import Catalog
 from planner.plan import Plan
@@ -57,12 +59,14 @@ def build_plan_record(
     raw: Mapping[str, Any], request: PlanRequest, plan: Plan, caps: SolverLimits
 ) -> PlanRecord:
     """A new (unsaved) record for ``plan``, made from ``request`` (posted as ``raw``)."""
+    doc = plan.to_json_dict()
+    normalized = request.model_dump(mode="json")
     return PlanRecord(
         status=PlanStatus(plan.status.value),
         model_id=request.model,
         catalog_hash=plan.catalog_hash,
         request=dict(raw),
-        normalized_request=request.model_dump(mode="json"),
+        normalized_request=normalized,
         solver_options={
             "time_limit_s": plan.solver.time_limit_s,
             "rel_gap": plan.solver.rel_gap,
@@ -73,24 +77,38 @@ def build_plan_record(
         cost_usd_per_hour=_finite(plan.cost_usd_per_hour),
         gap=_finite(plan.solver.gap),
         runtime_s=_finite(plan.solver.runtime_s),
-        plan=plan.to_json_dict(),
+        plan=doc,
+        **summary_columns(raw, normalized, doc),
     )
 
 
-def _summary_fields(record: PlanRecord) -> dict[str, Any]:
-    plan = record.plan or {}
-    name = (record.normalized_request or {}).get("name") or (record.request or {}).get("name")
-    gpus_total = plan.get("gpus_total")
+def summary_columns(
+    request: Mapping[str, Any] | None,
+    normalized: Mapping[str, Any] | None,
+    plan: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The plan's ``name`` and ``gpus_total`` columns, from its documents (stored
+    beside them so a list reads no document)."""
+    name = (normalized or {}).get("name") or (request or {}).get("name")
+    gpus = (plan or {}).get("gpus_total")
+    return {
+        "name": name[:200] if isinstance(name, str) else None,
+        "gpus_total": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
+    }
+
+
+def _summary_fields(record: Any) -> dict[str, Any]:
+    """The summary of a ``PlanRecord``, or of a row with its summary columns."""
     return {
         "id": record.id,
         "created_at": record.created_at,
         "status": record.status,
         "model": record.model_id,
-        "name": name if isinstance(name, str) else None,
+        "name": record.name,
         "catalog_hash": record.catalog_hash,
         "objective": _finite(record.objective),
         "cost_usd_per_hour": _finite(record.cost_usd_per_hour),
-        "gpus_total": gpus_total if isinstance(gpus_total, int) else None,
+        "gpus_total": record.gpus_total,
         "gap": _finite(record.gap),
         "runtime_s": _finite(record.runtime_s),
     }
@@ -168,10 +186,31 @@ def plan_request(
 class CreatedPlan:
     plan: Plan
     record: PlanRecord
+    replayed: bool = False  # the record an earlier request with the same key made
 
     @property
     def public(self) -> PlanPublic:
         return plan_public(self.record)
+
+
+def _keyed_plan(session: Session, plan_id: str) -> PlanRecord:
+    try:
+        return find_plan(session, plan_id)
+    except NotFound:
+        raise Conflict(
+            idempotency.HEADER, f"the plan this Idempotency-Key created ({plan_id}) was deleted"
+        ) from None
+
+
+def replayed_plan(
+    session: Session, raw: Mapping[str, Any], idempotency_key: str | None
+) -> PlanRecord | None:
+    """The plan an earlier ``POST /plans`` with this key and body stored (None: there
+    was none); :class:`~api.services.idempotency.KeyReused` for another body."""
+    found = idempotency.earlier(
+        session, idempotency.PLANS, idempotency_key, idempotency.body_hash(raw)
+    )
+    return _keyed_plan(session, found) if found is not None else None
 
 
 def create_plan(
@@ -180,15 +219,27 @@ def create_plan(
     request: PlanRequest,
     shipped: Catalog,
     settings: Settings,
+    idempotency_key: str | None = None,
 ) -> CreatedPlan:
     """Plan ``request`` (posted as ``raw``) against the shipped catalog plus the
     database's custom entries, store the plan (infeasible ones too) and commit.
-    Any failure before the commit writes nothing."""
+    Any failure before the commit writes nothing. With ``idempotency_key`` the key
+    is stored with the plan; when a concurrent request with that key committed
+    first, its plan is returned (``replayed``) and this one is not stored."""
     catalog = merged_catalog(session, shipped)
     plan = plan_request(request, catalog, settings, session=session)
     record = build_plan_record(raw, request, plan, solver_caps(settings))
-    repo.add_plan(session, record)
-    session.commit()
+    digest = idempotency.body_hash(raw)
+    try:
+        repo.add_plan(session, record)
+        idempotency.remember(session, idempotency.PLANS, idempotency_key, digest, record.id)
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        found = idempotency.earlier(session, idempotency.PLANS, idempotency_key, digest)
+        if found is None:
+            raise
+        return CreatedPlan(plan, _keyed_plan(session, found), replayed=True)
     return CreatedPlan(plan, record)
 
 
@@ -202,6 +253,26 @@ def find_plan(session: Session, plan_id: str) -> PlanRecord:
 
 def get_plan(session: Session, plan_id: str) -> PlanPublic:
     return plan_public(find_plan(session, plan_id))
+
+
+def read_plan_json(sessions: Callable[[], Session], plan_id: str) -> bytes:
+    """:func:`get_plan_json` in a session of its own (one call, one thread hop)."""
+    with sessions() as session:
+        return get_plan_json(session, plan_id)
+
+
+def get_plan_json(session: Session, plan_id: str) -> bytes:
+    """``PlanPublic`` of the stored plan as JSON bytes, its documents copied as
+    stored rather than parsed and serialized again (``GET /plans/{id}`` at speed;
+    the same object as :func:`get_plan`). :class:`NotFound` as :func:`find_plan`."""
+    row = find_by_uuid(lambda i: repo.get_plan_text(session, i), plan_id, "plan")
+    head = PlanSummary(**_summary_fields(row)).model_dump_json()
+    parts = [head[:-1]]
+    for name in repo.PLAN_DOCUMENTS:
+        text = getattr(row, f"{name}_text")
+        parts.append(f',"{name}":{text if text is not None else "null"}')
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 @dataclass

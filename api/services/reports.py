@@ -5,22 +5,37 @@ A plan report includes a sensitivity table (the cheapest fleet at traffic x1.5
 and x2 and at the largest class's share -20/+20 points, each re-planned:
 ``planner.report.sensitivity``). Re-planning takes a few seconds for a small
 fleet and about 13 s for the 80/20 example, so it is computed once, by the first
-report that asks for it, and cached in the plan's ``report_extras``.
+report that asks for it, and cached in the plan's ``report_extras`` with the hash of
+the catalog it was computed on. Concurrent requests compute it once
+(:func:`shared_sensitivity`): in a process the first computes and the others wait;
+across the service's processes a job lease in the database says who computes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
+from api.db.base import utcnow
+from api.db.jobs import claim_job, release_job, renew_job
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
+from api.db.repository import get_plan
 from api.services.calibrations import resolve_calibration
 from api.services.catalog import merged_catalog
 from api.services.comparisons import comparison_report_input, find_comparison
+from api.services.database import sessions_like
 from api.services.errors import Conflict, NotFound
 from api.services.plans import find_plan, solver_caps
 from api.settings import Settings
@@ -46,14 +61,23 @@ __all__ = [
 FORMATS = REPORT_FORMATS
 #: The media type of an XLSX report (what the API's OpenAPI document announces).
 XLSX_MEDIA_TYPE = MEDIA_TYPES["xlsx"]
+log = logging.getLogger("api.reports")
 
 
 def has_fleet(record: PlanRecord) -> bool:
     return has_solution((record.plan or {}).get("status"))
 
 
-def cached_sensitivity(record: PlanRecord) -> dict[str, Any] | None:
-    return (record.report_extras or {}).get("sensitivity")
+def cached_sensitivity(
+    record: PlanRecord, catalog_hash: str | None = None
+) -> dict[str, Any] | None:
+    """The plan's stored sensitivity; None when there is none, or (with
+    ``catalog_hash``) when it was computed on another catalog than this one."""
+    extras = record.report_extras or {}
+    made_with = extras.get("sensitivity_catalog_hash")
+    if catalog_hash is not None and made_with is not None and made_with != catalog_hash:
+        return None
+    return extras.get("sensitivity")
 
 
 def compute_sensitivity(
@@ -91,8 +115,125 @@ def compute_sensitivity(
         calibrations=calibrations or None,
         verify_default=verify_default,
     )
-    record.report_extras = {**(record.report_extras or {}), "sensitivity": sens}
+    record.report_extras = {
+        **(record.report_extras or {}),
+        "sensitivity": sens,
+        "sensitivity_catalog_hash": catalog.content_hash,
+    }
     return sens
+
+
+# --------------------------------------------------------------------------- computed once
+
+#: One computation per (plan, catalog) in this process: the first request computes,
+#: the others wait for its result (finding 6: five concurrent reports each re-planned).
+_flights: dict[tuple[str, str], Future[dict[str, Any] | None]] = {}
+_flights_lock = threading.Lock()
+#: Across processes, a job lease (``api.db.jobs``): the holder renews it every third
+#: of this while it computes; the others poll the plan for the stored result.
+SENSITIVITY_LEASE_S = 30.0
+SENSITIVITY_POLL_S = 0.5
+
+
+def _claim(sessions: sessionmaker[Session], key: str, owner: str) -> bool:
+    with sessions() as s:
+        now = utcnow()
+        won = claim_job(s, key, owner, now, now + timedelta(seconds=SENSITIVITY_LEASE_S))
+        s.commit()
+        return won
+
+
+@contextmanager
+def _holding(sessions: sessionmaker[Session], key: str, owner: str) -> Iterator[None]:
+    """Renew the lease on ``key`` meanwhile, release it after."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(SENSITIVITY_LEASE_S / 3):
+            try:
+                with sessions() as s:
+                    renew_job(s, key, owner, utcnow() + timedelta(seconds=SENSITIVITY_LEASE_S))
+                    s.commit()
+            except SQLAlchemyError:
+                log.warning("could not renew the lease on %s", key, exc_info=True)
+
+    thread = threading.Thread(target=beat, name="fleetplan-report-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        try:
+            with sessions() as s:
+                release_job(s, key, owner)
+                s.commit()
+        except SQLAlchemyError:  # it expires on its own
+            log.warning("could not release the lease on %s", key, exc_info=True)
+
+
+def _stored(sessions: sessionmaker[Session], plan_id: str, catalog_hash: str) -> Any:
+    with sessions() as s:
+        fresh = get_plan(s, plan_id)
+        if fresh is None:
+            raise NotFound("id", f"plan {plan_id} was deleted meanwhile")
+        return cached_sensitivity(fresh, catalog_hash)
+
+
+def _sensitivity_across_processes(
+    session: Session, record: PlanRecord, catalog: Catalog, settings: Settings
+) -> dict[str, Any] | None:
+    """Compute (and store) the sensitivity unless another process of the service
+    is at it, in which case wait for its stored result (or its lease to lapse)."""
+    sessions = sessions_like(session)
+    key = f"sensitivity:{record.id}:{catalog.content_hash}"[:200]
+    owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{threading.get_ident()}"
+    while not _claim(sessions, key, owner):
+        time.sleep(SENSITIVITY_POLL_S)
+        done = _stored(sessions, record.id, catalog.content_hash)
+        if done is not None:
+            return done
+    with _holding(sessions, key, owner):
+        done = _stored(sessions, record.id, catalog.content_hash)
+        if done is not None:  # finished between our look and our claim
+            return done
+        sens = compute_sensitivity(
+            session,
+            record,
+            catalog,
+            solver_caps(settings),
+            settings.compare_workers,
+            settings.calibration_dir,
+            settings.verify_default,
+        )
+        session.commit()
+        return sens
+
+
+def shared_sensitivity(
+    session: Session, record: PlanRecord, catalog: Catalog, settings: Settings
+) -> dict[str, Any] | None:
+    """The plan's sensitivity, computed once however many ask at the same time, in
+    this process (the others wait for the first) and across the service's processes
+    (a job lease in the database), and stored with the plan for every later report."""
+    flight = (record.id, catalog.content_hash)
+    with _flights_lock:
+        future = _flights.get(flight)
+        leader = future is None
+        if future is None:
+            future = _flights[flight] = Future()
+    if not leader:
+        return future.result()
+    try:
+        sens = _sensitivity_across_processes(session, record, catalog, settings)
+        future.set_result(sens)
+        return sens
+    except BaseException as err:
+        future.set_exception(err)
+        raise
+    finally:
+        with _flights_lock:
+            _flights.pop(flight, None)
 
 
 def plan_report_input(record: PlanRecord, sens: dict[str, Any] | None) -> dict[str, Any]:
@@ -132,21 +273,34 @@ def plan_report(
     committed) the first time one asks for it (``while_computing`` wraps that: the
     CLI shows progress)."""
     catalog = merged_catalog(session, shipped)
-    sens = cached_sensitivity(record)
+    sens = cached_sensitivity(record, catalog.content_hash)
     if with_sensitivity and fmt != "csv" and sens is None and has_fleet(record):
         with while_computing():
-            sens = compute_sensitivity(
-                session,
-                record,
-                catalog,
-                solver_caps(settings),
-                settings.compare_workers,
-                settings.calibration_dir,
-                settings.verify_default,
-            )
-        session.commit()
+            sens = shared_sensitivity(session, record, catalog, settings)
     text, media_type = render_plan_report(plan_report_input(record, sens), fmt, catalog)
     return Report(text, media_type, f"plan-{record.id}")
+
+
+def stored_plan_report(
+    session: Session,
+    plan_id: str,
+    fmt: str,
+    shipped: Catalog,
+    settings: Settings,
+    *,
+    with_sensitivity: bool = True,
+) -> Report:
+    """The report of the stored plan ``plan_id`` (:class:`NotFound`)."""
+    record = find_plan(session, plan_id)
+    return plan_report(session, record, fmt, shipped, settings, with_sensitivity=with_sensitivity)
+
+
+def stored_comparison_report(
+    session: Session, comparison_id: str, fmt: str, shipped: Catalog
+) -> Report:
+    """The report of the stored comparison ``comparison_id`` (:class:`NotFound`,
+    :class:`ComparisonNotDone`)."""
+    return comparison_report(session, find_comparison(session, comparison_id), fmt, shipped)
 
 
 class ComparisonNotDone(Conflict):
