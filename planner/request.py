@@ -189,6 +189,14 @@ class CandidateSpec(Strict):
     tp: list[Annotated[int, Field(strict=True, le=MAX_TP)]] | None = Field(
         default=None, min_length=1, max_length=10
     )
+    kv_dtypes: list[Dtype] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2,
+        description="KV-cache formats to consider with every weight dtype (bf16, fp8; e.g. "
+        "BF16 weights with an FP8 KV cache). Default: bf16 KV with bf16 weights, fp8 KV "
+        "with fp8 or fp4 weights.",
+    )
     pp: list[Annotated[int, Field(strict=True)]] | None = Field(
         default=None,
         min_length=1,
@@ -211,6 +219,16 @@ class CandidateSpec(Strict):
         description=f"Prefill chunk sizes (tokens) screened for aggregated pools; at most "
         f"{MAX_CHUNK_BUDGETS} (each one is screened for every class, GPU type, dtype and TP).",
     )
+
+    @field_validator("kv_dtypes")
+    @classmethod
+    def _kv_formats(cls, v: list[Dtype] | None) -> list[Dtype] | None:
+        for kv in v or []:
+            if kv not in (Dtype.BF16, Dtype.FP8):
+                raise ValueError(
+                    f"{kv.value} is not a KV-cache format engines offer (use bf16 or fp8)"
+                )
+        return v
 
     @field_validator("pp")
     @classmethod
@@ -444,6 +462,7 @@ class ResolvedRequest:
     chunk_budgets: tuple[int, ...]
     warnings: tuple[str, ...] = ()
     pps: tuple[int, ...] | None = None
+    kv_dtypes: tuple[Dtype, ...] | None = None
     eps: tuple[int, ...] | None = None
 
 
@@ -640,6 +659,9 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         dtypes=tuple(dict.fromkeys(req.candidates.dtypes)),
         tps=tuple(sorted(set(req.candidates.tp))) if req.candidates.tp else None,
         pps=tuple(sorted(set(req.candidates.pp))) if req.candidates.pp else None,
+        kv_dtypes=tuple(dict.fromkeys(req.candidates.kv_dtypes))
+        if req.candidates.kv_dtypes
+        else None,
         eps=tuple(sorted(set(req.candidates.ep))) if req.candidates.ep else None,
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),

@@ -48,6 +48,7 @@ from planner.candidates.model import (
     Rejection,
     Screening,
     kv_dtype_for,
+    kv_dtype_options,
     resident_output_tokens,
     speculative_label,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "dp_ep_options",
     "fast_chunked_ttft_ms",
     "kv_dtype_for",
+    "kv_dtype_options",
     "kv_exposed_ms",
     "kv_link_for",
     "kv_pair_link",

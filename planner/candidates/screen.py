@@ -35,6 +35,7 @@ from planner.candidates.model import (
     Rejection,
     Screening,
     kv_dtype_for,
+    kv_dtype_options,
     speculative_label,
 )
 from planner.candidates.prune import _pair_format, attach_capacity, prune, prune_by_cost_curves
@@ -488,17 +489,16 @@ def _screen_gpu(
             continue
         fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
         shapes = [
-            (tp, pp, dp, ep)
+            (tp, pp, dp, ep, kv)
             for tp in tp_options(catalog, gpu_id, req.tps)
             for pp in pp_options(catalog, gpu_id, tp, fits_alone, req.pps)
             for dp, ep in dp_ep_options(catalog, req.model_id, gpu_id, tp, req.eps)
+            for kv in kv_dtype_options(dtype, req.kv_dtypes)
         ]
-        for tp, pp, dp, ep in shapes:
+        for tp, pp, dp, ep, kv in shapes:
             check_time()
             try:
-                replica = request_replica(
-                    catalog, req, gpu_id, dtype, kv_dtype_for(dtype), tp, pp=pp, dp=dp, ep=ep
-                )
+                replica = request_replica(catalog, req, gpu_id, dtype, kv, tp, pp=pp, dp=dp, ep=ep)
             except PlanningError as err:
                 considered += len(roles)
                 reason = "does_not_fit" if err.code == "does_not_fit" else "invalid"
