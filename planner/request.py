@@ -30,9 +30,10 @@ from catalog.schema import (
 from planner.errors import PlanningError, UnknownEntryError
 from planner.kernels import SpecMethod
 from planner.procurement.spec import LoadProfileSpec, ProcurementSpec
+from planner.request_checks import check_fp4_offer, checked_speculative
 from planner.risk import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE
-from planner.roofline.replica import PP_OPTIONS, fp4_format_error
-from planner.roofline.speculative import MAX_DRAFT_TOKENS, check_speculation
+from planner.roofline.replica import PP_OPTIONS
+from planner.roofline.speculative import MAX_DRAFT_TOKENS
 from planner.variants import check_shape
 from solver.problem import Mode, Objective
 
@@ -621,7 +622,12 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
                 slo=_merge_slo(wl.slo, req.slo, spec.slo),
                 modes=modes,
                 sessions=spec.sessions if spec.sessions is not None else wl.sessions,
-                speculative=checked_speculative(req, catalog, spec, i),
+                speculative=checked_speculative(
+                    catalog,
+                    catalog.models[req.model],
+                    spec.speculative,
+                    f"traffic.classes[{i}].speculative",
+                ),
             )
         )
     gpus = req.candidates.gpus or sorted(catalog.gpus)
@@ -650,7 +656,7 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
             raise UnknownEntryError.for_field(
                 f"constraints.max_gpus.{_clip(g)}", f"unknown GPU {_clip(g)!r}"
             )
-    check_fp4_offer(req, catalog, gpus)
+    check_fp4_offer(req.candidates.dtypes, catalog.models[req.model], catalog, gpus)
     return ResolvedRequest(
         request=req,
         model_id=req.model,
@@ -666,46 +672,3 @@ def resolve_request(req: PlanRequest, catalog: Catalog) -> ResolvedRequest:
         chunk_budgets=tuple(sorted(set(req.candidates.chunk_budgets))),
         warnings=tuple(warnings),
     )
-
-
-def check_fp4_offer(req: PlanRequest, catalog: Catalog, gpus: list[str]) -> None:
-    """Refuse ``fp4`` in ``candidates.dtypes`` (error on ``candidates.dtypes[i]``) when
-    the model has no published FP4 checkpoint, or when none of the offered GPUs has an
-    FP4 peak for that checkpoint's format (:func:`planner.roofline.fp4_format_error`).
-    When some offered GPUs can and others cannot, fp4 is screened out on the others
-    (reason ``dtype_unsupported``)."""
-    if Dtype.FP4 not in req.candidates.dtypes:
-        return
-    i = req.candidates.dtypes.index(Dtype.FP4)
-    model = catalog.models[req.model]
-    errors = [fp4_format_error(model, catalog.gpus[g]) for g in gpus]
-    if all(errors):
-        reason = errors[0] if len(set(errors)) == 1 or model.fp4_checkpoint is None else None
-        raise PlanningError.for_field(
-            f"candidates.dtypes[{i}]",
-            reason
-            or "fp4 needs an FP4 peak for the checkpoint's format on an offered GPU: "
-            + "; ".join(sorted(set(e for e in errors if e))),
-        )
-
-
-def checked_speculative(
-    req: PlanRequest, catalog: Catalog, spec: ClassSpec, index: int
-) -> SpeculativeSpec | None:
-    """The class's ``speculative`` settings once checked against the model and catalog
-    (:func:`planner.roofline.check_speculation`; errors name
-    ``traffic.classes[i].speculative.<field>``)."""
-    sp = spec.speculative
-    if sp is None:
-        return None
-    check_speculation(
-        catalog,
-        catalog.models[req.model],
-        sp.method,
-        sp.draft_tokens,
-        sp.acceptance_length,
-        sp.draft_model,
-        sp.draft_repo,
-        f"traffic.classes[{index}].speculative",
-    )
-    return sp
