@@ -69,6 +69,7 @@ Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)]
 # 126 layers, hidden 18,432 (GPT-3 175B: 12,288; Llama 405B: 16,384), 256 experts,
 # vocab 256k, 10M-token context (Llama 4 Scout), 2T parameters.
 MAX_MEMORY_GB = 10_000.0  # 10 TB per accelerator
+MAX_HOST_MEMORY_GB = 1_000_000.0  # 1 PB of DRAM per server (a rack counts as one)
 MAX_TFLOPS = 200_000.0  # 200 PFLOP/s dense per accelerator
 MAX_MEM_BW_TBPS = 200.0
 MAX_TDP_W = 20_000.0
@@ -379,6 +380,12 @@ class Server(Frozen):
         default=0.0,
         le=100 * MAX_TDP_W,
         description="Host power beyond the GPUs (CPUs, NICs, fans), watts per server.",
+    )
+    host_memory_gb: PosFloat | None = Field(
+        default=None,
+        le=MAX_HOST_MEMORY_GB,
+        description="CPU memory (DRAM) of one server, GB: what a KV-cache host tier "
+        "(LMCache, vLLM's native offloading, SGLang HiCache) can use. None: unknown.",
     )
 
 

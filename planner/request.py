@@ -368,6 +368,18 @@ class VerifySpec(Strict):
     )
 
 
+class PrefixCacheSpec(Strict):
+    """Where idle sessions' prefixes may be kept (:mod:`planner.candidates.sessions`):
+    HBM always; with ``host_tier`` also the servers' CPU memory (``host_memory_share``
+    of the catalog's ``server.host_memory_gb``), reloaded over the GPU's host link when
+    a session's next turn arrives (LMCache, vLLM's native offloading, SGLang HiCache)."""
+
+    host_tier: Annotated[bool, Field(strict=True)] = False
+    host_memory_share: Annotated[float, Field(gt=0, le=0.9, strict=True)] = Field(
+        default=0.5, description="Share of a server's CPU memory given to the KV host tier."
+    )
+
+
 class PlanRequest(Strict):
     model: CatalogRef
     traffic: Traffic
@@ -392,6 +404,7 @@ class PlanRequest(Strict):
         description="Buy one fleet that serves every scenario (see planner.scenarios).",
     )
     verify: VerifySpec = Field(default_factory=VerifySpec)
+    prefix_cache: PrefixCacheSpec = Field(default_factory=PrefixCacheSpec)
     operations: OperationsSpec = Field(default_factory=OperationsSpec)
     risk: RiskSpec = Field(default_factory=RiskSpec)
     procurement: ProcurementSpec = Field(

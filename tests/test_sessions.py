@@ -183,3 +183,50 @@ def test_bad_sessions_name_the_field(
         make_plan(req, catalog, alternatives=False, verify=False)
     fields = " ".join(f for f, _ in err.value.issues)
     assert "traffic.classes[0].sessions" in fields and field in fields
+
+
+# --------------------------------------------------------------------------- host tier
+
+
+def test_host_tier_formulas() -> None:
+    # a replica of 8 GPUs in 8-GPU servers with 2 TB, half for the KV host tier
+    assert ses.host_cache_bytes(2048, 0.5, 8, 8) == pytest.approx(1024e9)
+    assert ses.host_cache_bytes(2048, 0.5, 16, 8) == pytest.approx(2048e9)
+    assert ses.host_cache_bytes(None, 0.5, 8, 8) == 0.0
+    # 14 GB over 8 x 64 GB/s links: 27.3 ms plus the latency
+    assert ses.reload_ms(14e9, 64.0, 8, 1000.0) == pytest.approx(1.0 + 14e9 / 512e9 * 1e3)
+    # 10 sessions of 10 bytes: 40 in HBM, 60 in the host tier
+    assert ses.host_hit_share(40.0, 500.0, 10.0, 10.0) == pytest.approx(0.6)
+    assert ses.host_hit_share(400.0, 500.0, 10.0, 10.0) == 0.0
+    # HBM and host together hold 70 of 100 bytes: 30 of the 70 held come from the host
+    assert ses.host_hit_share(40.0, 30.0, 10.0, 10.0) == pytest.approx(30.0 / 70.0)
+
+
+def test_a_host_tier_keeps_the_hits_long_think_times_lose(catalog: Catalog) -> None:
+    plans = {}
+    for tier in (False, True):
+        req = copy.deepcopy(AGENT_H100)
+        req["traffic"]["classes"][0]["sessions"] = {"think_time_s": 600, "turns": 30}
+        req["prefix_cache"] = {"host_tier": tier}
+        plans[tier] = make_plan(req, catalog, alternatives=False, verify=False)
+    hbm, host = plans[False], plans[True]
+    assert hbm.status.has_solution and host.status.has_solution
+    h_hbm = hbm.classes[0].effective_prefix_hit_rate
+    h_host = host.classes[0].effective_prefix_hit_rate
+    assert h_hbm is not None and h_host is not None and h_hbm < h_host <= 0.92
+    assert host.total_cost_usd_per_hour < hbm.total_cost_usd_per_hour  # type: ignore[operator]
+    tiered = [p for p in host.pools if p.host_cache_gb]
+    assert tiered and all(p.host_hit_share and 0 < p.host_hit_share <= 1 for p in tiered)
+    for p in tiered:
+        assert "--kv-offloading-backend=native" in p.launch.vllm
+        assert "--enable-hierarchical-cache" in p.launch.sglang
+    assert all(p.host_cache_gb is None for p in hbm.pools)
+
+
+@pytest.mark.parametrize("share", [0, 0.95, "0.5"])
+def test_bad_host_tier_share_names_the_field(catalog: Catalog, share: Any) -> None:
+    req = copy.deepcopy(AGENT_H100)
+    req["prefix_cache"] = {"host_tier": True, "host_memory_share": share}
+    with pytest.raises(PlanningError) as err:
+        make_plan(req, catalog, alternatives=False, verify=False)
+    assert any(f == "prefix_cache.host_memory_share" for f, _ in err.value.issues)

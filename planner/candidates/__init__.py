@@ -24,6 +24,11 @@ power, TP degrees, KV links), :mod:`.screen` (screening), :mod:`.prune` (pruning
 and capacity curves). Every name is re-exported here.
 """
 
+from planner.candidates.chunking import (
+    capacity_maximizing_batch,
+    fast_chunked_ttft_ms,
+    sum_max_linear,
+)
 from planner.candidates.links import (
     RACK_SCALE_DOMAIN,
     dp_ep_options,
@@ -60,13 +65,10 @@ from planner.candidates.prune import (
     segments_for,
 )
 from planner.candidates.screen import (
-    capacity_maximizing_batch,
-    fast_chunked_ttft_ms,
     request_replica,
     restrict_prefill_links,
     screen_candidates,
     speculative_replica,
-    sum_max_linear,
 )
 
 __all__ = [

@@ -198,6 +198,10 @@ class Candidate:
     #: The pool counts on hits from sessions' own prefixes: a session's turns must come
     #: back to the replica that holds its prefix (session-affine routing).
     session_affinity: bool = False
+    #: KV host tier per replica (GB of CPU memory) and the share of prefix hits served
+    #: from it (reloaded before the prefill); 0 without (prefix_cache.host_tier).
+    host_cache_gb: float = 0.0
+    host_hit_share: float = 0.0
 
     @property
     def id(self) -> str:

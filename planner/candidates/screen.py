@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
-
-import numpy as np
 
 from catalog.schema import Catalog, Dtype
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
+from planner.candidates.chunking import (
+    _expect,
+    capacity_maximizing_batch,
+    fast_chunked_ttft_ms,
+)
 from planner.candidates.links import (
     dp_ep_options,
     kv_exposed_ms,
@@ -48,67 +50,6 @@ from solver.problem import Mode, PoolRole
 log = logging.getLogger(__name__)
 
 
-def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
-    """E[fn(P)] and Var[fn(P)]/E^2 over the log-normal prompt length (GH quadrature)."""
-    vals = np.array([fn(p) for p in fig.prompt_nodes_tokens])
-    w = np.array(fig.prompt_weights)
-    mean = float(np.dot(w, vals))
-    var = float(np.dot(w, (vals - mean) ** 2))
-    return mean, (var / (mean * mean) if mean > 0 else 0.0)
-
-
-def fast_chunked_ttft_ms(
-    replica: rl.Replica, prompt_tokens: float, budget_tokens: int, step_ms: float, cached: float
-) -> float:
-    """TTFT of a prompt in fixed chunks on an idle stall-free replica (ms):
-    ``sum_i max(step_ms, chunk_compute_ms(T, s_i))`` over ceil(P_new / T) chunks.
-
-    Chunk compute is taken linear in its start context between the first and
-    the last full chunk (exact for full attention, where attention FLOPs grow
-    linearly with context; within a few percent for sliding-window layers), so
-    it costs three cost-model calls instead of one per chunk. The exact loop is
-    :func:`planner.roofline.chunked_prefill_ttft_ms`.
-    """
-    new = max(prompt_tokens - cached, 0.0)
-    if new <= 0:
-        return 0.0
-    k = math.ceil(new / budget_tokens)
-    last = new - (k - 1) * budget_tokens
-    tail = max(step_ms, rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens))
-    if k == 1:
-        return tail
-    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
-    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
-    return sum_max_linear(step_ms, c0, c1, k - 1) + tail
-
-
-def sum_max_linear(floor: float, first: float, last: float, count: int) -> float:
-    """sum_{i=0}^{count-1} max(floor, first + (last - first) i / (count - 1)), closed form."""
-    if count <= 0:
-        return 0.0
-    if count == 1:
-        return max(floor, first)
-    if first >= floor and last >= floor:
-        return count * (first + last) / 2.0
-    if first <= floor and last <= floor:
-        return count * floor
-    step = (last - first) / (count - 1)
-    # indices whose value is below the floor form a prefix (step > 0) or suffix (step < 0)
-    below = (
-        math.floor((floor - first) / step) + 1
-        if step > 0
-        else count - (math.floor((floor - first) / step) + 1)
-    )
-    below = min(max(below, 0), count)
-    if step > 0:
-        lo, hi = below, count - 1
-    else:
-        lo, hi = 0, count - below - 1
-    above = hi - lo + 1
-    above_sum = above * (2 * first + step * (lo + hi)) / 2.0 if above > 0 else 0.0
-    return below * floor + above_sum
-
-
 # --------------------------------------------------------------------------- screening
 
 
@@ -122,11 +63,14 @@ def _screen_config(
     budget: int | None,
     link_option: tuple | None = None,
     batch_cap: int | None = None,
+    reload: tuple[float, float] = (0.0, 0.0),
 ) -> Candidate | Rejection:
     """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
     the decode GPU types it pairs with, :func:`prefill_link_options`); an aggregated
     one's decode batch is at most ``batch_cap`` when given (KV memory left for idle
-    sessions' prefixes)."""
+    sessions' prefixes). ``reload`` = (mean, percentile) ms that reloading prefixes
+    from a KV host tier adds to a request's prefill (:mod:`planner.candidates.sessions`)."""
+    reload_mean_ms, reload_q_ms = reload
     gpu, tp, dtype, pp = replica.gpu.id, replica.tp, replica.weight_dtype, replica.pp
     par = {"pp": pp, "dp": replica.dp, "ep": replica.ep}
     slo = cls.slo
@@ -187,8 +131,9 @@ def _screen_config(
             return rl.prefill_ms(replica, p, p * h)
 
         mean, cv2 = _expect(fig, service)
+        mean += reload_mean_ms
         p_q = fig.prompt_q_tokens
-        s_q = service(p_q)
+        s_q = service(p_q) + reload_q_ms
         if link_option is None:
             link_option = (kv_link_for(catalog, gpu), frozenset([gpu]))
         link, cand.pairs_with = link_option
@@ -241,13 +186,16 @@ def _screen_config(
 
     @functools.cache
     def prefill_rps(b: int) -> float:
-        return 1000.0 / _expect(fig, lambda p: service_at(b, p))[0]
+        return 1000.0 / (_expect(fig, lambda p: service_at(b, p))[0] + reload_mean_ms)
+
+    def q_service_at(b: int) -> float:
+        return service_at(b, fig.prompt_q_tokens) + reload_q_ms
 
     b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
     # a smaller batch shortens the step, hence the chunked prefill: where the
     # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
-    if slo.ttft_ms - service_at(b, fig.prompt_q_tokens) <= 0:
-        fits = largest_batch(b, lambda x: service_at(x, fig.prompt_q_tokens), slo.ttft_ms)
+    if slo.ttft_ms - q_service_at(b) <= 0:
+        fits = largest_batch(b, q_service_at, slo.ttft_ms)
         b = fits[0] if fits is not None else 1
     step = step_at(b)
 
@@ -255,7 +203,8 @@ def _screen_config(
         return fast_chunked_ttft_ms(replica, p, budget, step, p * h)
 
     mean, cv2 = _expect(fig, service_agg)
-    s_q = service_agg(fig.prompt_q_tokens)
+    mean += reload_mean_ms
+    s_q = service_agg(fig.prompt_q_tokens) + reload_q_ms
     cand.config = PoolConfig(
         role, gpu, tp, dtype, replica.kv_dtype, budget, b, speculative=spec_label, **par
     )
@@ -268,36 +217,6 @@ def _screen_config(
             f"{s_q:.0f} ms of {budget}-token chunks, over the TTFT SLO {slo.ttft_ms:g} ms",
         )
     return cand
-
-
-def capacity_maximizing_batch(
-    b_max: int, decode_rps: Callable[[int], float], prefill_rps: Callable[[int], float]
-) -> int:
-    """The decode batch of an aggregated replica (count, in [1, ``b_max``]): the B
-    that maximizes ``min(decode_rps(B), prefill_rps(B))`` (requests/s per replica).
-
-    ``decode_rps(B) = B / (G x step(B))`` grows with B (more sequences share each
-    read of the weights); ``prefill_rps(B) = 1 / E[chunked prefill time]`` falls with
-    B (each chunk waits for a longer step). Their minimum peaks where they cross: the
-    smallest B with ``decode_rps(B) >= prefill_rps(B)`` or the one below it, whichever
-    has the larger minimum (bisection); ``b_max`` (the largest batch within the TPOT
-    SLO and the KV cache, ``decode_slots``) when decode stays the bottleneck.
-
-    Taking ``b_max`` itself, as the planner did before, made a looser TPOT SLO buy
-    *less* capacity (longer steps, slower chunks): the feasible set only grows with the
-    SLO, so its maximum never falls."""
-    if b_max <= 1 or decode_rps(b_max) <= prefill_rps(b_max):
-        return max(b_max, 1)
-    lo, hi = 1, b_max  # decode_rps(hi) > prefill_rps(hi)
-    if decode_rps(lo) >= prefill_rps(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if decode_rps(mid) >= prefill_rps(mid):
-            hi = mid
-        else:
-            lo = mid
-    return max((lo, hi), key=lambda b: min(decode_rps(b), prefill_rps(b)))
 
 
 def _screen_with_sessions(
@@ -325,6 +244,17 @@ def _screen_with_sessions(
         return [out]
     per_session = replica.coefficients.kv_held_bytes(h * fig.prompt_mean_tokens)
     capacity = rl.kv_capacity_bytes(replica)
+    tier = req.request.prefix_cache
+    host = (
+        ses.host_cache_bytes(
+            replica.gpu.server.host_memory_gb,
+            tier.host_memory_share,
+            replica.gpus,
+            replica.gpu.server.gpus_per_server,
+        )
+        if tier.host_tier
+        else 0.0
+    )
     caps: list[int | None] = [None]
     if role == PoolRole.AGGREGATED:
         b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
@@ -333,7 +263,9 @@ def _screen_with_sessions(
     seen: set[str] = set()
     for cap in caps:
 
-        def screened(hit: float, cap: int | None = cap) -> Candidate | Rejection:
+        def screened(
+            hit: float, cap: int | None = cap, reload: tuple[float, float] = (0.0, 0.0)
+        ) -> Candidate | Rejection:
             return _screen_config(
                 catalog,
                 req,
@@ -344,24 +276,36 @@ def _screen_with_sessions(
                 budget,
                 link_option,
                 cap,
+                reload,
             )
 
         def state_at(hit: float, screened=screened) -> tuple[float, float, float] | None:
             c = screened(hit)
             if isinstance(c, Rejection):
                 return None
-            if role == PoolRole.AGGREGATED:
-                rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
-                resident = (c.config.max_batch or 0) * replica.coefficients.kv_held_bytes(
-                    fig.decode_context_tokens
-                )
-            else:
-                rate = c.prefill_rps_per_replica or 0.0
-                resident = replica.coefficients.kv_held_bytes(fig.prompt_q_tokens)
-            return rate, ses.cache_free_bytes(capacity, resident), per_session
+            rate, free = _rate_and_free_hbm(c, fig, capacity)
+            return rate, free + host, per_session
 
         h_eff = ses.effective_hit_rate(h, cls.sessions, state_at)
         out = screened(h_eff)
+        if isinstance(out, Candidate) and host > 0 and h_eff > 0:
+            # hits found in the host tier are reloaded before their prefill
+            rate, free = _rate_and_free_hbm(out, fig, capacity)
+            idle = ses.idle_sessions(rate, cls.sessions)
+            share = ses.host_hit_share(free, host, idle, per_session)
+            if share > 0:
+                link = catalog.links[replica.gpu.pcie_link]
+                one = ses.reload_ms(
+                    per_session, link.bandwidth_gb_per_s, replica.gpus, link.latency_us
+                )
+                out = screened(h_eff, cap, (share * one, one))
+                if isinstance(out, Candidate):
+                    out.host_cache_gb = host / 1e9
+                    out.host_hit_share = share
+                    out.notes.append(
+                        f"{share:.0%} of prefix hits reloaded from host memory "
+                        f"({one:.0f} ms each over {link.id})"
+                    )
         if isinstance(out, Candidate):
             if out.config.key in seen:
                 continue
@@ -383,6 +327,21 @@ def _screen_with_sessions(
             )
         outs.append(out)
     return outs
+
+
+def _rate_and_free_hbm(c: Candidate, fig: ClassFigures, capacity: float) -> tuple[float, float]:
+    """A screened pool's rate per replica at full load (requests/s) and the KV bytes its
+    HBM has free for idle prefixes (:func:`planner.candidates.sessions.cache_free_bytes`):
+    an aggregated replica holds its decode batch, a prefill replica the percentile
+    prompt in flight."""
+    kv = c.replica.coefficients.kv_held_bytes
+    if c.config.role == PoolRole.AGGREGATED:
+        rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
+        resident = (c.config.max_batch or 0) * kv(fig.decode_context_tokens)
+    else:
+        rate = c.prefill_rps_per_replica or 0.0
+        resident = kv(fig.prompt_q_tokens)
+    return rate, ses.cache_free_bytes(capacity, resident)
 
 
 def request_replica(

@@ -26,10 +26,16 @@ may carry), so ``f`` is the least the cache holds: conservative. Longer think ti
 or more turns only add idle sessions, so ``h_eff`` never rises with them, and it
 never exceeds the nominal rate.
 
+With a **host tier** (``prefix_cache.host_tier``: LMCache, vLLM's native offloading,
+SGLang HiCache) the servers' CPU memory holds the idle prefixes HBM cannot
+(:func:`host_cache_bytes`); a hit found there is reloaded over the GPU's host link
+before its prefill (:func:`reload_ms`), which screening adds to the prefill time of
+the share of requests whose prefix is in the host tier (:func:`host_hit_share`).
+
 Inputs: ``think_time_s`` and ``turns`` are the user's (or the workload catalog's)
-assumptions; KV bytes and capacity come from the model and GPU (catalog); the
-replica rate from screening. Not modelled: a CPU-memory (or SSD) tier for evicted
-prefixes (LMCache, SGLang HiCache); where a stack has one, ``h_eff`` is a lower bound.
+assumptions; KV bytes and capacity come from the model and GPU (catalog); a server's
+CPU memory is a typical configuration (catalog ``server.host_memory_gb``, assumed);
+the replica rate from screening. Not modelled: an SSD tier.
 """
 
 from __future__ import annotations
@@ -62,6 +68,39 @@ def cache_free_bytes(capacity_bytes: float, resident_bytes: float) -> float:
     holds (an aggregated replica: its decode batch at the mean resident context; a
     prefill replica: the percentile prompt in flight)."""
     return max(capacity_bytes - resident_bytes, 0.0)
+
+
+def host_cache_bytes(
+    host_memory_gb: float | None, share: float, gpus: int, gpus_per_server: int
+) -> float:
+    """CPU memory a replica's KV host tier holds (bytes): ``host_memory_gb x 1e9 x share x
+    gpus / gpus_per_server`` (the replica's share of its servers); 0 when the catalog
+    gives no host memory."""
+    if not host_memory_gb:
+        return 0.0
+    return host_memory_gb * 1e9 * share * gpus / gpus_per_server
+
+
+def reload_ms(prefix_bytes: float, link_gb_per_s: float, gpus: int, latency_us: float) -> float:
+    """Reloading one session's prefix from the host tier (ms): ``latency + bytes / (gpus x
+    host-link bandwidth)`` (each GPU loads its own shard over its own link)."""
+    if prefix_bytes <= 0:
+        return 0.0
+    return latency_us * 1e-3 + prefix_bytes / (gpus * link_gb_per_s * 1e9) * 1e3
+
+
+def host_hit_share(
+    free_bytes: float, host_bytes: float, idle: float, bytes_per_session: float
+) -> float:
+    """Share of the prefix hits served from the host tier (dimensionless): the most
+    recent idle sessions stay in HBM (``free`` bytes), older ones in the host tier
+    (``host`` bytes); of the ``held = min(idle x bytes, free + host)`` bytes kept,
+    ``max(0, held - free) / held`` are in the host tier; 0 when HBM holds them all."""
+    need = idle * bytes_per_session
+    held = min(need, max(free_bytes, 0.0) + max(host_bytes, 0.0))
+    if held <= 0:
+        return 0.0
+    return max(0.0, held - max(free_bytes, 0.0)) / held
 
 
 def share_held(free_bytes: float, idle: float, bytes_per_session: float) -> float:
@@ -120,6 +159,9 @@ __all__ = [
     "SESSION_BATCH_SHARES",
     "cache_free_bytes",
     "effective_hit_rate",
+    "host_cache_bytes",
+    "host_hit_share",
     "idle_sessions",
+    "reload_ms",
     "share_held",
 ]

@@ -120,6 +120,8 @@ def plan_from_result(
                 spare_replicas=cand.spare_replicas,
                 capacity_with_spares_down_rps=spares_down,
                 effective_prefix_hit_rate=hit,
+                host_cache_gb=round(cand.host_cache_gb, 1) if cand.host_cache_gb else None,
+                host_hit_share=cand.host_hit_share if cand.host_cache_gb else None,
                 speculative=pool_speculation(cand),
             )
         )

@@ -58,6 +58,9 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     if cfg.kv_dtype.value == "fp8":
         v.append("--kv-cache-dtype=fp8")
         s.append("--kv-cache-dtype=fp8_e4m3")
+    hv, hs = host_tier_args(cand.host_cache_gb, cand.replica.gpus)
+    v += hv
+    s += hs
     sv, ss = speculative_args(cand.replica.speculative)
     v += sv
     s += ss
@@ -109,6 +112,21 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         nodes_per_replica=nodes,
         per_node=per_node,
         router=router,
+    )
+
+
+def host_tier_args(host_cache_gb: float, gpus: int) -> tuple[list[str], list[str]]:
+    """(vLLM, SGLang) arguments for a KV host tier of ``host_cache_gb`` GB per replica
+    (``prefix_cache.host_tier``); empty without. vLLM's native offloading takes the
+    replica's buffer in GiB (``--kv-offloading-size``); SGLang's HiCache a host pool
+    per rank in GB (``--hicache-size``)."""
+    if host_cache_gb <= 0:
+        return [], []
+    gib = int(host_cache_gb * 1e9 / 2**30)
+    per_rank = int(host_cache_gb / max(gpus, 1))
+    return (
+        ["--kv-offloading-backend=native", f"--kv-offloading-size={gib}"],
+        ["--enable-hierarchical-cache", f"--hicache-size={per_rank}"],
     )
 
 

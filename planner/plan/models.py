@@ -91,6 +91,10 @@ class PoolPlan(Out):
     #: Prefix hit rate the pool's figures assume (aggregated and prefill pools): the
     #: class's nominal rate, or less where idle sessions' prefixes do not all fit.
     effective_prefix_hit_rate: float | None = None
+    #: KV host tier per replica (GB of CPU memory; prefix_cache.host_tier) and the share
+    #: of the pool's prefix hits served from it (reloaded over the host link); None without.
+    host_cache_gb: float | None = None
+    host_hit_share: float | None = None
     #: Speculative decoding on the pool (decode and aggregated pools of a class that asks
     #: for it): method, draft_tokens, acceptance_length (assumed), draft_repo and
     #: verification_step_ms (the engine step; step_ms is per output token, step / a).
