@@ -67,7 +67,7 @@ def stored_plan(db_url: str, plan_id: str) -> PlanRecord:
 def test_plan_report_in_every_format(client, sensitivity_calls):
     plan = client.post("/plans", json=BASE).json()
     pid = plan["id"]
-    html = client.get(f"/plans/{pid}/report?format=html")
+    html = client.get(f"/plans/{pid}/report?format=html&sensitivity=wait")
     assert html.status_code == 200, html.text
     assert html.headers["content-type"] == MEDIA["html"]
     assert html.headers["content-disposition"] == f'inline; filename="plan-{pid}.html"'
@@ -195,6 +195,31 @@ def test_a_new_catalog_recomputes_the_sensitivity(client, sensitivity_calls):
     client.get(f"/plans/{pid}/report?format=json")
     client.get(f"/plans/{pid}/report?format=json")
     assert len(sensitivity_calls) == 2  # once per catalog
+
+
+def test_the_first_html_report_does_not_wait_for_the_sensitivity(
+    client, db_url, sensitivity_calls
+):
+    """Issue 13: the first HTML report answers at once and says the heavy section is
+    being computed; a JSON report waits for the same computation (never a second one),
+    and the next HTML report has the table."""
+    pid = client.post("/plans", json=BASE).json()["id"]
+    first = client.get(f"/plans/{pid}/report")
+    assert first.status_code == 200
+    assert "Being computed in the background since" in first.text
+    assert "traffic ×2" not in first.text
+    md = client.get(f"/plans/{pid}/report?format=md")
+    assert "Being computed in the background" in md.text or "traffic ×2" in md.text
+    doc = client.get(f"/plans/{pid}/report?format=json").json()  # waits for it
+    assert [r["name"] for r in doc["sensitivity"]["rows"]][:2] == ["traffic ×1.5", "traffic ×2"]
+    for _ in range(100):  # the background thread stores it and lets go of the flight
+        if report_records._background == {}:
+            break
+        time.sleep(0.05)
+    again = client.get(f"/plans/{pid}/report")
+    assert "traffic ×2" in again.text and "Being computed" not in again.text
+    assert len(sensitivity_calls) == 1
+    assert stored_plan(db_url, pid).report_extras is not None
 
 
 def test_sensitivity_false_skips_the_computation(client, db_url, sensitivity_calls):

@@ -2,15 +2,18 @@
 
 ``format``: ``html`` (a stand-alone page with inline charts; the default), ``md``
 (the same content as Markdown), ``csv`` (the bill of materials; a comparison's has
-one per variant) or ``json`` (the record with its bill of materials). Rendering is
-``planner.report``; this module only finds the records and sets the headers.
+one per variant), ``json`` (the record with its bill of materials) or ``xlsx`` (a
+workbook). Rendering is ``planner.report``; this module only finds the records and
+sets the headers.
 
 A plan report includes a sensitivity table (the cheapest fleet at traffic x1.5 and
 x2 and at the largest class's share -20/+20 points, each re-planned). Re-planning
 takes a few seconds for a small fleet and about 13 s for the 80/20 example, so it
-is computed once, by the first report that needs it, and cached in the plan's
-``report_extras``; later reports are immediate. ``sensitivity=false`` skips the
-computation (a cached table is still shown). The CSV needs none.
+is computed once and cached in the plan's ``report_extras``; later reports are
+immediate. By default (``sensitivity=auto``) the first HTML or Markdown report does
+not wait for it: it answers at once, says the table is being computed in the
+background, and the next report shows it; a JSON report waits. ``sensitivity=wait``
+always waits, ``cached`` (or ``false``) skips the computation. CSV and XLSX need none.
 
 A comparison that is still running has no report yet (409), nor does a failed one.
 """
@@ -35,6 +38,26 @@ class ReportFormat(StrEnum):
     CSV = "csv"
     JSON = "json"
     XLSX = "xlsx"
+
+
+class SensitivityMode(StrEnum):
+    AUTO = "auto"
+    WAIT = "wait"
+    BACKGROUND = "background"
+    CACHED = "cached"
+    TRUE = "true"
+    FALSE = "false"
+
+
+#: What each mode asks of api.services.reports.plan_report.
+SENSITIVITY_MODES: dict[SensitivityMode, bool | str] = {
+    SensitivityMode.AUTO: "auto",
+    SensitivityMode.WAIT: "wait",
+    SensitivityMode.BACKGROUND: "background",
+    SensitivityMode.CACHED: "cached",
+    SensitivityMode.TRUE: "wait",
+    SensitivityMode.FALSE: "cached",
+}
 
 
 FormatQuery = Annotated[
@@ -88,14 +111,17 @@ async def plan_report(
     session: SessionDep,
     settings: SettingsDep,
     fmt: FormatQuery = ReportFormat.HTML,
-    with_sensitivity: Annotated[
-        bool,
+    sensitivity: Annotated[
+        SensitivityMode,
         Query(
-            alias="sensitivity",
-            description="Compute the sensitivity table if not cached yet (the first time "
-            "takes a few seconds to ~15 s: four re-plans). `false`: show it only if cached.",
+            description="The sensitivity table (four re-plans, 10-30 s the first time, "
+            "then cached): `auto` (default) computes it before answering a JSON report, "
+            "while an HTML or Markdown report answers at once and says it is being "
+            "computed in the background (reload to see it); `wait` (or `true`) always "
+            "computes it first; `background` never waits; `cached` (or `false`) shows it "
+            "only if already computed.",
         ),
-    ] = True,
+    ] = SensitivityMode.AUTO,
 ) -> Response:
     """The bill of materials, the fleet, the classes and their latencies, the
     verification, the alternatives and the sensitivity, in one document."""
@@ -107,7 +133,7 @@ async def plan_report(
         fmt.value,
         request.app.state.catalog,
         settings,
-        with_sensitivity=with_sensitivity,
+        with_sensitivity=SENSITIVITY_MODES[sensitivity],
     )
     return report_response(report, fmt)
 

@@ -236,8 +236,48 @@ def shared_sensitivity(
             _flights.pop(flight, None)
 
 
-def plan_report_input(record: PlanRecord, sens: dict[str, Any] | None) -> dict[str, Any]:
-    """What ``planner.report.render_plan_report`` takes."""
+#: Background sensitivity computations of this process: (plan id, catalog hash) -> the
+#: UTC time it started (what a report being read meanwhile says).
+_background: dict[tuple[str, str], str] = {}
+
+
+def start_background_sensitivity(
+    session: Session, record: PlanRecord, catalog: Catalog, settings: Settings
+) -> str:
+    """Start computing the plan's sensitivity on a daemon thread (once per plan and
+    catalog in this process; :func:`shared_sensitivity` keeps it to one computation
+    across the service's processes) and return when it started (UTC, ``HH:MM:SS``).
+    The result is stored with the plan, so the next report shows it."""
+    flight = (record.id, catalog.content_hash)
+    with _flights_lock:
+        started = _background.get(flight)
+        if started is not None:
+            return started
+        started = _background[flight] = utcnow().strftime("%H:%M:%S UTC")
+    sessions = sessions_like(session)
+    plan_id = record.id
+
+    def run() -> None:
+        try:
+            with sessions() as s:
+                fresh = get_plan(s, plan_id)
+                if fresh is not None and cached_sensitivity(fresh, catalog.content_hash) is None:
+                    shared_sensitivity(s, fresh, catalog, settings)
+        except Exception:  # logged; the next report starts it again
+            log.exception("plan %s: computing the sensitivity in the background failed", plan_id)
+        finally:
+            with _flights_lock:
+                _background.pop(flight, None)
+
+    threading.Thread(target=run, name=f"sensitivity-{plan_id[:8]}", daemon=True).start()
+    return started
+
+
+def plan_report_input(
+    record: PlanRecord, sens: dict[str, Any] | None, pending: str | None = None
+) -> dict[str, Any]:
+    """What ``planner.report.render_plan_report`` takes; ``pending``: when a background
+    computation of the sensitivity started (the report says it is on its way)."""
     out: dict[str, Any] = {
         "id": record.id,
         "created_at": record.created_at.strftime("%Y-%m-%d %H:%M UTC"),
@@ -246,6 +286,8 @@ def plan_report_input(record: PlanRecord, sens: dict[str, Any] | None) -> dict[s
     }
     if sens is not None:
         out["sensitivity"] = sens
+    elif pending is not None:
+        out["sensitivity_pending"] = pending
     return out
 
 
@@ -266,18 +308,32 @@ def plan_report(
     shipped: Catalog,
     settings: Settings,
     *,
-    with_sensitivity: bool = True,
+    with_sensitivity: bool | str = True,
     while_computing: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Report:
-    """A stored plan's report; its sensitivity is computed (and cached on the plan,
-    committed) the first time one asks for it (``while_computing`` wraps that: the
-    CLI shows progress)."""
+    """A stored plan's report; its sensitivity (four re-plans) is computed and cached on
+    the plan the first time one asks for it. ``with_sensitivity``: True (or ``wait``)
+    computes it before answering (``while_computing`` wraps that: the CLI shows
+    progress); ``auto`` does so for JSON only, while an HTML or Markdown report (read by
+    a person) answers at once, starts it in the background
+    (:func:`start_background_sensitivity`) and says so; False shows it only if cached.
+    CSV and XLSX never need it."""
     catalog = merged_catalog(session, shipped)
     sens = cached_sensitivity(record, catalog.content_hash)
-    if with_sensitivity and fmt != "csv" and sens is None and has_fleet(record):
-        with while_computing():
-            sens = shared_sensitivity(session, record, catalog, settings)
-    text, media_type = render_plan_report(plan_report_input(record, sens), fmt, catalog)
+    if isinstance(with_sensitivity, bool):
+        mode = "wait" if with_sensitivity else "cached"
+    else:
+        mode = with_sensitivity
+    if mode == "auto":
+        mode = "wait" if fmt == "json" else "background"
+    pending = None
+    if sens is None and fmt in ("html", "md", "json") and has_fleet(record):
+        if mode == "wait":
+            with while_computing():
+                sens = shared_sensitivity(session, record, catalog, settings)
+        elif mode == "background":
+            pending = start_background_sensitivity(session, record, catalog, settings)
+    text, media_type = render_plan_report(plan_report_input(record, sens, pending), fmt, catalog)
     return Report(text, media_type, f"plan-{record.id}")
 
 
@@ -288,7 +344,7 @@ def stored_plan_report(
     shipped: Catalog,
     settings: Settings,
     *,
-    with_sensitivity: bool = True,
+    with_sensitivity: bool | str = True,
 ) -> Report:
     """The report of the stored plan ``plan_id`` (:class:`NotFound`)."""
     record = find_plan(session, plan_id)

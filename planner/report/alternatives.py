@@ -100,8 +100,24 @@ def why_not_table(plan: Mapping[str, Any]) -> Table | None:
 
 
 def sensitivity_blocks(
-    sens: Mapping[str, Any] | None, plan_cost: Any, with_chart: bool = True
+    sens: Mapping[str, Any] | None,
+    plan_cost: Any,
+    with_chart: bool = True,
+    pending: str | None = None,
 ) -> list[Block]:
+    """The sensitivity section: its table and chart, or a note that it is being
+    computed in the background (``pending``: since when) or was not computed."""
+    if not sens and pending:
+        return [
+            Para(
+                [
+                    f"Being computed in the background since {pending} (four re-plans: "
+                    "traffic ×1.5 and ×2, the mix shifted by 20 points; usually 10-30 s). "
+                    "Reload this report to see it."
+                ],
+                kind="note",
+            )
+        ]
     if not sens:
         return [
             Para(

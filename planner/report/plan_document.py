@@ -427,7 +427,13 @@ def plan_document(
 
     if solved:
         sections.append(
-            Section("sensitivity", "Sensitivity", sensitivity_blocks(sens, cost, with_charts))
+            Section(
+                "sensitivity",
+                "Sensitivity",
+                sensitivity_blocks(
+                    sens, cost, with_charts, pending=record.get("sensitivity_pending")
+                ),
+            )
         )
 
     assumptions: list[Block] = [
