@@ -151,7 +151,7 @@ def test_compare_save_list_show_and_reports(capfd, tmp_path, db, monkeypatch):
     assert html.lstrip().lower().startswith("<!doctype html") and "traffic x2" in html
     assert cli.main(["report", cid, "--format", "csv", "-o", "-"]) == 0
     csv_out = capfd.readouterr()[0]
-    assert csv_out.startswith("variant,gpu,")
+    assert csv_out.startswith("variant,axis,status,usd_per_hour,")
 
     # a variant's plan report: sensitivity computed once, then cached
     target = tmp_path / "plan.json"

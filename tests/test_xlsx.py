@@ -123,3 +123,17 @@ def test_plan_workbook_with_tco(catalog: Catalog) -> None:
     total = [c.value for c in tco[tco.max_row]]
     assert total[0] == "total" and total[-1] == pytest.approx(plan["tco"]["total_usd"])
     assert plan["tco"]["capex_usd"] > 0 and total[2] == pytest.approx(plan["tco"]["capex_usd"])
+
+
+def test_comparison_table_as_csv() -> None:
+    """The comparison CSV is its table: one row per variant, the workbook's columns."""
+    import csv
+
+    from planner.report.xlsx import render_comparison_table_csv
+
+    rows = list(csv.reader(io.StringIO(render_comparison_table_csv(TABLE))))
+    headers, _ = comparison_sheet_rows(TABLE)
+    assert rows[0] == headers
+    assert [r[0] for r in rows[1:]] == ["base", '\'=HYPERLINK("x")']
+    assert float(rows[2][headers.index("delta_pct")]) == 50.0
+    assert rows[1][headers.index("rag_mode")] == ""  # the base had no rag class

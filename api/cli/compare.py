@@ -120,7 +120,8 @@ def register_report(sub: Subparsers) -> None:
         "report",
         help="write the procurement report of a stored plan or comparison",
         description="Write the report of the stored plan or comparison ID: html (a stand-"
-        "alone page with charts), md, csv (the bill of materials) or json.",
+        "alone page with charts), md, csv (a plan's bill of materials, a comparison's "
+        "table), json or xlsx (a workbook).",
     )
     p.add_argument("id", help="a plan's or a comparison's id")
     p.add_argument("--format", "-f", choices=FORMATS, default="html", help="default html")

@@ -1,8 +1,8 @@
 """Procurement reports: ``GET /plans/{id}/report`` and ``GET /comparisons/{id}/report``.
 
 ``format``: ``html`` (a stand-alone page with inline charts; the default), ``md``
-(the same content as Markdown), ``csv`` (the bill of materials; a comparison's has
-one per variant), ``json`` (the record with its bill of materials) or ``xlsx`` (a
+(the same content as Markdown), ``csv`` (a plan's bill of materials; a comparison's
+table, one row per variant), ``json`` (the record with its bill of materials) or ``xlsx`` (a
 workbook). Rendering is ``planner.report``; this module only finds the records and
 sets the headers.
 
@@ -64,7 +64,8 @@ FormatQuery = Annotated[
     ReportFormat,
     Query(
         alias="format",
-        description="`html` (stand-alone page), `md` (Markdown), `csv` (bill of materials), "
+        description="`html` (stand-alone page), `md` (Markdown), `csv` (a plan's bill of "
+        "materials, a comparison's table), "
         "`json` (the record with its bill of materials), `xlsx` (an Excel workbook: a "
         "comparison's table and bills of materials; a plan's bill of materials, pools "
         "and TCO).",

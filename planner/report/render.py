@@ -23,7 +23,7 @@ from planner.errors import PlanningError
 from planner.report import xlsx
 from planner.report.bom import build_bom
 from planner.report.comparison_document import comparison_document
-from planner.report.csv_bom import render_bom_csv, render_boms_csv
+from planner.report.csv_bom import render_bom_csv
 from planner.report.html import render_html
 from planner.report.markdown import render_markdown
 from planner.report.plan_document import plan_document
@@ -98,9 +98,10 @@ def render_plan_report(
 def render_comparison_report(
     comparison: Mapping[str, Any], fmt: str, catalog: Catalog | None = None
 ) -> tuple[str | bytes, str]:
-    """A stored comparison's report as ``(content, media type)``; ``csv`` holds
-    every variant's bill of materials (a ``variant`` column, a total per variant);
-    ``xlsx`` (bytes) the comparison table and those bills of materials."""
+    """A stored comparison's report as ``(content, media type)``; ``csv`` is the
+    comparison table (one row per variant: cost, change against the base, GPUs, power,
+    per class its mode and latencies); ``xlsx`` (bytes) that table and every variant's
+    bill of materials (the JSON has them too)."""
     f = check_format(fmt)
     catalog = _catalog(catalog)
     variants = comparison.get("variants") or []
@@ -111,7 +112,7 @@ def render_comparison_report(
         for name, plan in zip(names, plans, strict=False)
     }
     if f == "csv":
-        return render_boms_csv(boms), MEDIA_TYPES[f]
+        return xlsx.render_comparison_table_csv(comparison.get("table") or []), MEDIA_TYPES[f]
     if f == "xlsx":
         table = comparison.get("table") or []
         return xlsx.render_comparison_xlsx(table, boms), MEDIA_TYPES[f]

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from planner.report.bom import Bom
-from planner.report.csv_bom import COLUMNS, bom_rows, spreadsheet_safe
+from planner.report.csv_bom import COLUMNS, bom_rows, spreadsheet_safe, write_csv
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -112,6 +112,24 @@ def comparison_sheet_rows(table: Sequence[Mapping[str, Any]]) -> tuple[list[str]
             ]
         rows.append(row)
     return headers, rows
+
+
+def _csv_cell(value: Any) -> str:
+    """A workbook cell as CSV text: empty for None, numbers to 4 decimals."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{round(value, 4)}"
+    return str(value)
+
+
+def render_comparison_table_csv(table: Sequence[Mapping[str, Any]]) -> str:
+    """The comparison table (:func:`comparison_sheet_rows`) as CSV: the same columns as
+    the workbook's ``Comparison`` sheet, formula-safe (:func:`csv_bom.write_csv`)."""
+    headers, rows = comparison_sheet_rows(table)
+    return write_csv(headers, [[_csv_cell(x) for x in r] for r in rows])
 
 
 def _sheet(wb: Any, title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -213,6 +231,7 @@ def render_plan_xlsx(plan: Mapping[str, Any], bom: Bom) -> bytes:
 __all__ = [
     "MEDIA_TYPE",
     "comparison_sheet_rows",
+    "render_comparison_table_csv",
     "render_comparison_xlsx",
     "render_plan_xlsx",
     "tco_sheet_rows",
