@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     compare_workers: int | None = Field(
         default=None, ge=1, le=256, description="Processes per comparison (default: cores)."
     )
+    ray_address: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="A Ray cluster's address ('local' starts one here): comparisons' "
+        "variants run as Ray tasks there (pip install 'fleetplan[ray]'); unset: the "
+        "local process pool.",
+    )
 
     workers: int = Field(default=1, ge=1, le=64, description="Service processes (serve).")
     work_threads: int | None = Field(

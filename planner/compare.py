@@ -286,8 +286,11 @@ def run_variants(
     calibrations: Mapping[str, Any] | None = None,
     verify_default: bool | None = None,
     on_result: Callable[[int, dict[str, Any]], None] | None = None,
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Plan every variant, in parallel processes (one per core by default).
+    """Plan every variant, in parallel processes (one per core by default), or as Ray
+    tasks on the cluster at ``ray_address`` (:func:`planner.distributed.run_on_ray`; the
+    same function on the same inputs, so the same results).
 
     Returns, in order, ``{"ok": True, "plan": plan_json}`` or ``{"ok": False,
     "error", "detail", "issues"}`` per variant; ``progress(done, total)`` is
@@ -316,6 +319,22 @@ def run_variants(
     ]
     if progress:
         progress(0, total)
+    if ray_address and total > 1:
+        from planner.distributed import run_on_ray
+
+        finished = 0
+
+        def take(index: int, result: dict[str, Any]) -> None:
+            nonlocal finished
+            results[index] = result
+            finished += 1
+            if on_result:
+                on_result(index, result)
+            if progress:
+                progress(finished, total)
+
+        run_on_ray(ray_address, _plan_one, args, take)
+        return results  # type: ignore[return-value]
     if workers <= 1 or total <= 1:
         for i, a in enumerate(args):
             results[i] = _plan_one(a)
@@ -413,8 +432,10 @@ def compare(
     progress: Callable[[int, int], None] | None = None,
     calibrations: Mapping[str, Any] | None = None,
     verify_default: bool | None = None,
+    ray_address: str | None = None,
 ) -> ComparisonResult:
-    """Validate, expand, plan every variant (in parallel) and tabulate."""
+    """Validate, expand, plan every variant (in parallel: local processes, or Ray tasks
+    at ``ray_address``) and tabulate."""
     spec = data if isinstance(data, ComparisonSpec) else parse_comparison(data)
     variants = expand(spec)
     if catalog is None:
@@ -430,6 +451,7 @@ def compare(
         progress=progress,
         calibrations=calibrations,
         verify_default=verify_default,
+        ray_address=ray_address,
     )
     return ComparisonResult(
         name=spec.name,

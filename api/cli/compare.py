@@ -206,6 +206,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 progress=bar,
                 calibrations=prepared.calibrations,
                 verify_default=settings.verify_default,
+                ray_address=settings.ray_address,
             )
     except Exception as err:  # a broken process pool, a solver crash...
         if isinstance(err, CliError | ValueError):
@@ -248,6 +249,7 @@ def _compare_save(
                     calibrations=prepared.calibrations,
                     verify_default=settings.verify_default,
                     on_progress=bar,
+                    ray_address=settings.ray_address,
                 )
         finally:
             bar.close()

@@ -141,6 +141,7 @@ def run_comparison(
     verify_default: bool | None = None,
     cancel: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    ray_address: str | None = None,
 ) -> ComparisonStatus | None:
     """Solve the variants of the stored comparison ``comparison_id`` that have no
     stored outcome yet (``owner`` holds its lease), storing each as it finishes,
@@ -192,6 +193,7 @@ def run_comparison(
                     calibrations=calibrations,
                     verify_default=verify_default,
                     on_result=on_result,
+                    ray_address=ray_address,
                 )
     except ComparisonStopped as err:
         if err.interrupted:
@@ -298,6 +300,7 @@ class ComparisonRunner:
                     calibrations=calibrations,
                     verify_default=self.settings.verify_default,
                     cancel=self.cancel,
+                    ray_address=self.settings.ray_address,
                 )
             finally:
                 with self._lock:
