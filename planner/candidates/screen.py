@@ -326,6 +326,8 @@ def _screen_with_sessions(
                 f"between turns) leave room for {h_eff:.0%} prefix hits of the nominal {h:.0%}",
             )
         outs.append(out)
+        if cap is None and h_eff >= h:
+            break  # the full batch keeps every hit: a capped one only loses capacity
     return outs
 
 
