@@ -254,20 +254,33 @@ def test_csv_quoting_round_trips(catalog):
     assert all(len(r) == len(COLUMNS) for r in rows)
 
 
-def test_comparison_csv_has_a_bom_per_variant(small_comparison, catalog):
+def test_comparison_csv_is_its_table_and_the_bills_are_in_the_workbook(small_comparison, catalog):
     text, _ = render_comparison_report(small_comparison, "csv", catalog)
     rows = _parse_csv(text)
-    assert rows[0] == ["variant", *COLUMNS]
+    header = rows[0]
+    assert header[:4] == ["variant", "axis", "status", "usd_per_hour"]
+    table = small_comparison["table"]
+    assert [r[0] for r in rows[1:]] == [t["variant"] for t in table]
+    for r, t in zip(rows[1:], table, strict=True):
+        if t.get("gpus_total") is not None:
+            assert int(r[header.index("gpus")]) == t["gpus_total"]
+    # every planned variant's bill of materials, with its total, in the workbook
+    from openpyxl import load_workbook
+
+    data, _ = render_comparison_report(small_comparison, "xlsx", catalog)
+    assert isinstance(data, bytes)
+    bom = load_workbook(io.BytesIO(data))["Bill of materials"]
+    assert [c.value for c in bom[1]] == ["variant", *COLUMNS]
     ok = [
         v["name"]
         for v, p in zip(small_comparison["variants"], small_comparison["plans"], strict=True)
         if p
     ]
-    totals = [r for r in rows[1:] if r[1] == TOTAL]
-    assert [r[0] for r in totals] == ok
-    by_variant = {r["variant"]: r for r in small_comparison["table"]}
+    totals = [[c.value for c in r] for r in bom.iter_rows(min_row=2) if r[1].value == TOTAL]
+    assert [t[0] for t in totals] == ok
+    by_variant = {r["variant"]: r for r in table}
     for t in totals:
-        assert int(t[3]) == by_variant[t[0]]["gpus_total"]
+        assert t[3] == by_variant[t[0]]["gpus_total"]
 
 
 # --------------------------------------------------------------------------- Markdown, JSON
