@@ -119,38 +119,33 @@ def claim(session: Session, comparison_id: str, owner: str, now: datetime, until
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+def _update_held(session: Session, ids: Collection[str], owner: str, **values: Any) -> int:
+    """Set ``values`` on the running comparisons of ``ids`` whose lease ``owner`` holds;
+    how many it holds."""
+    if not ids:
+        return 0
+    result = session.execute(
+        update(ComparisonRecord)
+        .where(
+            ComparisonRecord.id.in_(list(ids)),
+            ComparisonRecord.owner == owner,
+            ComparisonRecord.status == ComparisonStatus.RUNNING,
+        )
+        .values(**values)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 def renew(
     session: Session, ids: Collection[str], owner: str, now: datetime, until: datetime
 ) -> int:
     """Extend the leases ``owner`` holds on ``ids``; how many it still holds."""
-    if not ids:
-        return 0
-    result = session.execute(
-        update(ComparisonRecord)
-        .where(
-            ComparisonRecord.id.in_(list(ids)),
-            ComparisonRecord.owner == owner,
-            ComparisonRecord.status == ComparisonStatus.RUNNING,
-        )
-        .values(lease_expires_at=until, heartbeat_at=now)
-    )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    return _update_held(session, ids, owner, lease_expires_at=until, heartbeat_at=now)
 
 
 def release(session: Session, ids: Collection[str], owner: str, now: datetime) -> int:
     """Let the leases on ``ids`` expire now, so another service resumes them."""
-    if not ids:
-        return 0
-    result = session.execute(
-        update(ComparisonRecord)
-        .where(
-            ComparisonRecord.id.in_(list(ids)),
-            ComparisonRecord.owner == owner,
-            ComparisonRecord.status == ComparisonStatus.RUNNING,
-        )
-        .values(lease_expires_at=now)
-    )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    return _update_held(session, ids, owner, lease_expires_at=now)
 
 
 def record_result(

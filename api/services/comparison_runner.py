@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.db import comparisons as repo
 from api.db.base import utcnow
 from api.db.models import ComparisonStatus
+from api.services.beat import beating
 from api.services.comparisons import results_table, resume_inputs, store_variant
 from api.services.errors import Busy, error_reference
 from api.settings import Settings
@@ -112,19 +113,10 @@ def heartbeat(
     sessions: sessionmaker[Session], comparison_id: str, owner: str, lease_s: float
 ) -> Iterator[None]:
     """Renew ``owner``'s lease on the comparison every third of ``lease_s`` meanwhile."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(lease_s / 3):
-            _renew(sessions, [comparison_id], owner, lease_s)
-
-    thread = threading.Thread(target=beat, name="fleetplan-lease", daemon=True)
-    thread.start()
-    try:
+    with beating(
+        lease_s / 3, lambda: _renew(sessions, [comparison_id], owner, lease_s), "fleetplan-lease"
+    ):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def run_comparison(

@@ -32,6 +32,7 @@ from api.db.base import utcnow
 from api.db.jobs import claim_job, release_job, renew_job
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
 from api.db.repository import get_plan
+from api.services.beat import beating
 from api.services.calibrations import resolve_calibration
 from api.services.catalog import merged_catalog
 from api.services.comparisons import comparison_report_input, find_comparison
@@ -146,24 +147,19 @@ def _claim(sessions: sessionmaker[Session], key: str, owner: str) -> bool:
 @contextmanager
 def _holding(sessions: sessionmaker[Session], key: str, owner: str) -> Iterator[None]:
     """Renew the lease on ``key`` meanwhile, release it after."""
-    stop = threading.Event()
 
-    def beat() -> None:
-        while not stop.wait(SENSITIVITY_LEASE_S / 3):
-            try:
-                with sessions() as s:
-                    renew_job(s, key, owner, utcnow() + timedelta(seconds=SENSITIVITY_LEASE_S))
-                    s.commit()
-            except SQLAlchemyError:
-                log.warning("could not renew the lease on %s", key, exc_info=True)
+    def renew() -> None:
+        try:
+            with sessions() as s:
+                renew_job(s, key, owner, utcnow() + timedelta(seconds=SENSITIVITY_LEASE_S))
+                s.commit()
+        except SQLAlchemyError:
+            log.warning("could not renew the lease on %s", key, exc_info=True)
 
-    thread = threading.Thread(target=beat, name="fleetplan-report-lease", daemon=True)
-    thread.start()
     try:
-        yield
+        with beating(SENSITIVITY_LEASE_S / 3, renew, "fleetplan-report-lease"):
+            yield
     finally:
-        stop.set()
-        thread.join(timeout=5)
         try:
             with sessions() as s:
                 release_job(s, key, owner)
