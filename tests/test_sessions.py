@@ -230,3 +230,31 @@ def test_bad_host_tier_share_names_the_field(catalog: Catalog, share: Any) -> No
     with pytest.raises(PlanningError) as err:
         make_plan(req, catalog, alternatives=False, verify=False)
     assert any(f == "prefix_cache.host_memory_share" for f, _ in err.value.issues)
+
+
+def test_the_simulation_replays_host_tier_reloads(catalog: Catalog) -> None:
+    """A host-tier plan's simulated requests wait for their prefix reload: the class
+    carries the plan's share and reload, and a longer reload shows in the TTFTs."""
+    import dataclasses
+
+    import numpy as np
+
+    from planner.simulate.engine import run_class
+
+    req = copy.deepcopy(AGENT_H100)
+    req["traffic"]["classes"][0]["sessions"] = {"think_time_s": 600, "turns": 30}
+    req["prefix_cache"] = {"host_tier": True}
+    plan = make_plan(req, catalog, alternatives=False, verify=False)
+    (sim_class,) = build_fleet(plan.to_json_dict(), req, catalog)
+    pool = next(p for p in plan.pools if p.host_hit_share)
+    assert sim_class.reload_share == pytest.approx(pool.host_hit_share)
+    assert 0 < sim_class.reload_ms < 1000
+
+    def p90_ttft(cls: Any) -> float:
+        run = run_class(cls, np.random.default_rng(7), 60_000.0)
+        ttft = (run.first_ms - run.arrival_ms)[run.measured]
+        return float(np.nanpercentile(ttft, 90))
+
+    none = dataclasses.replace(sim_class, reload_share=0.0)
+    slow = dataclasses.replace(sim_class, reload_share=1.0, reload_ms=2_000.0)
+    assert p90_ttft(slow) > p90_ttft(none) + 1_500.0

@@ -195,6 +195,12 @@ def run_class(
             raise ValueError("trace arrival times must be sorted")
     n = len(arr)
     hit = cls.prefix_hit_rate
+    # prefix hits found in a KV host tier: that share of requests waits for the reload
+    delay = (
+        np.where(rng.random(n) < cls.reload_share, cls.reload_ms, 0.0)
+        if cls.reload_share > 0 and cls.reload_ms > 0
+        else np.zeros(n)
+    )
     t_warm = warmup_fraction * horizon_ms
     margin = min(2.0 * cls.ttft_slo_ms, 0.2 * horizon_ms)
     measured = (arr >= t_warm) & (arr <= horizon_ms - margin)
@@ -244,7 +250,9 @@ def run_class(
         sim.est_col = np.array([col[r.pi] for r in sim.reps])
         used = sim.warm_start(rng, ghosts, cls.prompt, cls.output, hit)
         ghosts = ghosts[len(used) :]
-        sim.run(arr[idx].tolist(), idx.tolist(), sim.arrive_prefill)
+        t_agg = arr[idx] + delay[idx]  # a reload comes before the request's first chunk
+        order = np.argsort(t_agg, kind="stable")
+        sim.run(t_agg[order].tolist(), idx[order].tolist(), sim.arrive_prefill)
         events += sim.events
         f = np.array(sim.first[:n])
         first[idx] = f[idx]
@@ -261,7 +269,7 @@ def run_class(
         services, exposed = [], []
         for _, pool in pre:
             s, e = _prefill_and_exposed(pool, p_in, hit)
-            services.append(s)
+            services.append(s + delay[idx])  # the reload is part of the prefill
             exposed.append(e)
         which, start = fcfs_servers(
             t_in.tolist(), [s.tolist() for s in services], [p.replicas for _, p in pre]

@@ -12,7 +12,7 @@ CLI can verify any stored plan.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from planner.candidates import (
     request_replica,
     speculative_replica,
 )
+from planner.candidates import sessions as ses
 from planner.errors import PlanningError
 from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate.steps import StepModel
@@ -89,6 +90,10 @@ class SimClass:
     pools: tuple[SimPool, ...]
     planned_ttft_ms: float | None = None
     planned_tpot_ms: float | None = None
+    #: Share of requests whose prefix hit is reloaded from a KV host tier, and the
+    #: reload (ms) before their prefill (prefix_cache.host_tier; 0 without).
+    reload_share: float = 0.0
+    reload_ms: float = 0.0
 
     @property
     def mode(self) -> str:
@@ -199,6 +204,7 @@ def build_fleet(
         cp = planned.get(rc.name, {})
         # The plan's routing: a max-goodput plan may serve less than the class's rate.
         served = sum(p.rate_rps for p in pools if p.role != PoolRole.DECODE)
+        share, reload = host_tier_reload(rc, plan.get("pools", []), pools, catalog)
         out.append(
             sim_class_of(
                 rc,
@@ -213,6 +219,35 @@ def build_fleet(
                     if cp.get("effective_prefix_hit_rate") is None
                     else float(cp["effective_prefix_hit_rate"])
                 ),
+                reload_share=share,
+                reload_ms=reload,
             )
         )
     return out
+
+
+def host_tier_reload(
+    rc: ResolvedClass,
+    planned_pools: Sequence[Mapping[str, Any]],
+    pools: Sequence[SimPool],
+    catalog: Catalog,
+) -> tuple[float, float]:
+    """(share of the class's requests, reload ms) for prefixes found in a KV host tier:
+    the rate-weighted ``host_hit_share`` of its prefilling pools, and the longest of their
+    reloads (:func:`planner.candidates.sessions.reload_ms` of the session prefix the
+    planner priced, ``nominal hit x mean prompt`` tokens, over the GPU's host link)."""
+    by_id = {str(p.get("id")): p for p in planned_pools}
+    rate = share = reload = 0.0
+    for pool in pools:
+        planned = by_id.get(pool.id, {})
+        hit_share = planned.get("host_hit_share")
+        if pool.role == PoolRole.DECODE or not hit_share:
+            continue
+        replica = pool.steps.replica
+        link = catalog.links[replica.gpu.pcie_link]
+        prefix = replica.coefficients.kv_held_bytes(rc.prefix_hit_rate * rc.prompt.mean_tokens)
+        one = ses.reload_ms(prefix, link.bandwidth_gb_per_s, replica.gpus, link.latency_us)
+        rate += pool.rate_rps
+        share += pool.rate_rps * float(hit_share)
+        reload = max(reload, one)
+    return (share / rate if rate > 0 else 0.0), reload
