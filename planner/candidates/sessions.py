@@ -142,7 +142,9 @@ def effective_hit_rate(
         return nominal * share_held(free, idle_sessions(rate, sessions), per_session)
 
     top = supported(nominal)
-    if top is not None and top >= nominal:
+    if top is None or top >= nominal:
+        # infeasible even with every nominal hit (fewer never help; the caller's screening
+        # rejects it), or the cache holds every idle prefix
         return nominal
     lo, hi = 0.0, nominal
     if top is not None:
