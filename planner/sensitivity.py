@@ -8,7 +8,7 @@ computes and caches them), it never runs the optimizer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from catalog.schema import Catalog
@@ -107,6 +107,7 @@ def sensitivity(
     workers: int | None = None,
     calibrations: Mapping[str, Any] | None = None,
     verify_default: bool | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The cost of the cheapest fleet at traffic x1.5 and x2 and at the largest
     class's share -20 and +20 points, each re-planned
@@ -129,7 +130,8 @@ def sensitivity(
     cost_usd_per_hour, delta_usd_per_hour, delta_pct, gpus_total,
     gpus_by_type, verified, note}], "note"}``; ``delta_pct = 100 x (cost - base) / base``.
     The base is planned too unless ``base_plan`` or ``base_cost_usd_per_hour`` is
-    given; ``calibrations`` (name -> Calibration) serves a request naming one.
+    given; ``calibrations`` (name -> Calibration) serves a request naming one;
+    ``progress(done, total)`` is called as re-plans finish.
     """
     from planner.compare import run_variants
 
@@ -139,18 +141,31 @@ def sensitivity(
         catalog = load_catalog()
     request = dict(request)
     cases = sensitivity_cases(request)
+    total = sum(1 for c in cases if c["request"] is not None)
+    total += 1 if base_plan is None and base_cost_usd_per_hour is None else 0
+    finished = 0
 
     def run(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        nonlocal finished
         if not variants:
             return []
-        return run_variants(
+        start = finished
+
+        def step(done: int, _of: int) -> None:
+            if progress is not None:
+                progress(start + done, total)
+
+        out = run_variants(
             variants,
             catalog,
             caps,
             workers=workers,
             calibrations=calibrations,
             verify_default=verify_default,
+            progress=step,
         )
+        finished = start + len(variants)
+        return out
 
     def corrections_of(r: Mapping[str, Any] | None) -> list[Any] | None:
         plan = (r or {}).get("plan") if (r or {}).get("ok") else None

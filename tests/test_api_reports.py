@@ -204,7 +204,7 @@ def test_the_first_html_report_does_not_wait_for_the_sensitivity(client, db_url,
     pid = client.post("/plans", json=BASE).json()["id"]
     first = client.get(f"/plans/{pid}/report")
     assert first.status_code == 200
-    assert "Being computed in the background since" in first.text
+    assert "Being computed in the background (started" in first.text
     assert "traffic ×2" not in first.text
     md = client.get(f"/plans/{pid}/report?format=md")
     assert "Being computed in the background" in md.text or "traffic ×2" in md.text
@@ -218,6 +218,13 @@ def test_the_first_html_report_does_not_wait_for_the_sensitivity(client, db_url,
     assert "traffic ×2" in again.text and "Being computed" not in again.text
     assert len(sensitivity_calls) == 1
     assert stored_plan(db_url, pid).report_extras is not None
+
+
+def test_a_background_computation_says_how_far_it_is() -> None:
+    state = {"started": "04:58:01 UTC", "done": 0, "total": None}
+    assert report_records.background_status(state) == "04:58:01 UTC"
+    state.update(done=2, total=4)
+    assert report_records.background_status(state) == "04:58:01 UTC; 2 of 4 re-plans done"
 
 
 def test_sensitivity_false_skips_the_computation(client, db_url, sensitivity_calls):

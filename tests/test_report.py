@@ -518,8 +518,18 @@ def test_sensitivity_cases():
 
 def test_sensitivity_replans(small_record, catalog):
     base = objective_cost_usd_per_hour(small_record["plan"])
-    s = sensitivity(SMALL, catalog, base_cost_usd_per_hour=base, workers=1)
+    seen: list[tuple[int, int]] = []
+    s = sensitivity(
+        SMALL,
+        catalog,
+        base_cost_usd_per_hour=base,
+        workers=1,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert s["base_cost_usd_per_hour"] == base
+    # progress counts the four re-plans up to their total, never back
+    assert seen[-1] == (4, 4) and all(t == 4 for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
     rows = {r["name"]: r for r in s["rows"]}
     assert set(rows) == {"traffic ×1.5", "traffic ×2", "chat share -20 pts", "chat share +20 pts"}
     for r in rows.values():

@@ -89,10 +89,12 @@ def compute_sensitivity(
     workers: int | None = None,
     calibration_dir: str | None = None,
     verify_default: bool | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any] | None:
     """Compute the plan's sensitivity and cache it on ``record`` (the caller
     commits); None when the plan has no fleet to vary. Ends the session's read
-    while re-planning, so no connection is held meanwhile."""
+    while re-planning, so no connection is held meanwhile; ``progress(done, total)``
+    as re-plans finish."""
     if not has_fleet(record):
         return None
     request_doc = dict(record.request or record.normalized_request or {})
@@ -115,6 +117,7 @@ def compute_sensitivity(
         workers=workers,
         calibrations=calibrations or None,
         verify_default=verify_default,
+        progress=progress,
     )
     record.report_extras = {
         **(record.report_extras or {}),
@@ -177,7 +180,11 @@ def _stored(sessions: sessionmaker[Session], plan_id: str, catalog_hash: str) ->
 
 
 def _sensitivity_across_processes(
-    session: Session, record: PlanRecord, catalog: Catalog, settings: Settings
+    session: Session,
+    record: PlanRecord,
+    catalog: Catalog,
+    settings: Settings,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any] | None:
     """Compute (and store) the sensitivity unless another process of the service
     is at it, in which case wait for its stored result (or its lease to lapse)."""
@@ -201,13 +208,18 @@ def _sensitivity_across_processes(
             settings.compare_workers,
             settings.calibration_dir,
             settings.verify_default,
+            progress,
         )
         session.commit()
         return sens
 
 
 def shared_sensitivity(
-    session: Session, record: PlanRecord, catalog: Catalog, settings: Settings
+    session: Session,
+    record: PlanRecord,
+    catalog: Catalog,
+    settings: Settings,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any] | None:
     """The plan's sensitivity, computed once however many ask at the same time, in
     this process (the others wait for the first) and across the service's processes
@@ -221,7 +233,7 @@ def shared_sensitivity(
     if not leader:
         return future.result()
     try:
-        sens = _sensitivity_across_processes(session, record, catalog, settings)
+        sens = _sensitivity_across_processes(session, record, catalog, settings, progress)
         future.set_result(sens)
         return sens
     except BaseException as err:
@@ -232,9 +244,9 @@ def shared_sensitivity(
             _flights.pop(flight, None)
 
 
-#: Background sensitivity computations of this process: (plan id, catalog hash) -> the
-#: UTC time it started (what a report being read meanwhile says).
-_background: dict[tuple[str, str], str] = {}
+#: Background sensitivity computations of this process: (plan id, catalog hash) -> when it
+#: started (UTC) and its re-plans done / total (what a report read meanwhile says).
+_background: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def start_background_sensitivity(
@@ -242,14 +254,19 @@ def start_background_sensitivity(
 ) -> str:
     """Start computing the plan's sensitivity on a daemon thread (once per plan and
     catalog in this process; :func:`shared_sensitivity` keeps it to one computation
-    across the service's processes) and return when it started (UTC, ``HH:MM:SS``).
-    The result is stored with the plan, so the next report shows it."""
+    across the service's processes) and return how far it is (:func:`background_status`:
+    when it started, then ``k of n re-plans done``). The result is stored with the plan,
+    so the next report shows it."""
     flight = (record.id, catalog.content_hash)
     with _flights_lock:
-        started = _background.get(flight)
-        if started is not None:
-            return started
-        started = _background[flight] = utcnow().strftime("%H:%M:%S UTC")
+        state = _background.get(flight)
+        if state is not None:
+            return background_status(state)
+        state = _background[flight] = {
+            "started": utcnow().strftime("%H:%M:%S UTC"),
+            "done": 0,
+            "total": None,
+        }
     sessions = sessions_like(session)
     plan_id = record.id
 
@@ -258,15 +275,27 @@ def start_background_sensitivity(
             with sessions() as s:
                 fresh = get_plan(s, plan_id)
                 if fresh is not None and cached_sensitivity(fresh, catalog.content_hash) is None:
-                    shared_sensitivity(s, fresh, catalog, settings)
+                    shared_sensitivity(s, fresh, catalog, settings, step)
         except Exception:  # logged; the next report starts it again
             log.exception("plan %s: computing the sensitivity in the background failed", plan_id)
         finally:
             with _flights_lock:
                 _background.pop(flight, None)
 
+    def step(done: int, total: int) -> None:
+        with _flights_lock:
+            state.update(done=done, total=total)
+
     threading.Thread(target=run, name=f"sensitivity-{plan_id[:8]}", daemon=True).start()
-    return started
+    return background_status(state)
+
+
+def background_status(state: dict[str, Any]) -> str:
+    """What a report says of a background computation: ``HH:MM:SS UTC`` it started,
+    with ``; k of n re-plans done`` once they run."""
+    if state.get("total"):
+        return f"{state['started']}; {state['done']} of {state['total']} re-plans done"
+    return str(state["started"])
 
 
 def plan_report_input(

@@ -111,9 +111,9 @@ def sensitivity_blocks(
         return [
             Para(
                 [
-                    f"Being computed in the background since {pending} (four re-plans: "
-                    "traffic ×1.5 and ×2, the mix shifted by 20 points; usually 10-30 s). "
-                    "Reload this report to see it."
+                    f"Being computed in the background (started {pending}): re-plans at "
+                    "traffic ×1.5 and ×2 and at the mix shifted by 20 points, usually "
+                    "10-30 s. Reload this report to see it."
                 ],
                 kind="note",
             )
