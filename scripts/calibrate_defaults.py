@@ -133,6 +133,19 @@ def reason_text(r: dict) -> str:
     )
 
 
+def folded(words: list[str]) -> list[str]:
+    """A YAML folded scalar's lines: the words joined and wrapped at 94 columns, each line
+    indented four spaces."""
+    lines, cur = [], "   "
+    for w in words:
+        if len(cur) + 1 + len(w) > 94:
+            lines.append(cur)
+            cur = "   "
+        cur += " " + w
+    lines.append(cur)
+    return lines
+
+
 def write_yaml(r: dict) -> None:
     path = DATA_DIR / "gpus" / f"{r['gpu']}.yaml"
     text = path.read_text(encoding="utf-8")
@@ -143,13 +156,7 @@ def write_yaml(r: dict) -> None:
     block = m.group(0)
     overlap = re.search(r"overlap_factor:\s*([0-9.]+)", block)
     words = reason_text(r).split()
-    lines, cur = [], "   "
-    for w in words:
-        if len(cur) + 1 + len(w) > 94:
-            lines.append(cur)
-            cur = "   "
-        cur += " " + w
-    lines.append(cur)
+    lines = folded(words)
     values = [
         v if fit.determined[p] else prior
         for p, v, prior in zip(cb.PARAMS, fit.factors, r["prior"], strict=True)
@@ -324,13 +331,7 @@ def write_level(gpu: str, e: dict) -> None:
     old = " ".join(rm.group(1).split()) if rm else ""
     old = old.split(LEVEL_MARK)[0].strip()
     words = (old + " " + level_reason(gpu, e)).split()
-    lines, cur = [], "   "
-    for w in words:
-        if len(cur) + 1 + len(w) > 94:
-            lines.append(cur)
-            cur = "   "
-        cur += " " + w
-    lines.append(cur)
+    lines = folded(words)
     f = e["factors"]
     level = level_of(e)
     new = (

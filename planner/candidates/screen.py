@@ -242,7 +242,7 @@ def _screen_with_sessions(
         if isinstance(out, Candidate) and role != PoolRole.DECODE:
             out.effective_prefix_hit_rate = h
         return [out]
-    per_session = replica.coefficients.kv_held_bytes(h * fig.prompt_mean_tokens)
+    per_session = ses.session_prefix_bytes(replica, h, fig.prompt_mean_tokens)
     capacity = rl.kv_capacity_bytes(replica)
     tier = req.request.prefix_cache
     host = (
@@ -294,17 +294,14 @@ def _screen_with_sessions(
             idle = ses.idle_sessions(rate, cls.sessions)
             share = ses.host_hit_share(free, host, idle, per_session)
             if share > 0:
-                link = catalog.links[replica.gpu.pcie_link]
-                one = ses.reload_ms(
-                    per_session, link.bandwidth_gb_per_s, replica.gpus, link.latency_us
-                )
+                one, link_id = ses.host_reload(catalog, replica, per_session)
                 out = screened(h_eff, cap, (share * one, one))
                 if isinstance(out, Candidate):
                     out.host_cache_gb = host / 1e9
                     out.host_hit_share = share
                     out.notes.append(
                         f"{share:.0%} of prefix hits reloaded from host memory "
-                        f"({one:.0f} ms each over {link.id})"
+                        f"({one:.0f} ms each over {link_id})"
                     )
         if isinstance(out, Candidate):
             if out.config.key in seen:

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from catalog.schema import Sessions
+from catalog.schema import Catalog, Sessions
+from planner import roofline as rl
 
 #: Bisection steps for the fixed point (precision: nominal hit rate / 2^steps, 1.6% of
 #: it; the result is the lower end, so a coarser search only errs low).
@@ -80,6 +81,24 @@ def host_cache_bytes(
     if not host_memory_gb:
         return 0.0
     return host_memory_gb * 1e9 * share * gpus / gpus_per_server
+
+
+def session_prefix_bytes(
+    replica: rl.Replica, nominal_hit: float, prompt_mean_tokens: float
+) -> float:
+    """KV bytes an idle session keeps on ``replica`` (bytes): the held KV of its re-used
+    prefix, ``nominal hit x mean prompt`` tokens (TP replication included)."""
+    return replica.coefficients.kv_held_bytes(nominal_hit * prompt_mean_tokens)
+
+
+def host_reload(catalog: Catalog, replica: rl.Replica, prefix_bytes: float) -> tuple[float, str]:
+    """(:func:`reload_ms` of ``prefix_bytes`` over the replica's host link, that link's
+    id): the GPU's ``pcie_link`` in the catalog (NVLink-C2C on GB200)."""
+    link = catalog.links[replica.gpu.pcie_link]
+    return (
+        reload_ms(prefix_bytes, link.bandwidth_gb_per_s, replica.gpus, link.latency_us),
+        link.id,
+    )
 
 
 def reload_ms(prefix_bytes: float, link_gb_per_s: float, gpus: int, latency_us: float) -> float:
@@ -174,7 +193,9 @@ __all__ = [
     "effective_hit_rate",
     "host_cache_bytes",
     "host_hit_share",
+    "host_reload",
     "idle_sessions",
     "reload_ms",
+    "session_prefix_bytes",
     "share_held",
 ]

@@ -160,28 +160,16 @@ def multinode_blocks(per_node: Sequence[Mapping[str, Any]]) -> list[Block]:
     starts the server on node 0 once all have joined; SGLang runs one command per
     node with its rank."""
     out: list[Block] = []
-    for x in per_node:
-        out.append(
-            Code(
-                f"vLLM · node {x.get('node_rank')} (Ray)", shlex.join(map(str, _list(x.get("ray"))))
-            )
-        )
-    for x in per_node:
-        if _list(x.get("vllm")):
-            out.append(
-                Code(
-                    f"vLLM · then on node {x.get('node_rank')}",
-                    shlex.join(map(str, _list(x.get("vllm")))),
+    for key, label in (
+        ("ray", "vLLM · node {} (Ray)"),
+        ("vllm", "vLLM · then on node {}"),
+        ("sglang", "SGLang · node {}"),
+    ):
+        for x in per_node:
+            if _list(x.get(key)):
+                out.append(
+                    Code(label.format(x.get("node_rank")), shlex.join(map(str, _list(x.get(key)))))
                 )
-            )
-    for x in per_node:
-        if _list(x.get("sglang")):
-            out.append(
-                Code(
-                    f"SGLang · node {x.get('node_rank')}",
-                    shlex.join(map(str, _list(x.get("sglang")))),
-                )
-            )
     return out
 
 

@@ -244,9 +244,8 @@ def host_tier_reload(
         if pool.role == PoolRole.DECODE or not hit_share:
             continue
         replica = pool.steps.replica
-        link = catalog.links[replica.gpu.pcie_link]
-        prefix = replica.coefficients.kv_held_bytes(rc.prefix_hit_rate * rc.prompt.mean_tokens)
-        one = ses.reload_ms(prefix, link.bandwidth_gb_per_s, replica.gpus, link.latency_us)
+        prefix = ses.session_prefix_bytes(replica, rc.prefix_hit_rate, rc.prompt.mean_tokens)
+        one, _ = ses.host_reload(catalog, replica, prefix)
         rate += pool.rate_rps
         share += pool.rate_rps * float(hit_share)
         reload = max(reload, one)
