@@ -187,9 +187,10 @@ ANALOGY_SIGMA_LOG = 0.73
 #: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were optimistic: B200 0.48, MI325X 0.55, A100 40GB 0.64,
-#: A10G 0.76, L40S 0.80, L4 0.82, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98, H200 0.99,
-#: H100 SXM 1.00: median 0.82 (make calibrate-defaults computes it and scales the GPUs
+#: docs/calibration.md), they were optimistic: MI325X 0.55, A100 40GB 0.64, GB200 0.68 (DeepSeek-V3
+#: disaggregated, wide EP), A10G 0.76, L40S 0.80, B200 0.82 (DeepSeek-V3 FP8 and FP4),
+#: L4 0.82, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98, H200 0.99, H100 SXM 1.00: median
+#: 0.82 (make calibrate-defaults computes it and scales the GPUs
 #: never measured by it). A GPU never checked is scaled by it, or by the lowest level of
 #: a checked GPU of its architecture when that is lower (GB200 as B200): an unmeasured
 #: GPU must not look better than a measured one (planner.fidelity.analogy_level_scale).

@@ -291,21 +291,54 @@ def _positive(value: dict[str, Any], key: str) -> float | None:
     return float(x)
 
 
+#: InferenceMAX's description of a disaggregated deployment: workers, TP, EP, DP attention
+#: and GPUs, for the prefill and the decode side.
+_WORKERS = re.compile(
+    r"(\d+) (prefill|decode) worker\(s\) TP(\d+)/EP(\d+)/dp-attn=(True|False) \((\d+) GPUs\)"
+)
+
+
+def disaggregated_layout(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The measurement fields of a disaggregated entry's workers, read from its notes
+    (``1 prefill worker(s) TP8/EP8/dp-attn=True (8 GPUs) + 3 decode worker(s)
+    TP8/EP1/dp-attn=False (24 GPUs)``): ``prefill_workers``, ``prefill_tp``,
+    ``prefill_ep``, ``prefill_dp_attention``, ``decode_workers`` and the decode side as
+    ``tp``/``ep``/``dp_attention``. None when the notes do not state both sides, when a
+    side's GPUs are not its workers x TP (a layout the notes leave ambiguous), or when a
+    side runs DP attention without expert parallelism or an EP not dividing its TP (not
+    priced)."""
+    sides = {m[1]: m for m in _WORKERS.findall(entry.get("notes") or "")}
+    if set(sides) != {"prefill", "decode"}:
+        return None
+    out: dict[str, Any] = {}
+    for side, (workers, _, tp, ep, dp, gpus) in sides.items():
+        w, t, e = int(workers), int(tp), int(ep)
+        if int(gpus) != w * t or t % e or (dp == "True" and e <= 1):
+            return None
+        key = "prefill_" if side == "prefill" else ""
+        out[key + "tp"] = t
+        out[key + "ep"] = e if e > 1 else None
+        out[key + "dp_attention"] = True if dp == "True" else None
+        out[side + "_workers"] = w
+    return out
+
+
 def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     """Why the planner cannot price this entry's configuration (None: it can)."""
     notes = entry.get("notes") or ""
     framework = entry.get("framework") or ""
     reasons = []
-    if "disagg" in framework.lower() or "PD-disaggregated" in notes:
-        reasons.append("disaggregated prefill/decode workers")
+    disaggregated = "disagg" in framework.lower() or "PD-disaggregated" in notes
+    if disaggregated and (disaggregated_layout(entry) is None or entry.get("concurrency") is None):
+        reasons.append("disaggregated prefill/decode workers in a layout not stated per worker")
     # expert parallelism (with or without data-parallel attention) and pipeline
     # stages are priced (planner.kernels); only an ep that does not divide tp is not
     ep = entry.get("ep") or 1
-    if ep > 1 and entry["tp"] % ep:
+    if ep > 1 and entry["tp"] % ep and not disaggregated:
         reasons.append(f"expert parallelism ep={ep} across tp={entry['tp']} replicas")
     stages = entry.get("pp") or 1
     if (entry.get("num_accelerators") or entry["tp"] * stages) > entry["tp"] * stages and not (
-        reasons
+        reasons or disaggregated
     ):
         reasons.append(
             f"{entry['num_accelerators']} GPUs behind a router for tp={entry['tp']} replicas"
@@ -382,6 +415,7 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         "pp": entry.get("pp") if (entry.get("pp") or 1) > 1 else None,
         "dp_attention": True if entry.get("dp_attention") else None,
         "skip_reason": skip,
+        **(layout if (layout := disaggregated_layout(entry)) and skip is None else {}),
         "kv_dtype": kv_dtype_more(entry.get("kv_dtype")),
         "output_tok_s": out_tok_s,
         "ttft_ms": ttft,
@@ -495,16 +529,18 @@ def _rows(
 
 
 def previous_splits(path: Path) -> dict[str, str]:
-    """The split of every point already in ``path`` (id -> fit/holdout); empty when the
-    file does not exist. A re-import keeps them, so a point once held out is never
-    fitted because the cost model learned to price points around it."""
+    """The split of every priced point already in ``path`` (id -> fit/holdout); empty
+    when the file does not exist. A re-import keeps them, so a point once held out is
+    never fitted because the cost model learned to price points around it. A point
+    recorded there (``skip_reason``) was neither fitted nor evaluated: it is not kept,
+    and gets the split of its stratum when the planner learns to price it."""
     if not path.exists():
         return {}
     doc = json.loads(path.read_text())
     return {
         str(r["id"]): str(r["split"])
         for r in doc.get("measurements", [])
-        if r.get("id") and r.get("split")
+        if r.get("id") and r.get("split") and not r.get("skip_reason")
     }
 
 
@@ -560,7 +596,10 @@ def main(argv: list[str] | None = None) -> int:
     splits = assign_splits([(r["id"], r["gpu"], _split_stratum(r)) for r in rows])
     kept = previous_splits(Path(args.out))
     for row in rows:  # a point keeps the split it was given: held-out data stays out
-        row["split"] = kept.get(row["id"], splits[row["id"]].value)
+        # (a recorded-only point is neither fitted nor evaluated: its split is assigned
+        # afresh, in its stratum, until the planner can price it)
+        fresh = splits[row["id"]].value
+        row["split"] = fresh if row.get("skip_reason") else kept.get(row["id"], fresh)
     for row in rows:  # standard JSON has no Infinity: "inf" (Measurement reads it back)
         if row.get("request_rate_rps") == math.inf:
             row["request_rate_rps"] = "inf"

@@ -118,10 +118,13 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     # a re-import keeps every point's split (held-out data stays held out)
     doc["measurements"][0]["split"] = "holdout"
     doc["measurements"][1]["split"] = "fit"
+    # a recorded-only point was never fitted nor evaluated: its split is assigned afresh
+    fresh_a4 = by_id["a4"]["split"]
+    doc["measurements"][2]["split"] = "holdout" if fresh_a4 == "fit" else "fit"
     out.write_text(json.dumps(doc, indent=1))
     assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
     again = {m["id"]: m["split"] for m in json.loads(out.read_text())["measurements"]}
-    assert (again["a1"], again["a2"]) == ("holdout", "fit")
+    assert (again["a1"], again["a2"], again["a4"]) == ("holdout", "fit", fresh_a4)
 
 
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
@@ -178,7 +181,12 @@ def test_shipped_split_is_the_assigned_one_and_every_gpu_with_data_has_holdout()
     everything = cb.load_reference_measurements(CAT, include_skipped=True)
     strata = [(m.id, m.gpu, "recorded" if not m.usable else m.kind.value) for m in everything]
     assigned = cb.assign_splits(strata)
-    assert all(m.split == assigned[m.id] for m in everything)
+    # a re-import keeps the split of every point already priced (held-out data stays out,
+    # fitted data is not relabelled held out), so a stratum that grew may differ from a
+    # fresh assignment on a few priced points; recorded points always follow it
+    moved = [m for m in everything if m.split != assigned[m.id]]
+    assert all(m.usable for m in moved)
+    assert len(moved) <= 0.02 * len(everything)
     usable = [m for m in everything if m.usable]
     for gpu in {m.gpu for m in usable}:
         pts = [m for m in usable if m.gpu == gpu]
@@ -267,7 +275,7 @@ def test_shapes_and_gpus_without_data():
     )
     everything = cb.load_reference_measurements(CAT, include_skipped=True)
     none = fd.gpus_without_data(CAT, everything)
-    assert set(none) == {"h100-pcie-80gb", "gb200-per-gpu"}
+    assert set(none) == {"h100-pcie-80gb"}
     # L40S at tp 4 runs over PCIe (cost model v2), so MLPerf's L40S points are priced;
     # Gaudi 3, A100 40GB and L4 from catalog/measurements/sources/measurements-more-2.json
     for gpu in (H100, "mi300x", "h100-nvl-94gb", "l40s", "gaudi3", "a100-40gb", "l4"):

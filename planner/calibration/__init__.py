@@ -102,6 +102,7 @@ from planner.calibration.predict import (
     measurement_engine,
     predict,
     predict_with,
+    prefill_replica,
     with_factors,
 )
 from planner.calibration.store import (
@@ -175,6 +176,7 @@ __all__ = [
     "parse_json",
     "predict",
     "predict_with",
+    "prefill_replica",
     "residual_sigma_log",
     "resolve_model",
     "save_calibration",

@@ -26,6 +26,7 @@ from planner.calibration.predict import (
     base_replica,
     predict,
     predict_with,
+    prefill_replica,
     with_factors,
 )
 from planner.errors import PlanningError
@@ -192,14 +193,15 @@ class _Problem:
     def __init__(self, points: Sequence[Measurement], catalog: Catalog, prior: Sequence[float]):
         self.points = list(points)
         self.replicas = [base_replica(m, catalog) for m in self.points]
+        self.prefills = [prefill_replica(m, catalog) for m in self.points]
         self.measured = [m.quantities() for m in self.points]
         self.weights = [math.sqrt(w) for w in source_weights(self.points)]
         self.prior = tuple(float(x) for x in prior)
 
     def predictions(self, factors: Sequence[float]) -> list[Prediction]:
         return [
-            predict_with(m, with_factors(r, factors))
-            for m, r in zip(self.points, self.replicas, strict=True)
+            predict_with(m, with_factors(r, factors), p and with_factors(p, factors))
+            for m, r, p in zip(self.points, self.replicas, self.prefills, strict=True)
         ]
 
     def data_residuals(self, factors: Sequence[float]) -> np.ndarray:

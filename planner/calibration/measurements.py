@@ -51,7 +51,14 @@ class Measurement(BaseModel):
     pipeline and data-parallel-attention settings of the run (priced: ``dp = tp`` with
     DP attention, :class:`planner.roofline.Replica`), and ``num_gpus`` the accelerators
     of the whole deployment measured. A point with a ``skip_reason`` is kept with its
-    fields for the record, and neither priced nor fitted."""
+    fields for the record, and neither priced nor fitted.
+
+    A disaggregated run (``prefill_workers`` set): ``prefill_workers`` workers of
+    ``prefill_tp`` GPUs (``prefill_ep``, ``prefill_dp_attention``) hand their KV to
+    ``decode_workers`` workers laid out as ``tp``/``ep``/``dp_attention``; a closed loop
+    (``concurrency``), its ``output_tok_s`` the whole deployment's; its ``ttft_ms`` is
+    taken as measured, and the throughput and TPOT check the decode workers
+    (:func:`planner.calibration.disagg.disaggregated_closed_loop`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -82,6 +89,11 @@ class Measurement(BaseModel):
     pp: Annotated[int, Field(ge=1, le=1024)] | None = None
     dp_attention: bool | None = None
     num_gpus: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    prefill_workers: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    prefill_tp: Annotated[int, Field(ge=1, le=1024)] | None = None
+    prefill_ep: Annotated[int, Field(ge=1, le=1024)] | None = None
+    prefill_dp_attention: bool | None = None
+    decode_workers: Annotated[int, Field(ge=1, le=10_000)] | None = None
     skip_reason: str | None = Field(default=None, min_length=10)
     where: str | None = None
 
@@ -100,6 +112,8 @@ class Measurement(BaseModel):
                 "dp_attention without expert parallelism (ep > 1) is not modelled by the "
                 "planner: give skip_reason (the point is then recorded, not fitted)"
             )
+        if self.skip_reason is None:
+            self._check_disaggregation()
         if self.kind == MeasurementKind.KERNEL:
             if self.tokens is None or self.layer_ms is None:
                 raise ValueError("a kernel measurement needs tokens and layer_ms")
@@ -111,6 +125,31 @@ class Measurement(BaseModel):
         if self.concurrency is not None and self.request_rate_rps is not None:
             raise ValueError("give concurrency or request_rate_rps, not both")
         return self
+
+    def _check_disaggregation(self) -> None:
+        given = [
+            f
+            for f in ("prefill_workers", "prefill_tp", "decode_workers")
+            if getattr(self, f) is not None
+        ]
+        if not given and self.prefill_ep is None and self.prefill_dp_attention is None:
+            return
+        if len(given) < 3:
+            raise ValueError(
+                "a disaggregated run needs prefill_workers, prefill_tp and decode_workers"
+            )
+        if self.concurrency is None or self.kind != MeasurementKind.SERVING:
+            raise ValueError("a disaggregated run is priced as a closed loop: give concurrency")
+        if self.prefill_dp_attention and (self.prefill_ep or 1) <= 1:
+            raise ValueError(
+                "prefill_dp_attention without expert parallelism (prefill_ep > 1) is not "
+                "modelled by the planner: give skip_reason (the point is then recorded)"
+            )
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether the run had separate prefill and decode workers."""
+        return self.prefill_workers is not None
 
     @property
     def label(self) -> str:
@@ -128,8 +167,13 @@ class Measurement(BaseModel):
 
     def quantities(self) -> dict[str, float]:
         """The measured values, by name (``output_tok_s``, ``ttft_ms``, ``tpot_ms``,
-        ``layer_ms``)."""
-        names = ("layer_ms",) if self.kind == MeasurementKind.KERNEL else QUANTITIES
+        ``layer_ms``); a disaggregated run's TTFT is not among them (the calibration
+        takes it as measured, :mod:`planner.calibration.disagg`)."""
+        names: tuple[str, ...] = (
+            ("layer_ms",) if self.kind == MeasurementKind.KERNEL else QUANTITIES
+        )
+        if self.disaggregated:  # its TTFT is an input (planner.calibration.disagg)
+            names = tuple(n for n in names if n != "ttft_ms")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 

@@ -22,7 +22,7 @@ from catalog.loader import DATA_DIR
 from catalog.schema import Catalog
 from planner import roofline as rl
 from planner.calibration.measurements import Measurement, MeasurementError, MeasurementKind
-from planner.calibration.predict import base_replica
+from planner.calibration.predict import base_replica, prefill_replica
 from planner.errors import PlanningError
 
 CSV_COLUMNS = (
@@ -114,8 +114,11 @@ def check_measurement(m: Measurement, catalog: Catalog) -> str | None:
         return None  # recorded, never priced
     try:
         replica = base_replica(m, catalog)
+        prefill = prefill_replica(m, catalog)
     except PlanningError as err:
         return err.message
+    if prefill is not None and m.isl is not None and rl.max_resident_batch(prefill, m.isl) < 1:
+        return f"one {m.isl:,}-token prompt does not fit a prefill worker's KV cache"
     if m.kind == MeasurementKind.KERNEL:
         if replica.model.is_moe:
             return "kernel measurements need a dense model"

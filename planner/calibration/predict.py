@@ -16,6 +16,7 @@ from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
 from planner import roofline as rl
+from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
 from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
 
@@ -48,8 +49,9 @@ def measurement_engine(m: Measurement) -> str:
 
 
 def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
-    """The replica a measurement ran on, with the catalog's factors and the memory and
-    attention precision of the engine it ran on (:func:`measurement_engine`)."""
+    """The replica a measurement ran on (a disaggregated run's decode workers), with the
+    catalog's factors and the memory and attention precision of the engine it ran on
+    (:func:`measurement_engine`)."""
     return rl.build_replica(
         catalog,
         m.model,
@@ -61,6 +63,25 @@ def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
         pp=m.pp or 1,
         ep=m.ep or 1,
         dp=m.tp if m.dp_attention else 1,
+    )
+
+
+def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
+    """A disaggregated run's prefill worker (``prefill_tp``, ``prefill_ep``,
+    ``prefill_dp_attention``; else as :func:`base_replica`); None for other runs."""
+    if not m.disaggregated:
+        return None
+    assert m.prefill_tp is not None
+    return rl.build_replica(
+        catalog,
+        m.model,
+        m.gpu,
+        tp=m.prefill_tp,
+        dtype=m.dtype,
+        kv_dtype=_kv_dtype(m),
+        engine=measurement_engine(m),
+        ep=m.prefill_ep or 1,
+        dp=m.prefill_tp if m.prefill_dp_attention else 1,
     )
 
 
@@ -98,8 +119,27 @@ class Prediction(BaseModel):
         return getattr(self, name)
 
 
-def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
-    """The cost model's prediction of ``m`` on ``replica`` (its factors as they are)."""
+def predict_with(
+    m: Measurement, replica: rl.Replica, prefill: rl.Replica | None = None
+) -> Prediction:
+    """The cost model's prediction of ``m`` on ``replica`` (its factors as they are);
+    a disaggregated run on ``prefill`` workers and ``replica`` decode workers
+    (:func:`planner.calibration.disagg.disaggregated_closed_loop`)."""
+    if m.disaggregated:
+        assert prefill is not None and m.concurrency is not None
+        assert m.prefill_workers is not None and m.decode_workers is not None
+        assert m.isl is not None and m.osl is not None
+        pt = disaggregated_closed_loop(
+            prefill,
+            replica,
+            prefill_workers=m.prefill_workers,
+            decode_workers=m.decode_workers,
+            isl=m.isl,
+            osl=m.osl,
+            concurrency=m.concurrency,
+            ttft_ms=m.ttft_ms,  # measured: the decode workers alone are checked
+        )
+        return Prediction(output_tok_s=pt.output_tok_s, tpot_ms=pt.tpot_ms)
     if m.kind == MeasurementKind.KERNEL:
         assert m.tokens is not None
         return Prediction(layer_ms=kernel_layer_ms(replica, m.tokens))
@@ -149,10 +189,11 @@ def predict_with(m: Measurement, replica: rl.Replica) -> Prediction:
 def predict(m: Measurement, catalog: Catalog, factors: Sequence[float] | None = None) -> Prediction:
     """The prediction of ``m`` with the catalog's factors, or with ``factors``
     (prefill MFU, decode MBU, step overhead ms)."""
-    replica = base_replica(m, catalog)
+    replica, prefill = base_replica(m, catalog), prefill_replica(m, catalog)
     if factors is not None:
         replica = with_factors(replica, factors)
-    return predict_with(m, replica)
+        prefill = None if prefill is None else with_factors(prefill, factors)
+    return predict_with(m, replica, prefill)
 
 
 def ape(predicted: float | None, measured: float) -> float | None:
