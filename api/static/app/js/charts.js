@@ -6,7 +6,7 @@ import { h, s } from "./dom.js";
 
 const ROW = 26;
 const LABEL_W = 190;
-const VALUE_W = 90;
+const VALUE_W = 170;
 
 /**
  * Horizontal stacked bars.
@@ -41,7 +41,7 @@ export function stackedBars(rows, fmt, opts = {}) {
   marks.push(s("line", { x1: LABEL_W, x2: LABEL_W, y1: 0, y2: height - 18, class: "axis" }));
   const svg = s(
     "svg",
-    { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": opts.title || "chart", class: "chart" },
+    { viewBox: `0 0 ${width} ${height}`, width, role: "img", "aria-label": opts.title || "chart", class: "chart" },
     s("title", {}, opts.title || "chart"),
     marks,
   );
@@ -98,7 +98,7 @@ export function sloChart(rows, opts = {}) {
   marks.push(s("line", { x1: LABEL_W, x2: LABEL_W, y1: 0, y2: y, class: "axis" }));
   const svg = s(
     "svg",
-    { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": opts.title || "latency against SLO", class: "chart" },
+    { viewBox: `0 0 ${width} ${height}`, width, role: "img", "aria-label": opts.title || "latency against SLO", class: "chart" },
     s("title", {}, opts.title || "latency against SLO"),
     marks,
   );

@@ -287,7 +287,7 @@ function uncertaintyBlock(plan, colors) {
   const used = Object.keys(plan.gpus_by_type || {});
   const gpus = (plan.assumptions && plan.assumptions.gpus) || {};
   return [
-    h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence. ` : "", risk.note || ""),
+    h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence: ` : "", risk.note || ""),
     unmeasured.length
       ? notice("info", h("strong", {}, "Unmeasured GPUs in this fleet: "), unmeasured.map((g) => gpuChip(g, colors)), " — their efficiency is set by analogy, with a wider margin.")
       : h("p", {}, "Every GPU type in this fleet has measured efficiency factors."),
