@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from api.main import create_app
 from api.routes.web import APP_DIR
@@ -63,7 +64,9 @@ def test_every_module_import_resolves_to_a_shipped_file(client: TestClient) -> N
     scripts = [p for p in ASSETS if p.suffix == ".js"]
     assert len(scripts) >= 8
     for script in scripts:
-        for target in re.findall(r"""^import .* from "(\./[\w./-]+)";$""", script.read_text(), re.M):
+        for target in re.findall(
+            r"""^import .* from "(\./[\w./-]+)";$""", script.read_text(), re.M
+        ):
             resolved = (script.parent / target).resolve()
             assert resolved.is_file(), f"{script.name} imports {target}"
             url = "/static/app/" + resolved.relative_to(APP_DIR).as_posix()
@@ -103,7 +106,9 @@ def test_an_example_is_served_as_parsed_json(client: TestClient) -> None:
     assert body["kind"] == "plan" and body["name"] == "chat-agent-80-20"
 
 
-@pytest.mark.parametrize("name", ["nope", "..%2Fpyproject", "chat-agent-80-20.yaml", "%2Fetc%2Fpasswd"])
+@pytest.mark.parametrize(
+    "name", ["nope", "..%2Fpyproject", "chat-agent-80-20.yaml", "%2Fetc%2Fpasswd"]
+)
 def test_an_unknown_example_is_a_404_with_the_error_body(client: TestClient, name: str) -> None:
     r = client.get(f"/examples/{name}")
     assert r.status_code == 404
@@ -126,7 +131,7 @@ def test_the_config_has_the_reports_gpu_colours(client: TestClient) -> None:
 
 
 def test_the_config_says_when_writes_need_a_key(migrated_sqlite_url: str) -> None:
-    settings = Settings(database_url=migrated_sqlite_url, api_key="s3cret")
+    settings = Settings(database_url=migrated_sqlite_url, api_key=SecretStr("s3cret"))
     with TestClient(create_app(settings)) as c:
         assert c.get("/web/config").json()["api_key_required"] is True
         assert c.get("/").status_code == 200  # the page itself needs no key

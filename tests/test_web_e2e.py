@@ -63,8 +63,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     log = db.with_suffix(".log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app"]
-        + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [
+            *(sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app"),
+            *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -74,7 +74,8 @@ def list_examples(directory: Path = EXAMPLES_DIR) -> list[Example]:
         if read is None:
             continue
         text, doc = read
-        title = doc.get("name") if isinstance(doc.get("name"), str) else path.stem
+        name = doc.get("name")
+        title = name if isinstance(name, str) else path.stem
         out.append(Example(path.stem, _kind(doc), title, _leading_comment(text)))
     return out
 
@@ -120,6 +121,7 @@ __all__ = [
     "GPU_COLORS",
     "Example",
     "gpu_palette",
-    "list_examples", "load_example",
+    "list_examples",
+    "load_example",
     "validate_plan_request",
 ]
