@@ -136,6 +136,14 @@ export function vllmMeasurement(data, fill) {
   return m;
 }
 
+/** The catalog model a result file names (its Hugging Face repository), else its name. */
+function modelOf(data) {
+  const named = data.model_id || data.model;
+  if (typeof named !== "string") return undefined;
+  const found = store.catalog.models.find((m) => m.id === named || (m.hf_repo || "").toLowerCase() === named.toLowerCase());
+  return found ? found.id : named;
+}
+
 async function calibrationsTab(panel) {
   const list = await get("/calibrations");
   const out = h("div", { "aria-live": "polite" });
@@ -160,7 +168,7 @@ async function calibrationsTab(panel) {
           return;
         }
         const fill = {
-          model: form.querySelector(`#${ids.model}`).value,
+          model: form.querySelector(`#${ids.model}`).value || modelOf(data),
           gpu: form.querySelector(`#${ids.gpu}`).value,
           tp: Number(form.querySelector(`#${ids.tp}`).value),
           dtype: form.querySelector(`#${ids.dtype}`).value,
@@ -170,8 +178,8 @@ async function calibrationsTab(panel) {
         mount(out, h("p", { class: "muted" }, h("span", { class: "spinner", "aria-hidden": "true" }), " Fitting…"));
         try {
           const cal = await post("/calibrations", { name: form.querySelector(`#${ids.name}`).value.trim(), measurements });
-          mount(out, notice("ok", `Stored calibration “${cal.name}”. Name it in a plan request as `, h("code", {}, `"calibration": "${cal.name}"`), "."), h("pre", {}, JSON.stringify(cal, null, 2).slice(0, 4000)));
-          calibrationsTab(panel);
+          mount(out, notice("ok", `Stored calibration “${cal.name}”. Name it in a plan request as `, h("code", {}, `"calibration": "${cal.name}"`), "."), factorsTable(cal), h("details", {}, h("summary", {}, "The calibration as stored (factors, errors, residuals)"), h("pre", {}, JSON.stringify(cal, null, 2))));
+          drawList(await get("/calibrations"));
         } catch (err) {
           const issues = err instanceof ApiError ? err.issues : [];
           mount(out, notice("error", err.message, issues.length ? h("ul", {}, issues.map((i) => h("li", {}, h("code", {}, i.field), " ", i.message))) : null));
@@ -185,7 +193,7 @@ async function calibrationsTab(panel) {
       { class: "grid" },
       labelled(ids.name, "Calibration name", h("input", { id: ids.name, type: "text", required: true, pattern: "[a-z0-9][a-z0-9._\\-]*", placeholder: "my-cluster" })),
       labelled(ids.file, "Result file (JSON)", h("input", { id: ids.file, type: "file", accept: ".json,application/json" })),
-      labelled(ids.model, "Model", h("select", { id: ids.model }, store.catalog.models.map((m) => h("option", { value: m.id }, m.id)))),
+      labelled(ids.model, "Model", h("select", { id: ids.model }, h("option", { value: "" }, "as the file says"), store.catalog.models.map((m) => h("option", { value: m.id }, m.id)))),
       labelled(ids.gpu, "GPU", h("select", { id: ids.gpu }, store.catalog.gpus.map((g) => h("option", { value: g.id }, g.id)))),
       labelled(ids.tp, "Tensor parallel", h("select", { id: ids.tp }, [1, 2, 4, 8].map((t) => h("option", { value: t }, t)))),
       labelled(ids.dtype, "dtype", h("select", { id: ids.dtype }, ["bf16", "fp8", "fp4"].map((d) => h("option", { value: d }, d)))),
@@ -193,21 +201,42 @@ async function calibrationsTab(panel) {
     h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Fit and store")),
     out,
   );
-  mount(
-    panel,
-    h("h2", {}, "Stored calibrations"),
-    list.length
-      ? table(
+  const listHost = h("div");
+  function drawList(items) {
+    mount(
+      listHost,
+      items.length
+        ? table(
           [
             { label: "Name", get: (c) => c.name },
             { label: "Created", get: (c) => when(c.created_at) },
             { label: "Groups (GPU, dtype, engine: points)", get: (c) => c.groups.map((g) => `${g.gpu} ${g.dtype || ""} ${g.engine || ""}: ${g.points}`).join("; ") },
           ],
-          list,
-          { "aria-label": "Calibrations" },
-        )
-      : h("p", { class: "empty" }, "No calibration stored yet."),
-    form,
+            items,
+            { "aria-label": "Calibrations" },
+          )
+        : h("p", { class: "empty" }, "No calibration stored yet."),
+    );
+  }
+  drawList(list);
+  mount(panel, h("h2", {}, "Stored calibrations"), listHost, form);
+}
+
+/** The fitted factors of a calibration, one row per (GPU, dtype, engine). */
+function factorsTable(cal) {
+  return table(
+    [
+      { label: "GPU", get: (f) => gpuChip(f.gpu, store.config.gpu_colors) },
+      { label: "dtype", get: (f) => f.dtype || "–" },
+      { label: "Engine", get: (f) => f.engine || "any" },
+      { label: "Prefill MFU", num: true, get: (f) => num(f.prefill_mfu, 3) },
+      { label: "Decode MBU", num: true, get: (f) => num(f.decode_mbu, 3) },
+      { label: "Step overhead ms", num: true, get: (f) => num(f.step_overhead_ms, 2) },
+      { label: "Points", num: true, get: (f) => num(f.points) },
+      { label: "Median error before → after", num: true, get: (f) => `${num(100 * f.median_ape_before, 1)}% → ${num(100 * f.median_ape_after, 1)}%` },
+    ],
+    cal.factors || [],
+    { "aria-label": "Fitted factors" },
   );
 }
 

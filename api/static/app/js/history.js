@@ -85,7 +85,8 @@ export async function renderHistory(el) {
               return box;
             },
           },
-          { label: "Name", get: (p) => h("a", { href: `#/plans/${p.id}` }, p.name || p.id.slice(0, 8)) },
+          { label: "Name", get: (p) => h("a", { href: `#/plans/${p.id}` }, p.name || "(unnamed)") },
+          { label: "Id", get: (p) => h("code", { title: p.id }, p.id.slice(0, 8)) },
           { label: "Model", get: (p) => p.model },
           { label: "Status", get: (p) => h("span", { class: `status ${p.status}` }, p.status) },
           { label: "$/h", num: true, get: (p) => usd(p.cost_usd_per_hour) },
@@ -204,6 +205,7 @@ export function planDiff(a, b) {
       delta((pa.gpus_by_type || {})[g] || 0, (pb.gpus_by_type || {})[g] || 0, num),
     ]),
   ];
+  const label = (r) => `${r.name || "plan"} · ${r.id.slice(0, 8)}`;
   const poolList = (p) =>
     h(
       "ul",
@@ -217,8 +219,8 @@ export function planDiff(a, b) {
     table(
       [
         { label: "", get: (r) => r[0] },
-        { label: a.name || a.id.slice(0, 8), num: true, get: (r) => r[1] },
-        { label: b.name || b.id.slice(0, 8), num: true, get: (r) => r[2] },
+        { label: label(a), num: true, get: (r) => r[1] },
+        { label: label(b), num: true, get: (r) => r[2] },
         { label: "Difference (right − left)", num: true, get: (r) => r[3] },
       ],
       rows,
@@ -227,8 +229,8 @@ export function planDiff(a, b) {
     h(
       "div",
       { class: "two-col" },
-      h("div", {}, h("h3", {}, `Pools: ${a.name || a.id.slice(0, 8)}`), poolList(pa)),
-      h("div", {}, h("h3", {}, `Pools: ${b.name || b.id.slice(0, 8)}`), poolList(pb)),
+      h("div", {}, h("h3", {}, `Pools: ${label(a)}`), poolList(pa)),
+      h("div", {}, h("h3", {}, `Pools: ${label(b)}`), poolList(pb)),
     ),
   );
 }
