@@ -48,6 +48,7 @@ export function planView(record) {
     plan.status === "infeasible" ? infeasible(plan) : null,
     warnings(plan),
     reports(id),
+    plan.scenarios && plan.scenarios.length ? section("Scenarios", "scen-h", scenariosBlock(plan, colors)) : null,
     section("Pools", "pools-h", poolsBlock(plan, colors)),
     section("Classes", "classes-h", classesBlock(plan)),
     section("Why this fleet", "why-h", whyBlock(plan, colors)),
@@ -163,9 +164,12 @@ function reports(id) {
   );
 }
 
-function poolsBlock(plan, colors) {
+function poolsBlock(plan, colors, top = true) {
   const pools = plan.pools || [];
-  if (!pools.length) return h("p", { class: "empty" }, "No pools: the plan has no fleet.");
+  if (!pools.length) {
+    const why = plan.scenarios && plan.scenarios.length ? "A robust plan: each scenario has its pools (Scenarios above)." : "No pools: the plan has no fleet.";
+    return h("p", { class: "empty" }, why);
+  }
   const gpus = [...new Set(pools.map((p) => p.gpu))];
   const chart = stackedBars(
     pools.map((p) => ({
@@ -196,14 +200,14 @@ function poolsBlock(plan, colors) {
         { label: "Factors", get: (p) => `${p.provenance || "–"} σ ${num(p.sigma_log, 2)}` },
       ],
       pools,
-      { "data-testid": "plan-pools", "aria-labelledby": "pools-h" },
+      top ? { "data-testid": "plan-pools", "aria-labelledby": "pools-h" } : { "aria-label": "Pools of the scenario" },
     ),
   ];
 }
 
 function classesBlock(plan) {
   const classes = plan.classes || [];
-  if (!classes.length) return h("p", { class: "empty" }, "No classes.");
+  if (!classes.length) return h("p", { class: "empty" }, plan.scenarios && plan.scenarios.length ? "Per scenario, above." : "No classes.");
   const simulated = {};
   for (const v of (plan.verification && plan.verification.classes) || []) if (!v.scenario) simulated[v.name] = v;
   const rows = classes.map((c) => {
@@ -217,7 +221,7 @@ function classesBlock(plan) {
     return { label: c.name, items };
   });
   return [
-    sloChart(rows, { title: "Latency at the SLO percentile, as a share of the SLO" }),
+    rows.some((r) => r.items.length) ? sloChart(rows, { title: "Latency at the SLO percentile, as a share of the SLO" }) : null,
     table(
       [
         { label: "Class", get: (c) => c.name },
@@ -238,6 +242,34 @@ function classesBlock(plan) {
         { label: "Why this mode", get: (c) => c.mode_reason || "" },
       ],
       classes,
+    ),
+  ];
+}
+
+/** A robust plan: one fleet for every scenario; each scenario's own pools and classes. */
+function scenariosBlock(plan, colors) {
+  const scenarios = plan.scenarios;
+  const counts = (m) => Object.entries(m || {}).map(([g, n]) => h("span", {}, gpuChip(g, colors), ` ×${n} `));
+  return [
+    h("p", {}, "One fleet is bought for every scenario; GPUs are re-assigned between pools per scenario. The premium is what serving all of them costs over the scenario's own cheapest fleet."),
+    table(
+      [
+        { label: "Scenario", get: (x) => x.name },
+        { label: "Weight", num: true, get: (x) => num(x.weight, 2) },
+        { label: "Cheapest alone $/h", num: true, get: (x) => usd(x.cost_alone_usd_per_hour) },
+        { label: "Premium $/h", num: true, get: (x) => usd(x.premium_usd_per_hour) },
+        { label: "GPUs used", get: (x) => h("span", { class: "chips" }, counts(x.gpus_used)) },
+        { label: "GPUs idle", get: (x) => h("span", { class: "chips" }, counts(x.gpus_idle)) },
+      ],
+      scenarios,
+    ),
+    scenarios.map((x) =>
+      h(
+        "details",
+        {},
+        h("summary", {}, `Scenario ${x.name}: pools and classes`),
+        x.plan ? [poolsBlock(x.plan, colors, false), classesBlock(x.plan)] : h("p", { class: "empty" }, "No plan."),
+      ),
     ),
   ];
 }
@@ -290,8 +322,10 @@ function uncertaintyBlock(plan, colors) {
     h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence: ` : "", risk.note || ""),
     unmeasured.length
       ? notice("info", h("strong", {}, "Unmeasured GPUs in this fleet: "), unmeasured.map((g) => gpuChip(g, colors)), " — their efficiency is set by analogy, with a wider margin.")
-      : h("p", {}, "Every GPU type in this fleet has measured efficiency factors."),
-    used.length
+      : used.length
+        ? h("p", {}, "Every GPU type in this fleet has measured efficiency factors.")
+        : null,
+    used.length && Object.keys(gpus).length
       ? table(
           [
             { label: "GPU", get: (g) => gpuChip(g, colors) },
@@ -351,13 +385,20 @@ function launchBlock(plan, id) {
     (t === "llm-d" ? ["vllm"] : ["vllm", "sglang"]).map((engine) =>
       h(
         "a",
-        { class: "button small", href: `/plans/${id}/deployment?target=${t}&engine=${engine}`, download: `${t}-${engine}.yaml` },
+        {
+          class: "button small",
+          href: `/plans/${id}/deployment?target=${t}&engine=${engine}`,
+          download: `${t}-${engine}.yaml`,
+          onclick: (e) => fetchDownload(e, deployNote),
+        },
         `${t} (${engine})`,
       ),
     ),
   );
+  const deployNote = h("div", { "aria-live": "polite" });
   return [
     pools.length ? h("p", {}, "Deployment files: ", deployLinks) : h("p", { class: "empty" }, "No fleet to deploy."),
+    deployNote,
     pools.map((p) =>
       h(
         "details",
@@ -369,11 +410,62 @@ function launchBlock(plan, id) {
   ];
 }
 
+/** A command as shell lines: the program and its positional arguments, then one flag a line. */
+function shellLines(args) {
+  const lines = [];
+  for (const arg of args) {
+    if (arg.startsWith("-") || !lines.length) lines.push(arg);
+    else if (lines.length === 1 || !lines[lines.length - 1].startsWith("-")) lines[lines.length - 1] += ` ${arg}`;
+    else lines.push(arg);
+  }
+  return lines.map((l, i) => (i ? `  ${l}` : l)).join(" \\\n");
+}
+
+function copyButton(text) {
+  const b = h("button", { type: "button", class: "small ghost" }, "Copy");
+  b.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      b.textContent = "Copied";
+    } catch {
+      b.textContent = "Copy failed: select the text";
+    }
+  });
+  return b;
+}
+
+/** Download a link's file through fetch, so an error (a compose file for a fleet
+ * wider than one host: 422) is shown with the API's reason instead of saved. */
+async function fetchDownload(event, note) {
+  event.preventDefault();
+  const link = event.currentTarget;
+  mount(note);
+  const response = await fetch(link.href);
+  if (!response.ok) {
+    let detail = `HTTP ${response.status}`;
+    try {
+      detail = (await response.json()).detail || detail;
+    } catch {
+      /* not the error body */
+    }
+    mount(note, notice("error", `${link.textContent}: ${detail}`));
+    return;
+  }
+  const disposition = response.headers.get("Content-Disposition") || "";
+  const named = disposition.match(/filename="([^"]+)"/);
+  const url = URL.createObjectURL(await response.blob());
+  const a = h("a", { href: url, download: named ? named[1] : link.getAttribute("download") });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
 function launchCommands(p) {
   const launch = p.launch || {};
   const blocks = [];
   for (const engine of ["vllm", "sglang"]) {
-    if (Array.isArray(launch[engine])) blocks.push(h("p", { class: "sublabel" }, engine), h("pre", {}, launch[engine].join(" \\\n  ")));
+    if (Array.isArray(launch[engine])) blocks.push(h("p", { class: "sublabel" }, engine, " ", copyButton(launch[engine].join(" "))), h("pre", {}, shellLines(launch[engine])));
   }
   for (const node of launch.per_node || []) {
     const lines = [`# node ${node.node_rank}`];
