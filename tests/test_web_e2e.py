@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +49,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The service on a free port, in its own process, on a fresh database."""
-    db = tmp_path_factory.mktemp("web-e2e") / "fleetplan.db"
+@contextmanager
+def serving(directory: Path, **settings: str) -> Iterator[str]:
+    """The service on a free port, in its own process, on a fresh database in
+    ``directory``, with ``FLEETPLAN_*`` settings; its base URL."""
+    db = directory / "fleetplan.db"
     url = f"sqlite:///{db}"
     upgrade(url)
     port = _free_port()
@@ -60,8 +62,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         FLEETPLAN_DATABASE_URL=url,
         FLEETPLAN_VERIFY_DEFAULT="off",
         FLEETPLAN_COMPARE_WORKERS="2",
+        **{f"FLEETPLAN_{k.upper()}": v for k, v in settings.items()},
     )
-    log = db.with_suffix(".log").open("w")
+    log_path = directory / "server.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app"),
@@ -83,7 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    pytest.fail(f"the service did not start: {db.with_suffix('.log').read_text()}")
+                    pytest.fail(f"the service did not start: {log_path.read_text()}")
                 time.sleep(0.2)
         yield base
     finally:
@@ -94,6 +98,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The service (writes open to anyone)."""
+    with serving(tmp_path_factory.mktemp("web-e2e")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +211,38 @@ def test_a_bad_field_shows_the_api_message_next_to_it(page: Any, server: str) ->
     assert "did you mean 0.6?" in message.inner_text()
     assert page.get_attribute(f"[data-bind='{field}']", "aria-invalid") == "true"
     assert page.evaluate("location.hash") in ("", "#/plan")  # nothing planned
+
+
+API_KEY = "e2e-key"
+
+
+def test_writes_take_the_api_key_kept_for_the_session(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With FLEETPLAN_API_KEY set, planning without the key names the key; once kept
+    (sessionStorage) the page sends it as X-API-Key to plan and to delete."""
+    with serving(tmp_path_factory.mktemp("web-e2e-key"), api_key=API_KEY) as base:
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+        pg = context.new_page()
+        pg.on("dialog", lambda dialog: dialog.accept())
+        try:
+            pg.goto("/")
+            pg.wait_for_selector("text=(required for writes)")
+            pg.select_option("[data-testid=load-example]", "code-completion-8b")
+            pg.wait_for_selector("text=Class 1: code-completion")
+            pg.click("[data-testid=submit-plan]")
+            refused = pg.locator(".submit-status .notice.error")
+            refused.wait_for()
+            assert "X-API-Key" in refused.inner_text()
+            pg.fill("#api-key", API_KEY)
+            pg.click("#key-form button")
+            assert pg.evaluate("sessionStorage.getItem('fleetplan.apiKey')") == API_KEY
+            pg.click("[data-testid=submit-plan]")
+            pg.wait_for_selector("[data-testid=plan-cost]", timeout=PLAN_TIMEOUT_MS)
+            plan_id = pg.url.rsplit("/", 1)[1]
+            pg.click("button:has-text('Delete')")
+            pg.wait_for_url("**/#/history")
+            with urllib.request.urlopen(f"{base}/plans") as r:
+                assert plan_id not in r.read().decode()
+        finally:
+            context.close()

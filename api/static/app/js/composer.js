@@ -170,6 +170,9 @@ export async function renderComposer(el) {
           if (err instanceof ApiError && err.status === 422) {
             showIssues(err.issues.length ? err.issues : [{ field: "", message: err.message }], true);
             mount(status, notice("error", "The API refused the request: see the fields marked in red."));
+          } else if (err instanceof ApiError && err.status === 401) {
+            mount(status, notice("error", `${err.message}: enter the API key at the top right and press Keep.`));
+            document.getElementById("api-key").focus();
           } else {
             mount(status, notice("error", `Planning failed: ${err.message}`));
           }
