@@ -214,13 +214,24 @@ export async function renderComposer(el) {
         const name = exampleSelect.value;
         if (!name) return;
         const ex = await get(`/examples/${encodeURIComponent(name)}`);
+        if (ex.kind === "comparison") {
+          store.compareDraft = ex.document;
+          store.compareFrom = null;
+          go("#/compare");
+          return;
+        }
         store.draft = ex.document;
         exampleInfo.textContent = ex.description;
         rebuild();
       },
     },
     h("option", { value: "" }, "Choose a shipped example…"),
-    planExamples.map((x) => h("option", { value: x.name }, `${x.name} — ${x.title}`)),
+    h("optgroup", { label: "Plan requests" }, planExamples.map((x) => h("option", { value: x.name }, `${x.name} — ${x.title}`))),
+    h(
+      "optgroup",
+      { label: "What-ifs (open in What-ifs)" },
+      examples.filter((x) => x.kind === "comparison").map((x) => h("option", { value: x.name }, `${x.name} — ${x.title}`)),
+    ),
   );
   const exampleInfo = h("p", { class: "hint example-info" });
 

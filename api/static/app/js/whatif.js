@@ -198,6 +198,21 @@ function builder(spec, redraw) {
         { class: "card", "aria-labelledby": "base-h", dataset: { path: "base" } },
         h("h2", { id: "base-h" }, "Base"),
         h("p", {}, `${base.name || "(unnamed)"} · ${base.model} · ${num(base.traffic && base.traffic.rate_rps)} req/s · `, classes.map((c) => `${className(c)} ${Math.round(c.share * 100)}%`).join(", ")),
+        store.draft
+          ? h(
+              "button",
+              {
+                type: "button",
+                class: "small",
+                onclick: () => {
+                  spec.base = clone(store.draft);
+                  store.compareFrom = null;
+                  redraw();
+                },
+              },
+              "Use the request in the Plan tab as the base",
+            )
+          : null,
         h("p", { class: "field-error" }),
       ),
       h(
