@@ -179,3 +179,25 @@ def test_validate_refuses_what_post_plans_refuses(client: TestClient) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert r.status_code == 422
+
+
+def test_validate_and_the_colours_see_custom_catalog_entries(client: TestClient) -> None:
+    """The page checks requests against the merged catalog, as planning does, and gives
+    a custom GPU a colour of its own."""
+    request = {
+        **EXAMPLE,
+        "traffic": {"rate_rps": 5, "classes": [{"workload": "support-bot", "share": 1}]},
+    }
+    r = client.post("/plans/validate", json=request)
+    assert r.status_code == 422 and r.json()["issues"][0]["field"] == "traffic.classes[0].workload"
+    workload = client.get("/catalog/workloads/chat").json()
+    workload.pop("source")
+    workload.update(id="support-bot", name="Support bot")
+    assert client.post("/catalog/workloads", json=workload).status_code == 201
+    gpu = client.get("/catalog/gpus/l40s").json()
+    gpu.pop("source")
+    gpu.update(id="our-l40s", name="L40S, our contract")
+    assert client.post("/catalog/gpus", json=gpu).status_code == 201
+    assert client.post("/plans/validate", json=request).status_code == 200
+    colours = client.get("/web/config").json()["gpu_colors"]
+    assert colours["our-l40s"].startswith("#") and colours["our-l40s"] not in GPU_COLORS.values()

@@ -408,6 +408,26 @@ function trafficGroup(bind, rebuild) {
         },
         "Add class",
       ),
+      classes.length > 1
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "small",
+              onclick: () => {
+                const sum = classes.reduce((a, c) => a + (Number(c.share) || 0), 0);
+                if (sum <= 0) return;
+                classes.forEach((c, i) => {
+                  c.share = i === classes.length - 1 ? 0 : round((Number(c.share) || 0) / sum, 6);
+                });
+                const rest = classes.slice(0, -1).reduce((a, c) => a + c.share, 0);
+                classes[classes.length - 1].share = round(1 - rest, 6);
+                rebuild();
+              },
+            },
+            "Make the shares sum to 1",
+          )
+        : null,
     ),
     h("p", { class: "field-error" }),
   );

@@ -369,7 +369,7 @@ export async function renderComparison(el, id, alive) {
     progress.max = c.total;
     progress.value = c.done;
     if (c.status === "running") {
-      progressText.textContent = `Solving: ${c.done} of ${c.total} plans done…`;
+      mount(progressText, h("span", { class: "spinner", "aria-hidden": "true" }), ` Solving: ${c.done} of ${c.total} plans done…`);
       mount(body, variantStatus(c));
       await new Promise((r) => setTimeout(r, POLL_MS));
       if (alive && !alive()) return;
