@@ -31,7 +31,7 @@ function workload(id) {
 /** Rates per class from the shares, and back: a class's rate edits the total and the shares. */
 function setClassRate(doc, index, rate) {
   const total = doc.traffic.rate_rps || 0;
-  const rates = doc.traffic.classes.map((c) => (c.share || 0) * total);
+  const rates = doc.traffic.classes.map((c) => round((c.share || 0) * total, 3));
   rates[index] = Math.max(0, rate);
   const sum = rates.reduce((a, b) => a + b, 0);
   if (sum <= 0) return;
