@@ -165,23 +165,6 @@ def test_plan_the_80_20_example_and_see_cost_and_pools(page: Any, planned: str) 
     assert page.locator("h1").inner_text().startswith("chat-agent 80/20")
 
 
-def test_download_the_html_and_csv_reports(page: Any, planned: str) -> None:
-    page.goto(planned)
-    page.wait_for_selector("[data-testid=report-csv]")
-    with page.expect_download() as got:
-        page.click("[data-testid=report-csv]")
-    csv_path = got.value.path()
-    assert got.value.suggested_filename.endswith(".csv")
-    header = Path(csv_path).read_text(encoding="utf-8").splitlines()[0]
-    assert "gpu" in header.lower()
-    with page.context.expect_page() as popup:
-        page.click("[data-testid=report-html]")
-    report = popup.value
-    report.wait_for_load_state()
-    assert "chat-agent 80/20" in report.content()
-    assert "/report?format=html" in report.url
-
-
 def test_start_a_what_if_and_read_its_table(page: Any, planned: str) -> None:
     page.goto(planned)
     page.click("text=What-if from this plan")
@@ -197,6 +180,23 @@ def test_start_a_what_if_and_read_its_table(page: Any, planned: str) -> None:
     with page.expect_download() as got:
         page.click("a:has-text('CSV')")
     assert "traffic x1.5" in Path(got.value.path()).read_text(encoding="utf-8")
+
+
+def test_download_the_html_and_csv_reports(page: Any, planned: str) -> None:
+    page.goto(planned)
+    page.wait_for_selector("[data-testid=report-csv]")
+    with page.expect_download() as got:
+        page.click("[data-testid=report-csv]")
+    csv_path = got.value.path()
+    assert got.value.suggested_filename.endswith(".csv")
+    header = Path(csv_path).read_text(encoding="utf-8").splitlines()[0]
+    assert "gpu" in header.lower()
+    with page.context.expect_page() as popup:
+        page.click("[data-testid=report-html]")
+    report = popup.value
+    report.wait_for_load_state()
+    assert "chat-agent 80/20" in report.content()
+    assert "/report?format=html" in report.url
 
 
 def test_a_bad_field_shows_the_api_message_next_to_it(page: Any, server: str) -> None:
