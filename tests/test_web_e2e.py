@@ -246,3 +246,33 @@ def test_writes_take_the_api_key_kept_for_the_session(
                 assert plan_id not in r.read().decode()
         finally:
             context.close()
+
+
+def test_the_page_helpers_in_the_browser(page: Any, server: str) -> None:
+    """The modules' pure helpers, run in Chromium: field paths as the API names them,
+    setting and pruning them, and the mix a class's share slider asks for."""
+    page.goto("/")
+    got = page.evaluate(
+        """async () => {
+        const state = await import('/static/app/js/state.js');
+        const whatif = await import('/static/app/js/whatif.js');
+        const doc = {traffic: {classes: [{workload: 'chat', share: 1}]}};
+        state.setPath(doc, 'traffic.classes[0].slo.ttft_ms', 500);
+        const set = JSON.stringify(doc);
+        state.setPath(doc, 'traffic.classes[0].slo.ttft_ms', undefined);
+        const classes = [{workload: 'chat', share: 0.6}, {workload: 'rag', share: 0.2},
+                         {workload: 'agent', share: 0.2, name: 'agents'}];
+        return {
+          keys: state.pathKeys('traffic.classes[12].prompt_tokens.p90_tokens'),
+          set, pruned: JSON.stringify(doc),
+          mix: whatif.mixFor(classes, 'agents', 0.5),
+        };
+    }"""
+    )
+    assert got["keys"] == ["traffic", "classes", 12, "prompt_tokens", "p90_tokens"]
+    assert (
+        got["set"]
+        == '{"traffic":{"classes":[{"workload":"chat","share":1,"slo":{"ttft_ms":500}}]}}'
+    )
+    assert got["pruned"] == '{"traffic":{"classes":[{"workload":"chat","share":1}]}}'
+    assert got["mix"] == {"chat": 0.375, "rag": 0.125, "agents": 0.5}

@@ -47,8 +47,15 @@ export async function renderHistory(el) {
     }
   }
 
+  const compareButton = h("button", { type: "button", class: "small", onclick: showDiff }, "Compare the 2 ticked side by side");
+  const syncCompare = () => {
+    compareButton.disabled = selected.size !== 2;
+    compareButton.textContent = selected.size === 2 ? "Compare the 2 ticked side by side" : `Tick 2 plans to compare (${selected.size} ticked)`;
+  };
+
   function renderPlans(page) {
     if (!page) return;
+    syncCompare();
     const items = page.items.filter(
       (p) => !filters.text || (p.name || "").toLowerCase().includes(filters.text) || p.id.includes(filters.text),
     );
@@ -58,7 +65,7 @@ export async function renderHistory(el) {
       h("span", { class: "muted" }, `${page.total} plan${page.total === 1 ? "" : "s"} stored${filters.model || filters.status ? " matching" : ""}`),
       h("button", { type: "button", class: "small", disabled: !cursors.length, onclick: () => { cursor = cursors.pop() || null; loadPlans(); } }, "Newer"),
       h("button", { type: "button", class: "small", disabled: !page.next_cursor, onclick: () => { cursors.push(cursor); cursor = page.next_cursor; loadPlans(); } }, "Older"),
-      h("button", { type: "button", class: "small", disabled: selected.size !== 2, onclick: showDiff }, `Compare the 2 ticked side by side`),
+      compareButton,
     );
     if (!items.length) {
       mount(plansHost, pager, h("p", { class: "empty" }, page.total ? "No plan on this page matches." : "No plans yet. ", h("a", { href: "#/plan" }, "Plan a fleet")));
@@ -79,7 +86,7 @@ export async function renderHistory(el) {
                 onchange: () => {
                   if (box.checked) selected.add(p.id);
                   else selected.delete(p.id);
-                  renderPlans(lastPage);
+                  syncCompare(); // no re-render: the focus stays on the box
                 },
               });
               return box;
