@@ -29,6 +29,12 @@ export async function renderHistory(el) {
     h("option", { value: "" }, "any status"),
     ["optimal", "feasible", "infeasible"].map((s) => h("option", { value: s }, s)),
   );
+  const compStatus = h(
+    "select",
+    { id: "f-cstatus", onchange: () => loadComparisons() },
+    h("option", { value: "" }, "any status"),
+    ["running", "done", "failed"].map((x) => h("option", { value: x }, x)),
+  );
   const textIn = h("input", {
     id: "f-text",
     type: "search",
@@ -130,9 +136,10 @@ export async function renderHistory(el) {
 
   async function loadComparisons() {
     try {
-      const page = await get("/comparisons?limit=20");
+      const page = await get(`/comparisons${query({ limit: PAGE, status: compStatus.value })}`);
       if (!page.items.length) {
-        mount(compHost, h("p", { class: "empty" }, "No comparisons yet. ", h("a", { href: "#/compare" }, "Ask a what-if")));
+        const none = compStatus.value ? `No ${compStatus.value} comparison.` : "No comparisons yet. ";
+        mount(compHost, h("p", { class: "empty" }, none, h("a", { href: "#/compare" }, "Ask a what-if")));
         return;
       }
       mount(
@@ -174,7 +181,13 @@ export async function renderHistory(el) {
       plansHost,
     ),
     diffHost,
-    h("section", { class: "card", "aria-labelledby": "comps-h" }, h("h2", { id: "comps-h" }, "What-if comparisons"), compHost),
+    h(
+      "section",
+      { class: "card", "aria-labelledby": "comps-h" },
+      h("h2", { id: "comps-h" }, "What-if comparisons"),
+      h("div", { class: "row filters" }, h("label", { for: "f-cstatus" }, "Status"), compStatus),
+      compHost,
+    ),
   );
   await Promise.all([loadPlans(), loadComparisons()]);
 }
