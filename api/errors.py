@@ -137,7 +137,7 @@ def _issue(e: Mapping[str, Any], root: type | None = None) -> tuple[str, str]:
 
 
 #: Request bodies whose errors can name the shape expected, by route path.
-BODY_MODELS: dict[str, type] = {"/plans": PlanRequest}
+BODY_MODELS: dict[str, type] = {"/plans": PlanRequest, "/plans/validate": PlanRequest}
 
 
 def validation_issues(err: RequestValidationError, path: str = "") -> list[tuple[str, str]]:

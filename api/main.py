@@ -30,6 +30,7 @@ from api.routes import health as health_routes
 from api.routes import plans as plans_routes
 from api.routes import reports as reports_routes
 from api.routes.docs import install_docs
+from api.routes.web import install_web
 from api.schemas import error_responses
 from api.services.comparison_runner import ComparisonRunner
 from api.services.plans import solver_caps
@@ -100,6 +101,7 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     app.include_router(reports_routes.router)
     app.include_router(deployments_routes.router)
     install_docs(app)
+    install_web(app)
     return app
 
 
