@@ -78,6 +78,8 @@ def test_no_asset_loads_anything_from_another_host(path: Path) -> None:
     """Offline means no CDN: no http(s) URL in any shipped file of the page, and no
     protocol-relative one (``//host/...``) in a src, href or import."""
     text = path.read_text(encoding="utf-8")
+    if "vendor" in path.parts:  # a vendored library's comments cite URLs; code may not
+        text = re.sub(r"/\*.*?\*/|^\s*//.*$", "", text, flags=re.S | re.M)
     urls = set(re.findall(r"https?://[^\s\"'`)]+", text))
     assert urls <= NAMESPACES, urls
     assert not re.search(r"""(?:src|href)=["']//""", text)

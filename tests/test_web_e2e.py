@@ -213,6 +213,22 @@ def test_a_bad_field_shows_the_api_message_next_to_it(page: Any, server: str) ->
     assert page.evaluate("location.hash") in ("", "#/plan")  # nothing planned
 
 
+def test_the_request_round_trips_through_its_yaml_view(page: Any, server: str) -> None:
+    page.goto("/")
+    page.select_option("[data-testid=load-example]", "chat-agent-80-20")
+    page.wait_for_selector("text=Class 2: agent")
+    page.check("[data-testid=format-yaml]")
+    text = page.input_value("#request-json")
+    assert "rate_rps: 300" in text and "workload: agent" in text and "{" not in text
+    # edited as YAML, the form follows; back to JSON, the edit is there
+    page.fill("#request-json", text.replace("rate_rps: 300", "rate_rps: 150"))
+    assert page.input_value("[data-bind='traffic.rate_rps']") == "150"
+    page.fill("#request-json", text.replace("rate_rps: 300", "rate_rps: [150"))
+    assert "Not applied" in page.inner_text("#request-json-err")
+    page.check("[data-testid=format-json]")
+    assert '"rate_rps": 150' in page.input_value("#request-json")
+
+
 API_KEY = "e2e-key"
 
 

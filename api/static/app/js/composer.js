@@ -1,12 +1,36 @@
 // The plan composer: a form over a plan request (model, traffic classes from workload
-// templates, SLOs, candidates, constraints, objective) and its JSON, editable both
-// ways. Validation as you type (POST /plans/validate, debounced) and on submit
+// templates, SLOs, candidates, constraints, objective) and its JSON or YAML, editable
+// both ways. Validation as you type (POST /plans/validate, debounced) and on submit
 // (POST /plans) shows the API's 422 issues next to the field each names.
 
 import { ApiError, get, post } from "./api.js";
 import { clone, gpuChip, h, mount, notice } from "./dom.js";
 import { checkList, clearErrors, field, showErrors, syncInputs } from "./fields.js";
 import { go, store } from "./state.js";
+import { CORE_SCHEMA, dump as yamlDump, load as yamlLoad } from "./vendor/js-yaml.js";
+
+/** The request's text views: JSON, or YAML as the shipped examples are written (js-yaml,
+ * vendored with its licence in ./vendor). Each turns the draft into text and back. */
+const FORMATS = {
+  json: {
+    label: "JSON",
+    mime: "application/json",
+    text: (doc) => JSON.stringify(doc, null, 2),
+    parse: (text) => JSON.parse(text),
+  },
+  yaml: {
+    label: "YAML",
+    mime: "application/yaml",
+    text: (doc) => yamlDump(doc, { noRefs: true, lineWidth: 100, schema: CORE_SCHEMA }),
+    parse: (text) => yamlLoad(text, { schema: CORE_SCHEMA }),
+  },
+};
+const FORMAT_KEY = "fleetplan.requestFormat";
+
+function savedFormat() {
+  const f = sessionStorage.getItem(FORMAT_KEY);
+  return f in FORMATS ? f : "json";
+}
 
 const DEFAULT_REQUEST = {
   name: "my fleet",
@@ -62,6 +86,9 @@ export async function renderComposer(el) {
     "aria-describedby": "request-json-err",
   });
   const jsonError = h("p", { class: "field-error", id: "request-json-err", "aria-live": "polite" });
+  let format = savedFormat();
+  const jsonHeading = h("h2", { id: "json-h" }, `Request (${FORMATS[format].label})`);
+  const jsonLabel = h("label", { for: "request-json", class: "sr-only" }, `Request as ${FORMATS[format].label}`);
   const formHost = h("div", { class: "form-host" });
   let validateTimer = null;
   let validateSeq = 0;
@@ -79,7 +106,7 @@ export async function renderComposer(el) {
   };
 
   function writeJson() {
-    if (document.activeElement !== jsonArea) jsonArea.value = JSON.stringify(store.draft, null, 2);
+    if (document.activeElement !== jsonArea) jsonArea.value = FORMATS[format].text(store.draft);
     jsonError.textContent = "";
   }
 
@@ -137,9 +164,9 @@ export async function renderComposer(el) {
 
   jsonArea.addEventListener("input", () => {
     try {
-      const parsed = JSON.parse(jsonArea.value);
+      const parsed = FORMATS[format].parse(jsonArea.value);
       if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-        throw new Error("the request must be a JSON object");
+        throw new Error(`the request must be a ${FORMATS[format].label} mapping of fields`);
       }
       store.draft = parsed;
       jsonError.textContent = "";
@@ -185,19 +212,48 @@ export async function renderComposer(el) {
     h("div", { class: "actions sticky" }, submit, status),
   );
 
+  function setFormat(key) {
+    format = key;
+    sessionStorage.setItem(FORMAT_KEY, key);
+    jsonHeading.textContent = `Request (${FORMATS[key].label})`;
+    jsonLabel.textContent = `Request as ${FORMATS[key].label}`;
+    jsonArea.value = FORMATS[key].text(store.draft);
+    jsonError.textContent = "";
+  }
+
   function jsonPanel() {
     return h(
       "section",
       { class: "json-panel", "aria-labelledby": "json-h" },
-      h("h2", { id: "json-h" }, "Request (JSON)"),
-      h("p", { class: "hint" }, "Edit either side: the form and this JSON stay in step. Fields the form lacks (scenarios, procurement, verify...) are kept."),
-      h("label", { for: "request-json", class: "sr-only" }, "Request as JSON"),
+      jsonHeading,
+      h("p", { class: "hint" }, "Edit either side: the form and this text stay in step. Fields the form lacks (scenarios, procurement, verify...) are kept."),
+      h(
+        "fieldset",
+        { class: "format-toggle" },
+        h("legend", { class: "sr-only" }, "Request format"),
+        Object.entries(FORMATS).map(([key, f]) =>
+          h(
+            "label",
+            { class: "check-item" },
+            h("input", {
+              type: "radio",
+              name: "request-format",
+              value: key,
+              "data-testid": `format-${key}`,
+              checked: key === format,
+              onchange: () => setFormat(key),
+            }),
+            ` ${f.label}`,
+          ),
+        ),
+      ),
+      jsonLabel,
       jsonArea,
       jsonError,
       h(
         "div",
         { class: "row" },
-        h("button", { type: "button", class: "small", onclick: () => download("request.json", jsonArea.value) }, "Download JSON"),
+        h("button", { type: "button", class: "small", onclick: () => download(`request.${format}`, jsonArea.value, FORMATS[format].mime) }, "Download"),
         h("button", { type: "button", class: "small", onclick: () => { store.draft = clone(DEFAULT_REQUEST); rebuild(); } }, "Start over"),
       ),
     );
@@ -249,8 +305,8 @@ export async function renderComposer(el) {
   rebuild();
 }
 
-function download(name, text) {
-  const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
+function download(name, text, mime) {
+  const url = URL.createObjectURL(new Blob([text], { type: mime }));
   const a = h("a", { href: url, download: name });
   document.body.append(a);
   a.click();
