@@ -115,6 +115,11 @@ def test_wait_true_solves_every_variant_and_stores_each_plan(client, db_url):
     assert x2["request"]["traffic"]["rate_rps"] == 20
     h100 = client.get(f"/plans/{variants[2]['plan_id']}").json()
     assert set(h100["plan"]["gpus_by_type"]) == {"h100-sxm5-80gb"}
+    assert h100["comparison_id"] == body["id"] and h100["variant_name"] == variants[2]["name"]
+    # a plan list can leave the variants' plans out, and marks them when it shows them
+    listed = client.get("/plans").json()["items"]
+    assert all(p["comparison_id"] == body["id"] for p in listed)
+    assert client.get("/plans", params={"variants": "false"}).json()["total"] == 0
 
 
 def test_table_has_every_column_and_the_difference_from_the_base(client):

@@ -187,11 +187,14 @@ def test_list_plans_newest_first_with_filters(session):
         )
     session.commit()
     assert [p.model_id for p in repo.list_plans(session)] == ["m1", "m2", "m1"]
-    assert [p.status for p in repo.list_plans(session, model_id="m1")] == [
+    m1 = repo.PlanFilter(model_id="m1")
+    assert [p.status for p in repo.list_plans(session, where=m1)] == [
         PlanStatus.FEASIBLE,
         PlanStatus.OPTIMAL,
     ]
-    assert [p.model_id for p in repo.list_plans(session, status=PlanStatus.INFEASIBLE)] == ["m2"]
+    infeasible = repo.PlanFilter(status=PlanStatus.INFEASIBLE)
+    assert [p.model_id for p in repo.list_plans(session, where=infeasible)] == ["m2"]
+    assert repo.count_plans(session, where=m1) == 2
     assert len(repo.list_plans(session, limit=1, offset=1)) == 1
 
 

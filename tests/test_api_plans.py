@@ -27,6 +27,8 @@ RECORD_FIELDS = {
     "gpus_total",
     "gap",
     "runtime_s",
+    "comparison_id",
+    "variant_name",
     "plan",
 }
 
@@ -148,6 +150,17 @@ def test_list_newest_first_with_filters_total_and_pages(client):
     assert [i["id"] for i in both["items"]] == [ids[3], ids[0]] and both["total"] == 2
     assert client.get("/plans", params={"model": "qwen3-32b"}).json()["items"] == []
 
+    # search: a part of the name in any case (LIKE wildcards literal), or an id's start
+    post(client, small(name="Chat 100%_fleet"))
+    found = client.get("/plans", params={"search": "100%_f"}).json()
+    assert [i["name"] for i in found["items"]] == ["Chat 100%_fleet"] and found["total"] == 1
+    assert client.get("/plans", params={"search": "chat 1"}).json()["total"] == 1
+    assert client.get("/plans", params={"search": "0%"}).json()["total"] == 1  # not "any"
+    by_id = client.get("/plans", params={"search": ids[2][:8].upper()}).json()
+    assert [i["id"] for i in by_id["items"]] == [ids[2]]
+    assert page["items"][0]["comparison_id"] is None
+    client.delete(f"/plans/{found['items'][0]['id']}")
+
     # offset paging
     first = client.get("/plans", params={"limit": 3}).json()
     assert [i["id"] for i in first["items"]] == ids[:0:-1] and first["total"] == 4
@@ -183,6 +196,10 @@ def test_list_newest_first_with_filters_total_and_pages(client):
         ({"cursor": "not a cursor"}, "query.cursor"),
         ({"cursor": "bm9wZQ"}, "cursor"),
         ({"cursor": "bm9wZQ", "offset": 2}, "offset"),
+        ({"search": ""}, "query.search"),
+        ({"search": "a\nb"}, "query.search"),
+        ({"search": "x" * 101}, "query.search"),
+        ({"variants": "maybe"}, "query.variants"),
     ],
 )
 def test_list_rejects_bad_parameters(client, params, field):

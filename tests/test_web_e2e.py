@@ -213,6 +213,16 @@ def test_a_bad_field_shows_the_api_message_next_to_it(page: Any, server: str) ->
     assert page.evaluate("location.hash") in ("", "#/plan")  # nothing planned
 
 
+def test_history_searches_every_stored_plan(page: Any, planned: str) -> None:
+    page.goto("/#/history")
+    page.fill("#f-text", "agent 80/2")
+    page.wait_for_selector("text=matching")
+    names = page.locator("[aria-label='Stored plans'] tbody tr").all_inner_texts()
+    assert names and all("chat-agent 80/20" in n for n in names)
+    page.fill("#f-text", "no such plan")
+    page.wait_for_selector("text=No stored plan matches.")
+
+
 def test_the_request_round_trips_through_its_yaml_view(page: Any, server: str) -> None:
     page.goto("/")
     page.select_option("[data-testid=load-example]", "chat-agent-80-20")

@@ -4,6 +4,7 @@ caller (a route or CLI command) owns the transaction and commits."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -68,8 +69,30 @@ def get_plan(session: Session, plan_id: str) -> PlanRecord | None:
     return session.get(PlanRecord, plan_id)
 
 
-def _plan_filters(model_id: str | None, status: PlanStatus | None) -> list[ColumnElement[bool]]:
+@dataclass(frozen=True)
+class PlanFilter:
+    """What a plan list keeps: ``model_id`` and ``status`` equal; ``search`` a part of
+    the name (any case, ``%`` and ``_`` literal) or the start of the id; ``variants``
+    False leaves out the plans of comparisons' variants."""
+
+    model_id: str | None = None
+    status: PlanStatus | None = None
+    search: str | None = None
+    variants: bool = True
+
+
+def _plan_filters(f: PlanFilter) -> list[ColumnElement[bool]]:
+    model_id, status = f.model_id, f.status
     out: list[ColumnElement[bool]] = []
+    if f.search:
+        out.append(
+            or_(
+                PlanRecord.name.icontains(f.search, autoescape=True),
+                PlanRecord.id.startswith(f.search.lower(), autoescape=True),
+            )
+        )
+    if not f.variants:
+        out.append(PlanRecord.comparison_id.is_(None))
     if model_id is not None:
         out.append(PlanRecord.model_id == model_id)
     if status is not None:
@@ -89,6 +112,8 @@ PLAN_SUMMARY_COLUMNS = (
     PlanRecord.gpus_total,
     PlanRecord.gap,
     PlanRecord.runtime_s,
+    PlanRecord.comparison_id,
+    PlanRecord.variant_name,
 )
 """What a list shows (``PlanSummary``): columns only, no JSON document."""
 
@@ -112,13 +137,12 @@ def get_plan_text(session: Session, plan_id: str) -> Any:
 def list_plans(
     session: Session,
     *,
-    model_id: str | None = None,
-    status: PlanStatus | None = None,
+    where: PlanFilter = PlanFilter(),
     limit: int = 50,
     offset: int = 0,
     after: tuple[datetime, str] | None = None,
 ) -> Sequence[PlanRecord]:
-    """Plans, newest first (ties by id), optionally filtered by model and status.
+    """Plans, newest first (ties by id), optionally filtered (:class:`PlanFilter`).
 
     ``after`` is a keyset cursor, the ``(created_at, id)`` of the last plan of the
     previous page: the page starts right after it, whatever was added meanwhile.
@@ -128,7 +152,7 @@ def list_plans(
         .options(load_only(*PLAN_SUMMARY_COLUMNS))  # no documents
         .order_by(PlanRecord.created_at.desc(), PlanRecord.id)
     )
-    conditions = _plan_filters(model_id, status)
+    conditions = _plan_filters(where)
     if after is not None:
         created_at, plan_id = after
         conditions.append(
@@ -142,12 +166,10 @@ def list_plans(
     return session.scalars(stmt.limit(limit).offset(offset)).all()
 
 
-def count_plans(
-    session: Session, *, model_id: str | None = None, status: PlanStatus | None = None
-) -> int:
+def count_plans(session: Session, *, where: PlanFilter = PlanFilter()) -> int:
     """How many plans match the filters."""
     stmt = select(func.count()).select_from(PlanRecord)
-    conditions = _plan_filters(model_id, status)
+    conditions = _plan_filters(where)
     if conditions:
         stmt = stmt.where(*conditions)
     return int(session.scalar(stmt) or 0)

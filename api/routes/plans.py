@@ -100,6 +100,19 @@ def list_plans(
         str | None, Query(max_length=64, pattern=MODEL_ID_PATTERN, description="Model id.")
     ] = None,
     status: Annotated[PlanStatus | None, Query(description="Plan status.")] = None,
+    search: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=100,
+            pattern=r"^[^\x00-\x1f\x7f]+$",
+            description="A part of the plan's name (any case) or the start of its id.",
+        ),
+    ] = None,
+    variants: Annotated[
+        bool,
+        Query(description="Include the plans of comparisons' variants (false: leave them out)."),
+    ] = True,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     cursor: Annotated[
@@ -123,7 +136,14 @@ def list_plans(
         )
     try:
         page = plans.list_plans(
-            session, model=model, status=status, limit=limit, offset=offset, cursor=cursor
+            session,
+            model=model,
+            status=status,
+            search=search,
+            variants=variants,
+            limit=limit,
+            offset=offset,
+            cursor=cursor,
         )
     except plans.BadCursor as err:
         raise ApiError(422, "invalid_input", str(err), [("cursor", str(err))]) from None

@@ -79,6 +79,10 @@ class PlanSummary(BaseModel):
     gpus_total: int | None = Field(description="GPUs in the fleet (null when no plan).")
     gap: float | None = Field(description="Relative MIP gap of the main solve.")
     runtime_s: float | None = Field(description="Wall time of the main MILP solve, seconds.")
+    comparison_id: str | None = Field(
+        default=None, description="The comparison whose variant this plan is (null: none)."
+    )
+    variant_name: str | None = Field(default=None, description="That variant's name.")
 
 
 class PlanPublic(PlanSummary):

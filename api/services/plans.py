@@ -111,6 +111,8 @@ def _summary_fields(record: Any) -> dict[str, Any]:
         "gpus_total": record.gpus_total,
         "gap": _finite(record.gap),
         "runtime_s": _finite(record.runtime_s),
+        "comparison_id": getattr(record, "comparison_id", None),
+        "variant_name": getattr(record, "variant_name", None),
     }
 
 
@@ -287,19 +289,21 @@ def list_plans(
     *,
     model: str | None = None,
     status: PlanStatus | None = None,
+    search: str | None = None,
+    variants: bool = True,
     limit: int = 50,
     offset: int = 0,
     cursor: str | None = None,
 ) -> PlanPageResult:
-    """Summaries of stored plans, newest first, with the total matching the filters;
-    paged by ``offset`` or by ``cursor`` (:class:`BadCursor` when it is not one)."""
+    """Summaries of stored plans, newest first, with the total matching the filters
+    (:class:`api.db.repository.PlanFilter`); paged by ``offset`` or by ``cursor``
+    (:class:`BadCursor` when it is not one)."""
     after = decode_cursor(cursor) if cursor is not None else None
-    records = repo.list_plans(
-        session, model_id=model, status=status, limit=limit + 1, offset=offset, after=after
-    )
+    where = repo.PlanFilter(model_id=model, status=status, search=search, variants=variants)
+    records = repo.list_plans(session, where=where, limit=limit + 1, offset=offset, after=after)
     more = len(records) > limit
     records = records[:limit]
-    total = repo.count_plans(session, model_id=model, status=status)
+    total = repo.count_plans(session, where=where)
     return PlanPageResult(
         items=[plan_summary(r) for r in records],
         total=total,

@@ -9,7 +9,8 @@ import { go, store } from "./state.js";
 const PAGE = 20;
 
 export async function renderHistory(el) {
-  const filters = { model: "", status: "", text: "" };
+  const filters = { model: "", status: "", text: "", variants: false };
+  let searchTimer = null;
   const selected = new Set();
   let cursor = null;
   let cursors = [];
@@ -35,18 +36,32 @@ export async function renderHistory(el) {
     h("option", { value: "" }, "any status"),
     ["running", "done", "failed"].map((x) => h("option", { value: x }, x)),
   );
+  const restart = () => { cursors = []; cursor = null; loadPlans(); };
+  // the API searches every stored plan (a part of the name, or the start of the id)
   const textIn = h("input", {
     id: "f-text",
     type: "search",
-    placeholder: "name or id on this page",
-    oninput: () => { filters.text = textIn.value.trim().toLowerCase(); renderPlans(lastPage); },
+    maxlength: 100,
+    placeholder: "part of a name, or an id",
+    oninput: () => {
+      clearTimeout(searchTimer);
+      searchTimer = setTimeout(() => { filters.text = textIn.value.trim(); restart(); }, 300);
+    },
+  });
+  const variantsBox = h("input", {
+    id: "f-variants",
+    type: "checkbox",
+    checked: filters.variants,
+    onchange: () => { filters.variants = variantsBox.checked; restart(); },
   });
   let lastPage = null;
 
   async function loadPlans() {
     mount(plansHost, h("p", { class: "muted" }, h("span", { class: "spinner", "aria-hidden": "true" }), " Loading…"));
     try {
-      lastPage = await get(`/plans${query({ limit: PAGE, model: filters.model, status: filters.status, cursor })}`);
+      const params = { limit: PAGE, model: filters.model, status: filters.status, search: filters.text, cursor };
+      if (!filters.variants) params.variants = "false";
+      lastPage = await get(`/plans${query(params)}`);
       renderPlans(lastPage);
     } catch (err) {
       mount(plansHost, notice("error", `Could not list the plans: ${err.message}`));
@@ -62,19 +77,18 @@ export async function renderHistory(el) {
   function renderPlans(page) {
     if (!page) return;
     syncCompare();
-    const items = page.items.filter(
-      (p) => !filters.text || (p.name || "").toLowerCase().includes(filters.text) || p.id.includes(filters.text),
-    );
+    const items = page.items;
+    const filtered = filters.model || filters.status || filters.text;
     const pager = h(
       "div",
       { class: "row" },
-      h("span", { class: "muted" }, `${page.total} plan${page.total === 1 ? "" : "s"} stored${filters.model || filters.status ? " matching" : ""}`),
+      h("span", { class: "muted" }, `${page.total} plan${page.total === 1 ? "" : "s"} stored${filtered ? " matching" : ""}${filters.variants ? "" : " (what-if variants hidden)"}`),
       h("button", { type: "button", class: "small", disabled: !cursors.length, onclick: () => { cursor = cursors.pop() || null; loadPlans(); } }, "Newer"),
       h("button", { type: "button", class: "small", disabled: !page.next_cursor, onclick: () => { cursors.push(cursor); cursor = page.next_cursor; loadPlans(); } }, "Older"),
       compareButton,
     );
     if (!items.length) {
-      mount(plansHost, pager, h("p", { class: "empty" }, page.total ? "No plan on this page matches." : "No plans yet. ", h("a", { href: "#/plan" }, "Plan a fleet")));
+      mount(plansHost, pager, h("p", { class: "empty" }, filtered ? "No stored plan matches." : "No plans yet. ", filtered ? null : h("a", { href: "#/plan" }, "Plan a fleet")));
       return;
     }
     mount(
@@ -98,7 +112,18 @@ export async function renderHistory(el) {
               return box;
             },
           },
-          { label: "Name", get: (p) => h("a", { href: `#/plans/${p.id}` }, p.name || "(unnamed)") },
+          {
+            label: "Name",
+            get: (p) =>
+              h(
+                "span",
+                {},
+                h("a", { href: `#/plans/${p.id}` }, p.name || "(unnamed)"),
+                p.comparison_id
+                  ? h("span", { class: "muted" }, " · variant ", h("a", { href: `#/comparisons/${p.comparison_id}` }, p.variant_name || "of a what-if"))
+                  : null,
+              ),
+          },
           { label: "Id", get: (p) => h("code", { title: p.id }, p.id.slice(0, 8)) },
           { label: "Model", get: (p) => p.model },
           { label: "Status", get: (p) => h("span", { class: `status ${p.status}` }, p.status) },
@@ -112,7 +137,9 @@ export async function renderHistory(el) {
                 "span",
                 { class: "row" },
                 h("button", { type: "button", class: "small", onclick: () => replan(p.id) }, "Re-plan with edits"),
-                h("button", { type: "button", class: "small danger", "aria-label": `Delete ${p.name || p.id}`, onclick: (e) => remove(e.target, `/plans/${p.id}`, loadPlans) }, "Delete"),
+                p.comparison_id
+                  ? h("button", { type: "button", class: "small danger", disabled: true, title: "A what-if's variant: delete its comparison instead" }, "Delete")
+                  : h("button", { type: "button", class: "small danger", "aria-label": `Delete ${p.name || p.id}`, onclick: (e) => remove(e.target, `/plans/${p.id}`, loadPlans) }, "Delete"),
               ),
           },
         ],
@@ -177,6 +204,7 @@ export async function renderHistory(el) {
         statusSel,
         h("label", { for: "f-text" }, "Search"),
         textIn,
+        h("label", { for: "f-variants", class: "check-item" }, variantsBox, " show what-if variants"),
       ),
       plansHost,
     ),
