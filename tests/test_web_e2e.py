@@ -223,6 +223,19 @@ def test_history_searches_every_stored_plan(page: Any, planned: str) -> None:
     page.wait_for_selector("text=No stored plan matches.")
 
 
+def test_catalog_tabs_move_with_the_arrow_keys(page: Any, server: str) -> None:
+    page.goto("/#/catalog")
+    page.wait_for_selector("text=h100-sxm5-80gb")
+    page.focus("#tab-gpus")
+    page.keyboard.press("ArrowRight")
+    assert page.get_attribute("#tab-models", "aria-selected") == "true"
+    assert page.evaluate("document.activeElement.id") == "tab-models"
+    page.wait_for_selector("#catalog-panel >> text=llama-3.1-70b")
+    page.keyboard.press("End")
+    assert page.get_attribute("#tab-calibrations", "aria-selected") == "true"
+    assert page.get_attribute("#tab-gpus", "tabindex") == "-1"
+
+
 def test_the_request_round_trips_through_its_yaml_view(page: Any, server: str) -> None:
     page.goto("/")
     page.select_option("[data-testid=load-example]", "chat-agent-80-20")

@@ -17,8 +17,23 @@ export async function renderCatalog(el) {
       t === "gpus" ? "GPUs" : t[0].toUpperCase() + t.slice(1),
     ),
   );
+  // the ARIA tabs pattern: one tab in the Tab order, arrows (and Home/End) move along
+  const onKey = (e) => {
+    const i = buttons.indexOf(e.currentTarget);
+    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: buttons.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    const j = (to + buttons.length) % buttons.length;
+    buttons[j].focus();
+    show(TABS[j]);
+  };
+  for (const b of buttons) b.addEventListener("keydown", onKey);
   function show(t) {
-    for (const b of buttons) b.setAttribute("aria-selected", String(b.id === `tab-${t}`));
+    for (const b of buttons) {
+      const on = b.id === `tab-${t}`;
+      b.setAttribute("aria-selected", String(on));
+      b.tabIndex = on ? 0 : -1;
+    }
     panel.setAttribute("aria-labelledby", `tab-${t}`);
     mount(panel, h("p", { class: "muted" }, "Loading…"));
     const render = { gpus: gpusTab, models: modelsTab, workloads: workloadsTab, calibrations: calibrationsTab }[t];
