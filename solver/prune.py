@@ -110,4 +110,5 @@ def prune_by_cost(
             if not beaten:
                 alive.append(b)
         keep += alive
-    return tuple(c for c in cands if c in set(keep))
+    kept = {id(c) for c in keep}
+    return tuple(c for c in cands if id(c) in kept)
