@@ -405,18 +405,27 @@ def solve_by_gpu_types(
 
     def consider(allowed: frozenset[str], m: int) -> None:
         nonlocal best
+        n_classes = len(problem.classes)
         results: list[SolveResult] = []
         partial = per_type * m
+        order = list(range(n_classes))
         if best is not None:
-            cheap = [quick(i, allowed) for i in range(len(problem.classes))]
-            if bound_k is not None:  # C_k(S) >= C_k(all types) too
-                cheap = [max(b, k) for b, k in zip(cheap, bound_k, strict=True)]
-            if any(math.isinf(b) for b in cheap) or partial + sum(cheap) >= best[0]:
-                return  # some class cannot run on this set, or it cannot beat the best
-        for i, cls in enumerate(problem.classes):
-            if best is not None and bound_k is not None and partial + sum(bound_k[i:]) >= best[0]:
-                return
-            r = class_result(cls, allowed)
+            cheap = [quick(i, allowed) for i in range(n_classes)]
+            if any(math.isinf(b) for b in cheap):
+                return  # some class cannot run on this set
+            # C_k(S) >= max(its cheap bound on S, its bound over all types)
+            low = [max(b, k) for b, k in zip(cheap, bound_k or cheap, strict=True)]
+            if partial + sum(low) >= best[0]:
+                return  # it cannot beat the best
+            # classes this set serves worst first: the partial sum passes the best sooner
+            order.sort(key=lambda i: cheap[i] - cheap_k[i], reverse=True)
+            left = sum(low)
+        for i in order:
+            if best is not None:
+                if partial + left >= best[0]:
+                    return
+                left -= low[i]
+            r = class_result(problem.classes[i], allowed)
             if r is None:
                 return
             results.append(r)
