@@ -283,9 +283,14 @@ def solve_by_gpu_types(
     per-class optima over all types, whose sum bounds every S: a set of size m
     costs at least usd_per_gpu_type x m + sum_k C_k(all). The search stops at the
     first m where that bound reaches the best fleet: optimal (to the subproblems'
-    gap). Within a size, a set is abandoned once its partial sum plus the other
-    classes' bounds reaches the best. Out of time, the best fleet so far is
-    ``feasible`` with the gap to the bound (None before the bound is known).
+    gap). Within a size, a set S is abandoned once its partial sum plus the other
+    classes' bounds reaches the best; class k's bound on S is the larger of its cheap
+    bound on S (:func:`class_lower_bound`: rate x cheapest $/h per request/s on S's
+    types) and its bound over all types (C_k(S) >= C_k(all): S's candidates are a
+    subset), and the classes S serves worst (cheap bound on S minus on all types) are
+    solved first, so an unpromising set is abandoned after few subproblems. Out of
+    time, the best fleet so far is ``feasible`` with the gap to the bound (None before
+    the bound is known).
 
     A configuration cap (``max_configurations``) is checked on each combined fleet
     (sets whose fleet breaks it are skipped), so with it the result is only
