@@ -210,6 +210,9 @@ def part1(base: Catalog, repeat: int) -> None:
         ],
         rows,
     )
+    print("   usd_per_hour: the MILP's objective (GPUs and operations costs) on the first")
+    print("   row, the plan's cost (GPUs) on the second.")
+    print()
 
 
 SIZES = [(5, 2), (14, 6), (25, 10), (50, 10), (50, 20)]
