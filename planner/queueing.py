@@ -55,9 +55,16 @@ def erlang_b_blocking_probability(servers: int, offered_load: float) -> float:
     servers = _servers(servers)
     if offered_load < 0:
         raise PlanningError.for_field("offered_load", f"must be >= 0, got {offered_load}")
+    return _erlang_b(servers, offered_load)
+
+
+def _erlang_b(servers: int, offered_load: float, log_factorial: float | None = None) -> float:
+    """:func:`erlang_b_blocking_probability` on validated input (an int >= 1, a load >= 0);
+    ``log_factorial`` is ``gammaln(servers + 1)`` when the caller has it already."""
     if servers > _RECURSION_MAX_SERVERS and offered_load > 0:
         # Closed form B = pmf(c; a) / cdf(c; a) of a Poisson(a), in log space.
-        log_pmf = servers * math.log(offered_load) - offered_load - gammaln(servers + 1)
+        lf = gammaln(servers + 1) if log_factorial is None else log_factorial
+        log_pmf = servers * math.log(offered_load) - offered_load - lf
         cdf = pdtr(servers, offered_load)
         return math.exp(log_pmf) / cdf if cdf > 0 else 1.0
     b = 1.0
@@ -191,10 +198,26 @@ def max_utilization_for_wait(
     if wait_budget_s < 0:
         raise PlanningError.for_field("wait_budget_s", f"must be >= 0, got {wait_budget_s}")
 
+    factor = allen_cunneen_factor(service_cv2, arrival_cv2)
+    no_wait = 1.0 - quantile
+    log_factorial = gammaln(servers + 1) if servers > _RECURSION_MAX_SERVERS else None
+
     def wait_at(rho: float) -> float:
-        return mgc_wait_quantile_s(
-            rho * servers / service_s, service_s, servers, quantile, service_cv2, arrival_cv2
-        )
+        # mgc_wait_quantile_s(rho c / S, S, c, q, cs^2, ca^2) with the input checked once
+        # above: the same operations in the same order (so the same floats), without
+        # re-validating on each of brentq's evaluations
+        rate = rho * servers / service_s
+        a = rate * service_s
+        if a / servers >= 1.0:
+            return math.inf
+        if a >= servers:
+            c_wait = 1.0
+        else:
+            b = _erlang_b(servers, a, log_factorial)
+            c_wait = servers * b / (servers - a * (1.0 - b))
+        if c_wait <= no_wait:
+            return 0.0 * factor
+        return math.log(c_wait / no_wait) / (servers / service_s - rate) * factor
 
     if wait_at(_RHO_MAX) <= wait_budget_s:
         return _RHO_MAX

@@ -55,15 +55,19 @@ def _silence_highs_banner() -> None:
         os.close(saved)
 
 
-def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSolver, str]:
+def _solver_cmd(
+    options: SolverOptions, time_limit_s: float, presolve: bool = True
+) -> tuple[pulp.LpSolver, str]:
     if options.solver == "highs" and pulp.HiGHS().available():
         _silence_highs_banner()
+        extra = {} if presolve else {"presolve": "off"}
         return (
             pulp.HiGHS(
                 msg=False,
                 timeLimit=max(MIN_SOLVE_TIME_S, time_limit_s),
                 gapRel=options.rel_gap,
                 threads=options.threads,
+                **extra,
             ),
             "highs",
         )
@@ -76,9 +80,14 @@ def _solver_cmd(options: SolverOptions, time_limit_s: float) -> tuple[pulp.LpSol
     return cbc, "cbc"
 
 
-def run_solver(prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float):
-    """Solve; return (status, gap, solver name)."""
-    cmd, name = _solver_cmd(options, time_limit_s)
+def run_solver(
+    prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float, *, presolve: bool = True
+):
+    """Solve; return (status, gap, solver name, message). ``presolve=False`` turns
+    HiGHS's presolve off: on a one-class fleet MILP (the decompositions' subproblems)
+    its probing of the segment binaries took ~1.4 s of a 1.5 s solve (50 GPU types,
+    72 candidates, 1,064 binaries: 0.3 s without; same optimum, proven)."""
+    cmd, name = _solver_cmd(options, time_limit_s, presolve)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)

@@ -198,13 +198,11 @@ def solve_by_class(
     )
 
 
-def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
-    """A lower bound on one class's cost ($/hour) on these candidates, without a MILP:
-    every pool j carries at most e_j = max_n capacity_j(n) / n requests/s per replica
-    (n up to its replica cap), so carrying the rate lambda in one role costs at
-    least lambda x min_j c_j / e_j; aggregated needs one role and one configuration,
-    disaggregated prefill and decode (two configurations), each priced at
-    ``usd_per_hour_per_configuration``. inf when no mode has candidates."""
+def role_unit_costs(cands: list, tables: dict) -> dict[PoolRole, float]:
+    """The cheapest cost of one request/s per role over ``cands`` ($/hour per
+    request/s): min_j c_j / e_j with e_j = max_n capacity_j(n) / n, n up to the
+    candidate's replica cap (requests/s per replica; ``tables`` caches capacity
+    tables by candidate id). Roles without a candidate carrying any rate are absent."""
     from solver.prune import capacity_table
 
     best_role: dict[PoolRole, float] = {}
@@ -219,6 +217,13 @@ def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
             continue
         unit = c.cost_usd_per_hour_per_replica / per_replica
         best_role[c.role] = min(best_role.get(c.role, math.inf), unit)
+    return best_role
+
+
+def bound_from_unit_costs(cls, best_role: dict[PoolRole, float], ops) -> float:
+    """:func:`class_lower_bound` from the per-role unit costs of
+    :func:`role_unit_costs` ($/hour): aggregated lambda x unit + one configuration,
+    disaggregated lambda x (prefill + decode unit) + two; inf when no mode has both."""
     conf = ops.usd_per_hour_per_configuration
     options = []
     if Mode.AGGREGATED in cls.modes and PoolRole.AGGREGATED in best_role:
@@ -228,6 +233,16 @@ def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
             cls.rate_rps * (best_role[PoolRole.PREFILL] + best_role[PoolRole.DECODE]) + 2 * conf
         )
     return min(options) if options else math.inf
+
+
+def class_lower_bound(cls, cands: list, ops, tables: dict) -> float:
+    """A lower bound on one class's cost ($/hour) on these candidates, without a MILP:
+    every pool j carries at most e_j = max_n capacity_j(n) / n requests/s per replica
+    (n up to its replica cap), so carrying the rate lambda in one role costs at
+    least lambda x min_j c_j / e_j; aggregated needs one role and one configuration,
+    disaggregated prefill and decode (two configurations), each priced at
+    ``usd_per_hour_per_configuration``. inf when no mode has candidates."""
+    return bound_from_unit_costs(cls, role_unit_costs(cands, tables), ops)
 
 
 def replace_limits(sub: Limits, lim: Limits, classes: int) -> Limits:
@@ -268,9 +283,14 @@ def solve_by_gpu_types(
     per-class optima over all types, whose sum bounds every S: a set of size m
     costs at least usd_per_gpu_type x m + sum_k C_k(all). The search stops at the
     first m where that bound reaches the best fleet: optimal (to the subproblems'
-    gap). Within a size, a set is abandoned once its partial sum plus the other
-    classes' bounds reaches the best. Out of time, the best fleet so far is
-    ``feasible`` with the gap to the bound (None before the bound is known).
+    gap). Within a size, a set S is abandoned once its partial sum plus the other
+    classes' bounds reaches the best; class k's bound on S is the larger of its cheap
+    bound on S (:func:`class_lower_bound`: rate x cheapest $/h per request/s on S's
+    types) and its bound over all types (C_k(S) >= C_k(all): S's candidates are a
+    subset), and the classes S serves worst (cheap bound on S minus on all types) are
+    solved first, so an unpromising set is abandoned after few subproblems. Out of
+    time, the best fleet so far is ``feasible`` with the gap to the bound (None before
+    the bound is known).
 
     A configuration cap (``max_configurations``) is checked on each combined fleet
     (sets whose fleet breaks it are skipped), so with it the result is only
@@ -309,6 +329,10 @@ def solve_by_gpu_types(
             lim.max_replicas_per_pool,
             tables,
         )
+        # within this problem a candidate id names its data: a cheap key for repeats
+        local_key = (cls.id, tuple(c.id for c in cands))
+        if local_key in local:
+            return local[local_key]
         key = (
             "types",
             cls,
@@ -318,8 +342,6 @@ def solve_by_gpu_types(
             lim.max_configurations,
             sub_ops,
         )
-        if key in local:
-            return local[key]
         key_rel = (*key, options.rel_gap)
         r = cache.get(key_rel) if cache is not None else None
         if r is None:
@@ -334,7 +356,7 @@ def solve_by_gpu_types(
                 operations=sub_ops,
             )
             if not cands or unservable_classes(sub):
-                local[key] = None
+                local[local_key] = None
                 return None
             limit = min(left, cap_s) if cap_s is not None else left
             r = solve(sub, replace(options, time_limit_s=limit, decompose=False))
@@ -346,7 +368,7 @@ def solve_by_gpu_types(
                 r = None
             elif cache is not None:
                 cache[key_rel] = r
-        local[key] = r
+        local[local_key] = r
         return r
 
     def combine(results: list[SolveResult]) -> tuple[float, dict[str, int]] | None:
@@ -367,25 +389,48 @@ def solve_by_gpu_types(
     proved = timed_out = False
     m_reached = 1
 
+    # per class and GPU type, the cheapest $/h per request/s of each role: a set's
+    # bound is the minimum over its types (class_lower_bound without re-reading tables)
+    units_by_gpu: list[dict[str, dict[PoolRole, float]]] = []
+    for cls in problem.classes:
+        on_gpu: dict[str, list] = {}
+        for c in per_class[cls.id]:
+            on_gpu.setdefault(c.gpu, []).append(c)
+        units_by_gpu.append({g: role_unit_costs(cs, tables) for g, cs in on_gpu.items()})
+
     def quick(i: int, allowed: frozenset[str]) -> float:
-        """Class i's cheap lower bound on ``allowed`` (0 if unknown)."""
-        cls = problem.classes[i]
-        return class_lower_bound(
-            cls, [c for c in per_class[cls.id] if c.gpu in allowed], ops, tables
-        )
+        """Class i's cheap lower bound on ``allowed``: :func:`class_lower_bound` on the
+        class's candidates whose GPU type is in ``allowed`` (inf if no mode has any)."""
+        best_role: dict[PoolRole, float] = {}
+        for g in allowed:
+            for role, unit in units_by_gpu[i].get(g, {}).items():
+                if unit < best_role.get(role, math.inf):
+                    best_role[role] = unit
+        return bound_from_unit_costs(problem.classes[i], best_role, ops)
 
     def consider(allowed: frozenset[str], m: int) -> None:
         nonlocal best
+        n_classes = len(problem.classes)
         results: list[SolveResult] = []
         partial = per_type * m
+        order = list(range(n_classes))
         if best is not None:
-            cheap = [quick(i, allowed) for i in range(len(problem.classes))]
-            if any(math.isinf(b) for b in cheap) or partial + sum(cheap) >= best[0]:
-                return  # some class cannot run on this set, or it cannot beat the best
-        for i, cls in enumerate(problem.classes):
-            if best is not None and bound_k is not None and partial + sum(bound_k[i:]) >= best[0]:
-                return
-            r = class_result(cls, allowed)
+            cheap = [quick(i, allowed) for i in range(n_classes)]
+            if any(math.isinf(b) for b in cheap):
+                return  # some class cannot run on this set
+            # C_k(S) >= max(its cheap bound on S, its bound over all types)
+            low = [max(b, k) for b, k in zip(cheap, bound_k or cheap, strict=True)]
+            if partial + sum(low) >= best[0]:
+                return  # it cannot beat the best
+            # classes this set serves worst first: the partial sum passes the best sooner
+            order.sort(key=lambda i: cheap[i] - cheap_k[i], reverse=True)
+            left = sum(low)
+        for i in order:
+            if best is not None:
+                if partial + left >= best[0]:
+                    return
+                left -= low[i]
+            r = class_result(problem.classes[i], allowed)
             if r is None:
                 return
             results.append(r)

@@ -32,9 +32,13 @@ def capacity_curve(pc: PoolCandidate) -> np.ndarray:
     if pc.segments:
         held = np.full(n.shape, -np.inf)
         for seg in pc.segments:
-            inside = (n >= seg.start_replicas) & (n <= seg.end_replicas)
-            held = np.where(
-                inside, np.maximum(held, seg.intercept_rps + seg.slope_rps_per_replica * n), held
+            # n = k + 1 at index k: the segment's replica counts are one slice
+            lo, hi = max(seg.start_replicas, 1), min(seg.end_replicas, len(n))
+            if lo > hi:
+                continue
+            part = slice(lo - 1, hi)
+            held[part] = np.maximum(
+                held[part], seg.intercept_rps + seg.slope_rps_per_replica * n[part]
             )
         caps = np.minimum(caps, np.where(np.isfinite(held), held, 0.0))
     elif not pc.cuts:
@@ -110,4 +114,5 @@ def prune_by_cost(
             if not beaten:
                 alive.append(b)
         keep += alive
-    return tuple(c for c in cands if c in set(keep))
+    kept = {id(c) for c in keep}
+    return tuple(c for c in cands if id(c) in kept)

@@ -81,11 +81,15 @@ def solve(
             return split
 
     prob, v = build_model(problem)
-    status, gap, name, msg = run_solver(prob, options, remaining())
+    # one class (the decompositions' subproblems): presolve costs more than it saves
+    presolve = len(problem.classes) > 1
+    status, gap, name, msg = run_solver(prob, options, remaining(), presolve=presolve)
     if status.has_solution and problem.objective == Objective.MAX_GOODPUT:
         floor = sum(var_value(s) for s in v.served.values())
         prob2, v2 = build_model(problem, goodput_floor_rps=floor * (1 - 1e-7) - 1e-9)
-        status2, gap2, name, msg2 = run_solver(prob2, options, max(MIN_SOLVE_TIME_S, remaining()))
+        status2, gap2, name, msg2 = run_solver(
+            prob2, options, max(MIN_SOLVE_TIME_S, remaining()), presolve=presolve
+        )
         if status2.has_solution:
             prob, v, gap, msg = prob2, v2, (gap if status == SolveStatus.FEASIBLE else gap2), msg2
             if status2 == SolveStatus.FEASIBLE:

@@ -383,3 +383,66 @@ def test_vectorized_capacity_curve_is_the_scalar_capacity():
         scalar = np.array([pc.capacity_rps(n) for n in range(1, pc.max_replicas + 1)])
         np.testing.assert_allclose(capacity_curve(pc), scalar, rtol=1e-12, atol=1e-9)
         assert np.all(np.diff(capacity_table(pc)) >= 0)
+
+
+# ------------------------------------------------- fast formulation and search (issue 14)
+
+
+@pytest.mark.parametrize("rate", [0.5, 1.0, 2.0, 2.6, 3.9])
+def test_negative_chord_keeps_its_segment_rate(rate):
+    """A segment whose chord is negative at its start keeps its rate variable (the
+    projection that drops it needs a_s + b_s lo_s >= 0); the optimum is brute force's."""
+    from solver.constraints.capacity import chords_nonnegative
+
+    segs = (Segment(0, 1, 0.0, 1.0), Segment(1, 4, -2.0, 1.5))
+    pool = PoolCandidate(**{**cand("p", "a", PoolRole.AGGREGATED, cost=1.0).__dict__})
+    pool = PoolCandidate(**{**pool.__dict__, "cuts": (), "segments": segs, "max_replicas": 4})
+    assert not chords_nonnegative(pool)
+    p = Problem((ClassDemand("a", rate, (Mode.AGGREGATED,)),), (pool,))
+    prob, _ = build_model(p)
+    assert prob.get_constraint_by_name("segment_cap__p__1") is not None
+    r = solve(p, SolverOptions(rel_gap=0.0))
+    assert r.objective == pytest.approx(brute_force_cost(p, 4), abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gpu_type_search_equals_monolithic_with_operations_costs(seed):
+    """With per-GPU-type and per-configuration costs the GPU-type-set search (its
+    cheap and all-types bounds, classes worst-served first) finds the monolithic
+    model's optimum."""
+    from solver.problem import Operations
+
+    rng = random.Random(300 + seed)
+    classes = tuple(ClassDemand(f"k{i}", rng.uniform(0.5, 6.0)) for i in range(3))
+    cands = []
+    for k in classes:
+        for role in (PoolRole.AGGREGATED, PoolRole.PREFILL, PoolRole.DECODE):
+            for gpu in ("x", "y", "z"):
+                slope, rho = rng.uniform(0.6, 2.5), rng.uniform(0.3, 0.9)
+
+                def f(n, slope=slope, rho=rho):
+                    return slope * n * (1 - (1 - rho) / n**0.5) if n > 0 else 0.0
+
+                base = cand(
+                    f"{k.id}-{role}-{gpu}", k.id, role, gpu=gpu, cost=rng.uniform(1, 4), max_rep=8
+                )
+                cands.append(
+                    PoolCandidate(
+                        **{
+                            **base.__dict__,
+                            "cuts": (),
+                            "segments": segments_of(f, (0, 1, 2, 3, 4, 6), 8),
+                            # one configuration per class: the search prices a
+                            # configuration per class (docs/formulation.md)
+                            "config_key": f"{k.id}-{role}-{gpu}",
+                        }
+                    )
+                )
+    ops = Operations(
+        usd_per_hour_per_gpu_type=rng.choice([1.0, 3.0]), usd_per_hour_per_configuration=0.5
+    )
+    p = Problem(classes, tuple(cands), Limits(), operations=ops)
+    split = solve(p, SolverOptions(rel_gap=0.0))
+    mono = solve(p, SolverOptions(rel_gap=0.0, decompose=False, time_limit_s=60))
+    assert split.status == mono.status == SolveStatus.OPTIMAL
+    assert split.objective == pytest.approx(mono.objective, abs=1e-6)

@@ -25,7 +25,10 @@ and capacity curves). Every name is re-exported here.
 """
 
 from planner.candidates.chunking import (
+    ChunkedPrompt,
     capacity_maximizing_batch,
+    chunked_prompt,
+    chunked_ttft_ms,
     fast_chunked_ttft_ms,
     sum_max_linear,
 )
@@ -78,12 +81,15 @@ __all__ = [
     "MAX_REPLICAS_PER_POOL",
     "RACK_SCALE_DOMAIN",
     "Candidate",
+    "ChunkedPrompt",
     "ClassFigures",
     "PoolConfig",
     "Rejection",
     "Screening",
     "attach_capacity",
     "capacity_maximizing_batch",
+    "chunked_prompt",
+    "chunked_ttft_ms",
     "dominates",
     "dp_ep_options",
     "fast_chunked_ttft_ms",

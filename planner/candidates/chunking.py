@@ -5,8 +5,10 @@ capacity."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,13 +16,76 @@ from planner import roofline as rl
 from planner.candidates.model import ClassFigures
 
 
+@functools.lru_cache(maxsize=64)
+def _weights(weights: tuple[float, ...]) -> np.ndarray:
+    """The quadrature weights as an array (read-only; the same few tuples every time)."""
+    w = np.array(weights)
+    w.setflags(write=False)
+    return w
+
+
 def _expect(fig: ClassFigures, fn) -> tuple[float, float]:
     """E[fn(P)] and Var[fn(P)]/E^2 over the log-normal prompt length (GH quadrature)."""
     vals = np.array([fn(p) for p in fig.prompt_nodes_tokens])
-    w = np.array(fig.prompt_weights)
+    w = _weights(fig.prompt_weights)
     mean = float(np.dot(w, vals))
     var = float(np.dot(w, (vals - mean) ** 2))
     return mean, (var / (mean * mean) if mean > 0 else 0.0)
+
+
+def _expect_mean(fig: ClassFigures, fn) -> float:
+    """E[fn(P)] over the log-normal prompt length: :func:`_expect`'s mean (the same
+    dot product), without the variance."""
+    return float(
+        np.dot(_weights(fig.prompt_weights), np.array([fn(p) for p in fig.prompt_nodes_tokens]))
+    )
+
+
+@dataclass(frozen=True)
+class ChunkedPrompt:
+    """The chunk computes of one prompt on one replica and chunk budget (ms), which do
+    not depend on the decode batch: ``chunks`` = ceil(P_new / T) chunks, the compute
+    of the first and of the last full chunk (``first_ms``, ``last_full_ms``; the ones
+    between are taken linear in their start context) and of the tail chunk
+    (``tail_ms``). :func:`chunked_ttft_ms` turns it into a TTFT at a step time, so a
+    search over batches prices each prompt's chunks once (:func:`chunked_prompt`)."""
+
+    chunks: int
+    first_ms: float
+    last_full_ms: float
+    tail_ms: float
+
+
+def chunked_prompt(
+    replica: rl.Replica, prompt_tokens: float, budget_tokens: int, cached: float
+) -> ChunkedPrompt | None:
+    """The :class:`ChunkedPrompt` of a prompt of ``prompt_tokens`` with ``cached``
+    tokens already in the KV cache, in chunks of ``budget_tokens``
+    (:func:`planner.roofline.chunk_compute_ms`: three cost-model calls); None when
+    nothing is left to prefill (TTFT 0)."""
+    new = max(prompt_tokens - cached, 0.0)
+    if new <= 0:
+        return None
+    k = math.ceil(new / budget_tokens)
+    last = new - (k - 1) * budget_tokens
+    tail = rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens)
+    if k == 1:
+        return ChunkedPrompt(1, 0.0, 0.0, tail)
+    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
+    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
+    return ChunkedPrompt(k, c0, c1, tail)
+
+
+def chunked_ttft_ms(prompt: ChunkedPrompt | None, step_ms: float) -> float:
+    """TTFT of a chunked prompt on an idle stall-free replica whose steps take
+    ``step_ms`` (ms): ``sum_i max(step_ms, chunk_i)`` over its chunks, the full ones in
+    closed form (:func:`sum_max_linear`) plus ``max(step_ms, tail)``; 0 for None."""
+    if prompt is None:
+        return 0.0
+    tail = max(step_ms, prompt.tail_ms)
+    if prompt.chunks == 1:
+        return tail
+    return sum_max_linear(step_ms, prompt.first_ms, prompt.last_full_ms, prompt.chunks - 1) + tail
 
 
 def fast_chunked_ttft_ms(
@@ -33,19 +98,11 @@ def fast_chunked_ttft_ms(
     the last full chunk (exact for full attention, where attention FLOPs grow
     linearly with context; within a few percent for sliding-window layers), so
     it costs three cost-model calls instead of one per chunk. The exact loop is
-    :func:`planner.roofline.chunked_prefill_ttft_ms`.
+    :func:`planner.roofline.chunked_prefill_ttft_ms`. Equal to
+    ``chunked_ttft_ms(chunked_prompt(...), step_ms)``, which screening uses to price
+    the chunks once per prompt and batch search.
     """
-    new = max(prompt_tokens - cached, 0.0)
-    if new <= 0:
-        return 0.0
-    k = math.ceil(new / budget_tokens)
-    last = new - (k - 1) * budget_tokens
-    tail = max(step_ms, rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens))
-    if k == 1:
-        return tail
-    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
-    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
-    return sum_max_linear(step_ms, c0, c1, k - 1) + tail
+    return chunked_ttft_ms(chunked_prompt(replica, prompt_tokens, budget_tokens, cached), step_ms)
 
 
 def sum_max_linear(floor: float, first: float, last: float, count: int) -> float:
@@ -105,4 +162,11 @@ def capacity_maximizing_batch(
     return max((lo, hi), key=lambda b: min(decode_rps(b), prefill_rps(b)))
 
 
-__all__ = ["capacity_maximizing_batch", "fast_chunked_ttft_ms", "sum_max_linear"]
+__all__ = [
+    "ChunkedPrompt",
+    "capacity_maximizing_batch",
+    "chunked_prompt",
+    "chunked_ttft_ms",
+    "fast_chunked_ttft_ms",
+    "sum_max_linear",
+]

@@ -3,6 +3,7 @@ capacity curves and their MILP segments (planner.candidates)."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -173,7 +174,12 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     (a chord at the replica count that carries the class: exact there,
     conservative elsewhere)."""
     rate = cand.rate_rps
-    planned = cand.planned_capacity_rps
+    # each prefill queue capacity is a root search (queueing.max_utilization_for_wait):
+    # the search for n and the segments below ask for some replica counts twice, so the
+    # curve is tabulated once per count (the same values as cand.planned_capacity_rps)
+    prefill = functools.cache(cand.prefill_capacity_rps)
+    decode = cand.decode_capacity_rps
+    planned = cand.with_margin(lambda n: min(prefill(n), decode(n)))
     # Replicas needed for the whole class on this candidate alone.
     per_replica = max(cand.asymptotic_rps_per_replica * cand.max_utilization, 1e-12)
     n = max(1, math.ceil(min(rate / per_replica, 1e9))) + cand.spare_replicas
@@ -202,8 +208,8 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     n = max(hi_n, cand.min_replicas, cand.spare_replicas + 1)
     cand.max_replicas = n
     role = cand.config.role
-    prefill_curve = cand.with_margin(cand.prefill_capacity_rps)
-    decode_curve = cand.with_margin(cand.decode_capacity_rps)
+    prefill_curve = cand.with_margin(prefill)
+    decode_curve = cand.with_margin(decode)
     if role == PoolRole.PREFILL:
         curve = prefill_curve
     elif role == PoolRole.DECODE:

@@ -15,8 +15,10 @@ from planner import roofline as rl
 from planner.candidates import sessions as ses
 from planner.candidates.chunking import (
     _expect,
+    _expect_mean,
     capacity_maximizing_batch,
-    fast_chunked_ttft_ms,
+    chunked_prompt,
+    chunked_ttft_ms,
 )
 from planner.candidates.links import (
     dp_ep_options,
@@ -159,13 +161,12 @@ def _screen_config(
             replica, b, fig.decode_context_tokens, budget, fig.chunk_context_tokens
         )
 
-    best = decode_slots(
-        replica,
-        fig.decode_context_tokens,
-        slo.tpot_ms,
-        chunk_tokens=budget,
-        chunk_context_tokens=fig.chunk_context_tokens,
-    )
+    # one cost-model step per batch tried (the TPOT search, the chunked prefill of every
+    # prompt node and the bisection's comparisons all ask for it again)
+    step_at = functools.cache(step_of)
+    # capacity.decode_slots(replica, decode context, TPOT, chunk_tokens=budget, ...) on
+    # the cached steps: the same search over the same step times
+    best = largest_batch(b_mem, lambda b: kn.effective_tpot_ms(step_at(b), a), slo.tpot_ms)
     if best is None:
         return reject(
             "tpot_unreachable",
@@ -173,12 +174,15 @@ def _screen_config(
             f"output token at batch 1, over the TPOT SLO {slo.tpot_ms:g} ms",
         )
     b_tpot = min(best[0], batch_cap) if batch_cap else best[0]
-    # one cost-model step per batch tried (the chunked prefill of every prompt node
-    # and the bisection's comparisons all ask for it again)
-    step_at = functools.cache(step_of)
+    # each prompt's chunk computes do not depend on the batch: priced once here, then
+    # only the step changes (chunked_ttft_ms(chunked_prompt(..)) = fast_chunked_ttft_ms)
+    prompts = {
+        p: chunked_prompt(replica, p, budget, p * h)
+        for p in (*fig.prompt_nodes_tokens, fig.prompt_q_tokens)
+    }
 
     def service_at(b: int, p: float) -> float:
-        return fast_chunked_ttft_ms(replica, p, budget, step_at(b), p * h)
+        return chunked_ttft_ms(prompts[p], step_at(b))
 
     def decode_rps(b: int) -> float:
         # B x a / (G x step): a tokens per sequence and step with speculation
@@ -186,7 +190,7 @@ def _screen_config(
 
     @functools.cache
     def prefill_rps(b: int) -> float:
-        return 1000.0 / (_expect(fig, lambda p: service_at(b, p))[0] + reload_mean_ms)
+        return 1000.0 / (_expect_mean(fig, lambda p: service_at(b, p)) + reload_mean_ms)
 
     def q_service_at(b: int) -> float:
         return service_at(b, fig.prompt_q_tokens) + reload_q_ms
@@ -200,7 +204,7 @@ def _screen_config(
     step = step_at(b)
 
     def service_agg(p: float) -> float:
-        return fast_chunked_ttft_ms(replica, p, budget, step, p * h)
+        return chunked_ttft_ms(prompts[p], step)
 
     mean, cv2 = _expect(fig, service_agg)
     mean += reload_mean_ms
@@ -279,15 +283,20 @@ def _screen_with_sessions(
                 reload,
             )
 
-        def state_at(hit: float, screened=screened) -> tuple[float, float, float] | None:
-            c = screened(hit)
+        tried: dict[float, Candidate | Rejection] = {}
+
+        def state_at(
+            hit: float, screened=screened, tried=tried
+        ) -> tuple[float, float, float] | None:
+            c = tried[hit] = screened(hit)
             if isinstance(c, Rejection):
                 return None
             rate, free = _rate_and_free_hbm(c, fig, capacity)
             return rate, free + host, per_session
 
         h_eff = ses.effective_hit_rate(h, cls.sessions, state_at)
-        out = screened(h_eff)
+        # the fixed point is one of the hit rates tried (or 0): screened once
+        out = tried[h_eff] if h_eff in tried else screened(h_eff)
         if isinstance(out, Candidate) and host > 0 and h_eff > 0:
             # hits found in the host tier are reloaded before their prefill
             rate, free = _rate_and_free_hbm(out, fig, capacity)
