@@ -465,7 +465,8 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
                 }
                 for g, c in sorted(by_gpu.items())
             },
-            "note": "FP4 efficiency is not measured: GEMMs at the FP4 peak x the GPU's MFU x "
+            "note": "FP4 efficiency is measured only on B200 serving DeepSeek-V3 (in its level): "
+            "GEMMs at the FP4 peak x the GPU's MFU x "
             "gemm_derate, weight reads at W_eff x weight_read_derate (both assumed, "
             "planner.kernels), with the analogy spread in the risk derate",
         }

@@ -722,3 +722,19 @@ def test_gpu_colours_are_the_same_in_every_chart() -> None:
     custom = gpu_colors(["my-gpu", "other-gpu", "h100-sxm5-80gb"])
     assert custom["my-gpu"] in EXTRA_COLORS and custom["my-gpu"] != custom["other-gpu"]
     assert gpu_colors(["other-gpu", "my-gpu"])["my-gpu"] in EXTRA_COLORS
+
+
+def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
+    from planner.report.text import (
+        MEASURED_DISAGG_TTFT_EXTRA_MS,
+        assumed_technique_lines,
+        disaggregated_ttft_line,
+    )
+
+    tight = {"name": "chat", "mode": "disaggregated", "ttft_ms": 900.0, "slo": {"ttft_ms": 1000}}
+    roomy = {**tight, "ttft_ms": 1000 - MEASURED_DISAGG_TTFT_EXTRA_MS}
+    assert "beyond the 1,000 ms SLO" in (disaggregated_ttft_line(tight) or "")
+    assert "within the 1,000 ms SLO" in (disaggregated_ttft_line(roomy) or "")
+    assert disaggregated_ttft_line({**tight, "mode": "aggregated"}) is None
+    lines = assumed_technique_lines({"classes": [tight, {**tight, "mode": "aggregated"}]})
+    assert len(lines) == 1 and lines[0].startswith("chat: disaggregated TTFT 900 ms")
