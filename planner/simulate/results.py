@@ -139,6 +139,11 @@ class FamilyCorrection(Out):
         description="'this plan' (learned while verifying it) or 'inherited' (learned by the "
         "plan this one is a variant of, and reused)"
     )
+    metric_ms: float | None = Field(
+        default=None,
+        description="the class's simulated percentile TTFT (prefill side) or TPOT (decode "
+        "side) in the round that set this factor (ms; null: unbounded or not recorded)",
+    )
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -57,6 +57,9 @@ from solver.problem import has_solution
 #: this is the default of a direct call (the planner reads no environment variable).
 DEFAULT_ENABLED = True
 MAX_CORRECTIONS = 4
+#: A miss whose percentile latency improves by less than this share after its family was
+#: derated (so its pools grew) is a latency floor, not load: more replicas cannot meet it.
+FLOOR_IMPROVEMENT = 0.01
 
 
 def enabled(spec: VerifySpec, override: bool | None = None) -> bool:
@@ -291,7 +294,13 @@ def learn(
     attainment / target)) following the size of the miss, and u the pool's
     utilization of its (already corrected) modelled capacity: the pool as planned
     is then over its corrected capacity, so the next solve must change the fleet
-    rather than find the same one under a lower cap. Factors only ever shrink."""
+    rather than find the same one under a lower cap. Factors only ever shrink.
+
+    A latency floor: when a family derated in an earlier round of this plan misses
+    again with its percentile latency within :data:`FLOOR_IMPROVEMENT` of what it was
+    (the pools grew, the latency did not fall: the service time, not the queue, is
+    over the SLO), its factor becomes 0 and the family is excluded, instead of buying
+    replicas that cannot help."""
     pools = plan.to_json_dict().get("pools", []) if plan is not None else []
     changed: list[Key] = []
     for c in ver.classes:
@@ -304,6 +313,7 @@ def learn(
             s for s, bad in (("prefill", ttft_bad or not tpot_bad), ("decode", tpot_bad)) if bad
         ]
         for side in sides:
+            metric_ms = c.ttft_ms if side == "prefill" else c.tpot_ms
             mult: dict[Key, tuple[float, str]] = {}
             for p in pools:
                 if p.get("class") != c.name or p["role"] not in _SIDE_ROLES[side]:
@@ -319,6 +329,9 @@ def learn(
             for key, (m, pool_text) in mult.items():
                 old = corrections.get(key)
                 f = (old.factor if old else 1.0) * m
+                floor = latency_floor(old, metric_ms)
+                if floor:
+                    f = 0.0
                 metric = (
                     f"p{c.percentile:g} TTFT "
                     + (f"{c.ttft_ms:,.0f} ms" if c.ttft_ms is not None else "unbounded")
@@ -330,6 +343,8 @@ def learn(
                     f"round {round_no}: {c.name} met both SLOs for {c.attainment:.1%} of "
                     f"requests (target {c.percentile / 100:.0%}), {metric}, on {pool_text}"
                 )
+                if floor:
+                    reason = f"{reason}: {floor}"
                 if old is not None:
                     reason = f"{reason}; before: {old.reason}"
                 corrections[key] = FamilyCorrection(
@@ -341,9 +356,24 @@ def learn(
                     factor=round(f, 6),
                     reason=reason,
                     learned="this plan",
+                    metric_ms=metric_ms,
                 )
                 changed.append(key)
     return changed
+
+
+def latency_floor(old: FamilyCorrection | None, metric_ms: float | None) -> str | None:
+    """Why a family's miss is a latency floor (None when it is not): it was derated
+    earlier while verifying this plan, and the class's percentile latency ``metric_ms``
+    (ms) is still at least ``(1 - FLOOR_IMPROVEMENT)`` of what it was then."""
+    if old is None or old.learned != "this plan" or old.metric_ms is None or metric_ms is None:
+        return None
+    if metric_ms < old.metric_ms * (1.0 - FLOOR_IMPROVEMENT):
+        return None
+    return (
+        f"{metric_ms:,.1f} ms again after the derate ({old.metric_ms:,.1f} ms before) although "
+        "its pools grew: a latency floor more replicas do not lower; the family is excluded"
+    )
 
 
 def as_corrections(items: Any) -> dict[Key, FamilyCorrection]:
@@ -400,15 +430,18 @@ def correct(
         rounds += 1
         if not learn(corr, ver, current, rounds):
             break
+        floored = [f"{c.class_name} {c.role} on {c.gpu}" for c in corr.values() if c.factor == 0.0]
+        after = f" once {', '.join(floored)} was excluded at its latency floor" if floored else ""
         try:
             out = replan(corrected_screening(screening, corr, request))
         except PlanningError as err:
-            why = err.message
+            why = err.message + after
             break
         if not out[0].status.has_solution:
             why = "; ".join(out[0].infeasible_reasons) or f"status {out[0].status.value}"
             if out[0].solver.message:
                 why = out[0].solver.message
+            why += after
             break
         ver = check(out[0])
         current = out[0]
