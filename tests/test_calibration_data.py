@@ -4,7 +4,6 @@ helps on the held-out split (on the shipped measurements)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from collections import Counter
@@ -12,6 +11,7 @@ from pathlib import Path
 from statistics import median
 
 import pytest
+from script_support import load_script
 
 from catalog.loader import load_catalog
 from planner import calibration as cb
@@ -22,17 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 H100 = "h100-sxm5-80gb"
 
 
-def _importer():
-    spec = importlib.util.spec_from_file_location(
-        "import_reference_measurements", ROOT / "scripts" / "import_reference_measurements.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-IMPORTER = _importer()
+IMPORTER = load_script("import_reference_measurements")
 
 
 def more_entry(ident: str, **update) -> dict:
@@ -336,13 +326,7 @@ def test_the_shipped_levels_cut_the_held_out_throughput_optimism():
 
 
 def _extractor():
-    spec = importlib.util.spec_from_file_location(
-        "extract_mlperf_v41", ROOT / "scripts" / "extract_mlperf_v41.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("extract_mlperf_v41")
 
 
 def test_mlperf_summaries_are_read_in_their_units():

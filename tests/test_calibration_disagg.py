@@ -3,13 +3,13 @@ prefill and decode workers, its layout read from InferenceMAX's notes, and its c
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from script_support import load_script
 
 from catalog.loader import load_catalog
 from catalog.schema import Dtype
@@ -165,13 +165,7 @@ def test_an_incomplete_disaggregated_point_is_refused_with_the_reason(update, wh
 
 
 def _importer():
-    spec = importlib.util.spec_from_file_location(
-        "import_reference_measurements", ROOT / "scripts" / "import_reference_measurements.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("import_reference_measurements")
 
 
 def test_the_importer_reads_the_worker_layout_and_records_an_ambiguous_one():

@@ -52,17 +52,25 @@ def base_replica(m: Measurement, catalog: Catalog) -> rl.Replica:
     """The replica a measurement ran on (a disaggregated run's decode workers), with the
     catalog's factors and the memory and attention precision of the engine it ran on
     (:func:`measurement_engine`)."""
+    return _worker(m, catalog, m.tp, m.ep, m.dp_attention, pp=m.pp or 1)
+
+
+def _worker(
+    m: Measurement, catalog: Catalog, tp: int, ep: int | None, dp_attention: bool | None, pp: int
+) -> rl.Replica:
+    """``m``'s model on ``m``'s GPU at ``tp``/``ep``/``pp`` (DP attention: ``dp = tp``),
+    in its dtypes and on its engine."""
     return rl.build_replica(
         catalog,
         m.model,
         m.gpu,
-        tp=m.tp,
+        tp=tp,
         dtype=m.dtype,
         kv_dtype=_kv_dtype(m),
         engine=measurement_engine(m),
-        pp=m.pp or 1,
-        ep=m.ep or 1,
-        dp=m.tp if m.dp_attention else 1,
+        pp=pp,
+        ep=ep or 1,
+        dp=tp if dp_attention else 1,
     )
 
 
@@ -72,17 +80,7 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
     if not m.disaggregated:
         return None
     assert m.prefill_tp is not None
-    return rl.build_replica(
-        catalog,
-        m.model,
-        m.gpu,
-        tp=m.prefill_tp,
-        dtype=m.dtype,
-        kv_dtype=_kv_dtype(m),
-        engine=measurement_engine(m),
-        ep=m.prefill_ep or 1,
-        dp=m.prefill_tp if m.prefill_dp_attention else 1,
-    )
+    return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
