@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import math
 import numbers
-
-from scipy.optimize import brentq
-from scipy.special import gammaln, pdtr
+from typing import Any
 
 from planner.errors import PlanningError
+
+# scipy is imported on first use (a second of the CLI's start-up otherwise): ``pdtr`` and
+# ``gammaln`` by :func:`_load_special`, ``brentq`` where it is called.
+_gammaln: Any = None
+_pdtr: Any = None
+
+
+def _load_special() -> None:
+    global _gammaln, _pdtr
+    from scipy.special import gammaln, pdtr
+
+    _gammaln, _pdtr = gammaln, pdtr
+
 
 #: Utilization upper bound used when searching: queues blow up at rho = 1.
 _RHO_MAX = 1.0 - 1e-12
@@ -57,8 +68,10 @@ def erlang_b_blocking_probability(servers: int, offered_load: float) -> float:
         raise PlanningError.for_field("offered_load", f"must be >= 0, got {offered_load}")
     if servers > _RECURSION_MAX_SERVERS and offered_load > 0:
         # Closed form B = pmf(c; a) / cdf(c; a) of a Poisson(a), in log space.
-        log_pmf = servers * math.log(offered_load) - offered_load - gammaln(servers + 1)
-        cdf = pdtr(servers, offered_load)
+        if _pdtr is None:
+            _load_special()
+        log_pmf = servers * math.log(offered_load) - offered_load - _gammaln(servers + 1)
+        cdf = _pdtr(servers, offered_load)
         return math.exp(log_pmf) / cdf if cdf > 0 else 1.0
     b = 1.0
     for k in range(1, servers + 1):
@@ -195,6 +208,8 @@ def max_utilization_for_wait(
         return mgc_wait_quantile_s(
             rho * servers / service_s, service_s, servers, quantile, service_cv2, arrival_cv2
         )
+
+    from scipy.optimize import brentq
 
     if wait_at(_RHO_MAX) <= wait_budget_s:
         return _RHO_MAX
