@@ -26,8 +26,8 @@ from planner import roofline as rl
 
 #: Chunk schedules up to this many steps are timed with floats, longer ones with numpy.
 _VECTOR_FROM = 8
-#: Prompts whose chunk attention is kept (more prompts are in prefill at once only on
-#: pools of more replicas); the cache is emptied when full.
+#: Entries each step-time cache keeps (prompts whose chunk attention is kept: more are
+#: in prefill at once only on pools of more replicas); a cache is emptied when full.
 _CHUNK_CACHE = 4096
 
 
@@ -47,6 +47,9 @@ class StepModel:
         self._fixed: dict[tuple[float, float], float] = {}
         self._chunks: dict[tuple[float, int, float], tuple[np.ndarray, np.ndarray]] = {}
         self._one_minus_overlap = 1.0 - c.overlap
+        self._decode_parts: dict[int, tuple[float, float, float]] = {}
+        self._plain = self._fast and not c.windowed_layers and not c.kv_windowed_held
+        self._kv_per_token = c.kv_full_held + c.draft_kv_held
 
     # ------------------------------------------------------------------ pieces
 
@@ -78,6 +81,8 @@ class StepModel:
                 c.comm_ms(n) + c.overhead_ms,
                 c.pipeline_ms(n) if c.pp > 1 else 0.0,
             )
+            if len(self._parts) >= _CHUNK_CACHE:  # last chunks: a size per prompt
+                self._parts.clear()
             self._parts[key] = parts
         return parts
 
@@ -88,11 +93,19 @@ class StepModel:
         if not self._fast or batch <= 0:
             return self.c.step_ms(batch, context_tokens)
         c = self.c
-        gm, co, pl = self._tokens_parts(batch, 0.0)
+        parts = self._decode_parts.get(batch)
+        if parts is None:
+            parts = self._decode_parts[batch] = self._tokens_parts(batch, 0.0)
+        gm, co, pl = parts
         b = max(batch, 0.0) / c.pp
-        flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context_tokens)
-        compute = flops / c.f_attn_per_ms
-        memory = b * c.kv_held_bytes(context_tokens) / c.w_per_ms
+        if self._plain:  # context_weight and kv_held_bytes of a model without windows
+            cw = c.full_layers * context_tokens
+            kv = self._kv_per_token * context_tokens
+        else:
+            cw = c.context_weight(context_tokens)
+            kv = c.kv_held_bytes(context_tokens)
+        compute = c.queries_per_seq * b * c.decode_attn_per_ctx * cw / c.f_attn_per_ms
+        memory = b * kv / c.w_per_ms
         t = gm + (compute if compute > memory else memory) + co
         return t + pl if c.pp > 1 else t
 
@@ -195,6 +208,8 @@ class StepModel:
             b = batch / c.pp
             n = b * c.queries_per_seq + budget
             fixed = c.gemm_ms(n) + c.moe_ms(n) + c.comm_ms(n) + c.overhead_ms + c.pipeline_ms(n)
+            if len(self._fixed) >= _CHUNK_CACHE:
+                self._fixed.clear()
             self._fixed[key] = fixed
         dc, dm = c.decode_attention_parts_ms(batch / c.pp, context, c.queries_per_seq)
         a_d = max(dc, dm)
