@@ -24,12 +24,18 @@
 ``FLEETPLAN_CALIBRATION_DIR``    the YAML store of named calibrations (``./calibrations``)
 ``FLEETPLAN_VERIFY_DEFAULT``     ``off``: plans are not simulated unless their request
                                  sets ``verify.enabled``
+``FLEETPLAN_ALTERNATIVES``       when ``POST /plans`` solves a plan's alternatives unless it
+                                 says (``?alternatives=``): ``background`` (default: after
+                                 answering), ``on_request`` (the first ``GET
+                                 /plans/{id}/alternatives``) or ``inline`` (before answering)
 
 They are read here, once per process (the service, or one CLI command), and passed
 on: the planner reads no environment variable of its own.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -74,6 +80,12 @@ class Settings(BaseSettings):
     calibration_dir: str = Field(default=DEFAULT_CALIBRATION_DIR, min_length=1)
     verify_default: bool = Field(
         default=True, description="Verify plans by simulation unless their request says."
+    )
+    alternatives: Literal["background", "on_request", "inline"] = Field(
+        default="background",
+        description="When POST /plans computes a plan's alternatives unless the request "
+        "says (?alternatives=): after answering, in the background; on the first GET "
+        "/plans/{id}/alternatives; or inline, before answering.",
     )
 
     @field_validator("calibration_dir", mode="before")

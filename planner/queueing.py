@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import math
 import numbers
-
-from scipy.optimize import brentq
-from scipy.special import gammaln, pdtr
+from typing import Any
 
 from planner.errors import PlanningError
+
+# scipy is imported on first use (a second of the CLI's start-up otherwise): ``pdtr`` and
+# ``gammaln`` by :func:`_load_special`, ``brentq`` where it is called.
+_gammaln: Any = None
+_pdtr: Any = None
+
+
+def _load_special() -> None:
+    global _gammaln, _pdtr
+    from scipy.special import gammaln, pdtr
+
+    _gammaln, _pdtr = gammaln, pdtr
+
 
 #: Utilization upper bound used when searching: queues blow up at rho = 1.
 _RHO_MAX = 1.0 - 1e-12
@@ -63,9 +74,11 @@ def _erlang_b(servers: int, offered_load: float, log_factorial: float | None = N
     ``log_factorial`` is ``gammaln(servers + 1)`` when the caller has it already."""
     if servers > _RECURSION_MAX_SERVERS and offered_load > 0:
         # Closed form B = pmf(c; a) / cdf(c; a) of a Poisson(a), in log space.
-        lf = gammaln(servers + 1) if log_factorial is None else log_factorial
+        if _pdtr is None:
+            _load_special()
+        lf = _gammaln(servers + 1) if log_factorial is None else log_factorial
         log_pmf = servers * math.log(offered_load) - offered_load - lf
-        cdf = pdtr(servers, offered_load)
+        cdf = _pdtr(servers, offered_load)
         return math.exp(log_pmf) / cdf if cdf > 0 else 1.0
     b = 1.0
     for k in range(1, servers + 1):
@@ -200,7 +213,9 @@ def max_utilization_for_wait(
 
     factor = allen_cunneen_factor(service_cv2, arrival_cv2)
     no_wait = 1.0 - quantile
-    log_factorial = gammaln(servers + 1) if servers > _RECURSION_MAX_SERVERS else None
+    if _gammaln is None:
+        _load_special()
+    log_factorial = _gammaln(servers + 1) if servers > _RECURSION_MAX_SERVERS else None
 
     def wait_at(rho: float) -> float:
         # mgc_wait_quantile_s(rho c / S, S, c, q, cs^2, ca^2) with the input checked once
@@ -218,6 +233,8 @@ def max_utilization_for_wait(
         if c_wait <= no_wait:
             return 0.0 * factor
         return math.log(c_wait / no_wait) / (servers / service_s - rate) * factor
+
+    from scipy.optimize import brentq
 
     if wait_at(_RHO_MAX) <= wait_budget_s:
         return _RHO_MAX

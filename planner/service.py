@@ -4,31 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
 from catalog.schema import Catalog, Dtype, Model
+from planner import alternatives as alt
 from planner import architecture as arch
 from planner import kernels as kn
 from planner import risk
 from planner import roofline as rl
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
-from planner.plan import Alternative, Plan, plan_from_result
+from planner.plan import Plan, plan_from_result
 from planner.plan.figures import output_tokens_per_hour
 from planner.problem_build import build_problem, parse_request
 from planner.procurement import PoolDemand, plan_tco
 from planner.request import PlanRequest, ResolvedClass, ResolvedRequest, resolve_request
 from planner.simulate import verify as sv
-from solver.problem import (
-    MIN_SOLVE_TIME_S,
-    Mode,
-    PoolCandidate,
-    PoolRole,
-    Problem,
-    SolveResult,
-    SolverOptions,
-)
+from solver.problem import PoolCandidate, SolverOptions
 from solver.solve import solve
 
 if TYPE_CHECKING:
@@ -42,8 +35,6 @@ DEFAULT_REL_GAP = 0.001
 #: few seconds; the capped inputs (planner.request) keep any request well below it on an
 #: idle machine, so it only trips on a starved one, and then says so instead of hanging.
 DEFAULT_SCREENING_TIME_LIMIT_S = 30.0
-#: Each alternative (a next-cheapest fleet) gets at most this much solver time.
-ALTERNATIVE_TIME_LIMIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -65,134 +56,26 @@ def solver_options_for(req: PlanRequest, caps: SolverLimits) -> SolverOptions:
     )
 
 
-def _alternatives(
-    problem: Problem,
-    result: SolveResult,
-    opts: SolverOptions,
-    without: Callable[[str], tuple[PoolCandidate, ...]] | None = None,
-    deadline: float | None = None,
-    cache: dict | None = None,
-) -> list[Alternative]:
-    """The next-cheapest fleets: each mode alone, each class in its other mode, and
-    the fleet without each GPU type the plan uses (``without(gpu)``: the model's
-    candidates for the request without that GPU type, i.e. the ones another GPU type
-    beat on cost come back and are pruned again with the rest; by default the
-    screened candidates of the other GPU types), re-solved with a short time limit.
-    ``problem`` and ``without`` are the corrected model the plan was solved on, so every
-    alternative restricts that model and costs no less than the plan (up to the solver gap);
-    alternatives are not simulated (``verified: false``). All of it
-    stays within ``deadline`` (perf_counter seconds): alternatives that do not fit
-    are reported as skipped."""
-    if not result.status.has_solution:
-        return []
-    base = result.objective or 0.0
-    # Same gap as the plan, so the per-class subproblems they share with the plan
-    # (and with each other) come from ``cache`` instead of being solved again.
-    short = replace(opts, time_limit_s=min(ALTERNATIVE_TIME_LIMIT_S, opts.time_limit_s))
-    variants: list[tuple[str, Problem, str]] = []
-    modes_used = set(result.modes.get(c.id) for c in problem.classes)
-    for mode, roles in (
-        (Mode.AGGREGATED, {PoolRole.AGGREGATED}),
-        (Mode.DISAGGREGATED, {PoolRole.PREFILL, PoolRole.DECODE}),
-    ):
-        if modes_used == {mode}:
-            continue
-        classes = tuple(replace(c, modes=(mode,)) for c in problem.classes)
-        cands = tuple(c for c in problem.candidates if c.role in roles)
-        variants.append(
-            (f"{mode.value} only", replace(problem, classes=classes, candidates=cands), "")
-        )
-    for cls in problem.classes:
-        chosen = result.modes.get(cls.id)
-        other = Mode.DISAGGREGATED if chosen == Mode.AGGREGATED else Mode.AGGREGATED
-        if other not in cls.modes or chosen is None:
-            continue
-        classes = tuple(
-            replace(c, modes=(other,)) if c.id == cls.id else c for c in problem.classes
-        )
-        variants.append(
-            (f"{cls.id} {other.value}", replace(problem, classes=classes), f"class:{cls.id}")
-        )
-    used_gpus = sorted({c.gpu for c in problem.candidates if c.id in result.replicas})
-    for gpu in used_gpus:
-        if without is not None:
-            cands = without(gpu)
-        else:
-            cands = tuple(c for c in problem.candidates if c.gpu != gpu)
-        variants.append((f"without {gpu}", replace(problem, candidates=cands), ""))
-    out = []
-    for name, prob, note in variants:
-        left = (deadline - time.perf_counter()) if deadline is not None else short.time_limit_s
-        if left < MIN_SOLVE_TIME_S:
-            out.append(
-                Alternative(
-                    name=name,
-                    status="skipped",
-                    cost_usd_per_hour=None,
-                    delta_usd_per_hour=None,
-                    note="not solved: the request's solver time limit was used up",
-                    class_name=note.removeprefix("class:") if note else None,
-                )
-            )
-            continue
-        r = solve(prob, replace(short, time_limit_s=min(short.time_limit_s, left)), cache)
-        ok = r.status.has_solution
-        cost = _cost(prob, r) if ok else None
-        out.append(
-            Alternative(
-                name=name,
-                status=r.status.value,
-                cost_usd_per_hour=cost,
-                delta_usd_per_hour=(cost - base) if cost is not None else None,
-                note=r.message if not ok else "",
-                class_name=note.removeprefix("class:") if note else None,
-            )
-        )
-    return sorted(out, key=lambda a: (a.cost_usd_per_hour is None, a.cost_usd_per_hour or 0.0))
-
-
-def explain_modes(plan: Plan) -> None:
-    """Say, per class, why its mode won: what the other mode would cost the fleet."""
-    for cls in plan.classes:
-        if cls.mode is None:
-            continue
-        alt = next((a for a in plan.alternatives if a.class_name == cls.name), None)
-        if alt is None:
-            cls.mode_reason = f"{cls.mode.value}: the only mode allowed or with feasible pools"
-        elif alt.cost_usd_per_hour is None:
-            cls.mode_reason = (
-                f"{cls.mode.value}: serving it {alt.name.split()[-1]} is {alt.status} ({alt.note})"
-                if alt.note
-                else f"{cls.mode.value}: the other mode is {alt.status}"
-            )
-        else:
-            cls.mode_reason = (
-                f"{cls.mode.value}: {alt.name.split()[-1]} would cost "
-                f"${alt.delta_usd_per_hour:,.2f}/h more"
-                if (alt.delta_usd_per_hour or 0) >= 0
-                else f"{cls.mode.value}: within the solver gap of {alt.name.split()[-1]}"
-            )
-
-
-def _cost(prob: Problem, r: SolveResult) -> float:
-    """GPU cost plus operations cost of a solved fleet ($/hour)."""
-    by_id = {c.id: c for c in prob.candidates}
-    gpu = sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in r.replicas.items())
-    return gpu + prob.operations_cost_usd_per_hour(r.replicas)
-
-
 def make_plan(
     data: Mapping[str, Any] | PlanRequest,
     catalog: Catalog | None = None,
     caps: SolverLimits | None = None,
     *,
-    alternatives: bool = True,
+    alternatives: bool | str = True,
     verify: bool | None = None,
     verify_default: bool | None = None,
     calibrations: Callable[[str], Calibration] | None = None,
     corrections: Any = None,
+    timings: dict[str, float] | None = None,
 ) -> Plan:
     """Validate, screen candidates, solve the MILP and assemble the Plan.
+
+    ``alternatives``: True solves them now (``alternatives_status: ready``); False
+    not at all (``not_requested``); ``"deferred"`` not now (``pending``) but keeps the
+    solved model on the plan, so :func:`planner.alternatives.complete_alternatives`
+    solves them later, identically and without screening again. ``timings``, when
+    given, receives the wall seconds of each stage (``screening``, ``milp``,
+    ``verification``, ``alternatives``, ``rest``; :data:`STAGES`).
 
     Bad input raises :class:`PlanningError` (naming the field); an infeasible
     request returns a Plan with status ``infeasible`` and the reasons. The plan
@@ -249,6 +132,7 @@ def make_plan(
     plan = plan_from_result(
         resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
     )
+    t_verify = time.perf_counter()
     simulated_s = 0.0
     if sv.enabled(request.verify, verify):
         plan, problem, result, screening, simulated_s = sv.verify_and_correct(
@@ -266,31 +150,48 @@ def make_plan(
     else:
         plan.verification = sv.skipped(request.verify)
         plan.verification.corrections = sv.correction_list(inherited)
+    t_alternatives = time.perf_counter()
     if alternatives:
-        plan.alternatives = _alternatives(
+        final = screening  # the corrected model the plan was solved on
+
+        def without(gpu: str) -> tuple[PoolCandidate, ...]:
+            kept = [c for c in final.candidates + final.cross_dominated if c.config.gpu != gpu]
+            return tuple(c.to_pool_candidate() for c in prune_by_cost_curves(kept, resolved)[0])
+
+        model = alt.SolvedModel(
             problem,
             result,
             opts,
-            without=lambda gpu: tuple(
-                c.to_pool_candidate()
-                for c in prune_by_cost_curves(
-                    [
-                        c
-                        for c in screening.candidates + screening.cross_dominated
-                        if c.config.gpu != gpu
-                    ],
-                    resolved,
-                )[0]
-            ),
-            deadline=t_solve + opts.time_limit_s + simulated_s,  # solver time only
-            cache=cache,
+            without,
+            cache,
+            solver_used_s=t_alternatives - t_solve - simulated_s,  # solver time only
         )
-        explain_modes(plan)
+        if alternatives == "deferred" and result.status.has_solution:
+            plan.alternatives_status = alt.PENDING
+            plan.keep_solved_model(model)
+        else:
+            alt.complete_alternatives(plan, model)
+    t_rest = time.perf_counter()
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["calibration"] = request.calibration
     attach_tco(plan, request, catalog, problem.candidates, resolved, opts.time_limit_s)
-    plan.assumptions["planning_time_s"] = round(time.perf_counter() - t0, 4)
+    t_end = time.perf_counter()
+    plan.assumptions["planning_time_s"] = round(t_end - t0, 4)
+    if timings is not None:
+        timings.update(
+            screening=t_solve - t0,
+            milp=t_verify - t_solve + (t_alternatives - t_verify - simulated_s),
+            verification=simulated_s,
+            alternatives=t_rest - t_alternatives,
+            rest=t_end - t_rest,
+        )
     return plan
+
+
+#: The stages ``make_plan(..., timings=)`` times (wall seconds): screening (request,
+#: candidates, model), milp (the solve, the plan, and correction re-solves),
+#: verification (simulations), alternatives, rest (assumptions, TCO).
+STAGES = ("screening", "milp", "verification", "alternatives", "rest")
 
 
 def attach_tco(

@@ -52,6 +52,16 @@ def _plans_skip_verification(_clean_fleetplan_env: None, monkeypatch: pytest.Mon
     planner_defaults(monkeypatch, Settings())  # direct planner calls: the same settings
 
 
+@pytest.fixture(autouse=True)
+def _plans_with_alternatives_inline(
+    _clean_fleetplan_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /plans`` solves alternatives before answering unless a test asks otherwise
+    (tests/test_alternatives_deferred.py): no background thread outlives its test (the
+    solver's ``warnings.catch_warnings`` on another thread would race pytest's)."""
+    monkeypatch.setenv("FLEETPLAN_ALTERNATIVES", "inline")
+
+
 # --------------------------------------------------------------------------- databases
 
 

@@ -258,6 +258,15 @@ def test_same_seed_same_result_other_seed_differs():
     assert a != c
 
 
+def test_classes_in_parallel_processes_give_the_same_result():
+    """Classes are independent streams: simulated in two processes (forked: pytest's
+    process has one thread) or in one, the result is the same."""
+    cls = [chat_like(), chat_like(rate=25.0)]
+    one = simulate(cls, 6000, seed=5, workers=1).model_dump(exclude={"wall_time_s"})
+    two = simulate(cls, 6000, seed=5, workers=2).model_dump(exclude={"wall_time_s"})
+    assert one == two
+
+
 def test_bursty_arrivals_raise_waits():
     cls = [chat_like(rate=60.0)]
     smooth = simulate(cls, 20000, seed=4).classes[0]

@@ -18,7 +18,7 @@ Answers, decided here and documented in the README:
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +27,7 @@ from api.deps import IdempotencyKey, PostedJson, SessionDep, SettingsDep, WriteA
 from api.errors import ApiError
 from api.jsonbody import JsonBodyRoute
 from api.schemas import (
+    PlanAlternatives,
     PlanPage,
     PlanPublic,
     PlanRequest,
@@ -35,6 +36,7 @@ from api.schemas import (
     SimulationResult,
     error_responses,
 )
+from api.services import alternatives as alts
 from api.services import plans
 
 router = APIRouter(prefix="/plans", tags=["plans"], route_class=JsonBodyRoute)
@@ -59,13 +61,26 @@ async def create_plan(
     session: SessionDep,
     settings: SettingsDep,
     idempotency_key: IdempotencyKey = None,
+    alternatives: Annotated[
+        Literal["background", "on_request", "inline"] | None,
+        Query(
+            description="When to solve the plan's alternatives (next-cheapest fleets; "
+            "about as long as the plan): `background` after answering, `on_request` on "
+            "the first `GET /plans/{id}/alternatives`, `inline` before answering. "
+            "Default: the server's `FLEETPLAN_ALTERNATIVES` (background). Until they "
+            "are solved the plan says `alternatives_status: pending`."
+        ),
+    ] = None,
 ) -> PlanPublic:
     """Validate the request, plan the fleet (shipped + custom catalog entries) and
     store the plan, infeasible ones included (201 with ``status: infeasible`` and
     ``plan.infeasible_reasons``). The solver's time limit and gap are the request's
     ``solver`` options, capped by the server's settings. With an `Idempotency-Key`,
     a retry with the same key and body returns the plan stored the first time
-    (header `Idempotent-Replayed: true`); the same key with another body is 422."""
+    (header `Idempotent-Replayed: true`); the same key with another body is 422.
+    The plan's alternatives come after it unless `?alternatives=inline`
+    (`plan.alternatives_status`; `GET /plans/{id}/alternatives`)."""
+    mode = alternatives or settings.alternatives
     raw = posted if isinstance(posted, dict) else body.model_dump()
     earlier = await run_heavy(request, plans.replayed_plan, session, raw, idempotency_key)
     if earlier is not None:
@@ -81,10 +96,13 @@ async def create_plan(
         request.app.state.catalog,
         settings,
         idempotency_key,
+        mode,
     )
     response.headers["Location"] = f"/plans/{created.record.id}"
     if created.replayed:
         response.headers["Idempotent-Replayed"] = "true"
+    elif mode == "background":
+        alts.start_background(session, created.record.id, created.plan)
     return created.public
 
 
@@ -167,6 +185,32 @@ async def get_plan(plan_id: str, request: Request) -> Response:
     # one hop to the read threadpool (its own session), the documents as stored
     body = await run_in_threadpool(plans.read_plan_json, request.app.state.sessionmaker, plan_id)
     return Response(body, media_type="application/json")
+
+
+@router.get(
+    "/{plan_id}/alternatives",
+    response_model=PlanAlternatives,
+    responses=error_responses(404),
+    summary="Get a stored plan's alternatives (computed once, if pending)",
+)
+async def get_plan_alternatives(
+    plan_id: str, request: Request, session: SessionDep, settings: SettingsDep
+) -> PlanAlternatives:
+    """The plan's alternatives: each mode alone, each class in its other mode, the
+    fleet without each GPU type it uses, solved on the model the plan was solved on
+    (its verification's corrections included), and why each class got its mode. If
+    they are still pending they are solved first, once however many ask (a request
+    arriving while they are solved in the background waits for that), and stored
+    with the plan (`plan.alternatives`, `alternatives_status: ready`)."""
+    out = await run_heavy(
+        request,
+        alts.plan_alternatives,
+        session,
+        plan_id,
+        request.app.state.catalog,
+        settings,
+    )
+    return PlanAlternatives(**out)
 
 
 @router.delete(

@@ -20,6 +20,7 @@ from planner.simulate.results import SimulationResult
 __all__ = [
     "ErrorBody",
     "Issue",
+    "PlanAlternatives",
     "PlanPage",
     "PlanPublic",
     "PlanRequest",
@@ -99,6 +100,23 @@ class PlanPublic(PlanSummary):
     plan: dict[str, Any] | None = Field(
         description="The plan: pools, classes, costs, binding constraints, alternatives, "
         "why-not, infeasibility reasons, solver info (planner.plan.Plan as JSON)."
+    )
+
+
+class PlanAlternatives(BaseModel):
+    """A stored plan's alternatives (``GET /plans/{id}/alternatives``): the next-cheapest
+    fleets on the model the plan was solved on, and why each class got its mode."""
+
+    status: str = Field(
+        description="ready (computed; pending ones are computed before answering), or "
+        "not_requested (planned without them)"
+    )
+    alternatives: list[dict[str, Any]] = Field(
+        description="As in the plan document: name, status, cost_usd_per_hour, "
+        "delta_usd_per_hour, note, class, verified."
+    )
+    mode_reasons: dict[str, str] = Field(
+        description="Per class: why its mode won (what the other mode would cost)."
     )
 
 

@@ -164,12 +164,14 @@ def plan_request(
     settings: Settings,
     *,
     session: Session | None = None,
-    alternatives: bool = True,
+    alternatives: bool | str = True,
     verify: bool | None = None,
+    corrections: Any = None,
 ) -> Plan:
     """Plan ``request`` against ``catalog`` within the settings' solver caps; its
     calibration is resolved now (database first with a ``session``, then the YAML
-    store) and, with a session, its read is ended before solving."""
+    store) and, with a session, its read is ended before solving. ``alternatives``
+    and ``corrections`` as :func:`planner.service.make_plan` takes them."""
     calibrations = preload_calibration(session, request.calibration, settings.calibration_dir)
     if session is not None:
         session.rollback()  # end the read: no connection is held while solving
@@ -181,6 +183,7 @@ def plan_request(
         verify=verify,
         verify_default=settings.verify_default,
         calibrations=calibrations,
+        corrections=corrections,
     )
 
 
@@ -222,14 +225,23 @@ def create_plan(
     shipped: Catalog,
     settings: Settings,
     idempotency_key: str | None = None,
+    alternatives: str = "inline",
 ) -> CreatedPlan:
     """Plan ``request`` (posted as ``raw``) against the shipped catalog plus the
     database's custom entries, store the plan (infeasible ones too) and commit.
     Any failure before the commit writes nothing. With ``idempotency_key`` the key
     is stored with the plan; when a concurrent request with that key committed
-    first, its plan is returned (``replayed``) and this one is not stored."""
+    first, its plan is returned (``replayed``) and this one is not stored.
+    ``alternatives``: ``inline`` solves them with the plan; otherwise they are stored
+    ``pending`` and the plan keeps its solved model (``api.services.alternatives``)."""
     catalog = merged_catalog(session, shipped)
-    plan = plan_request(request, catalog, settings, session=session)
+    plan = plan_request(
+        request,
+        catalog,
+        settings,
+        session=session,
+        alternatives=True if alternatives == "inline" else "deferred",
+    )
     record = build_plan_record(raw, request, plan, solver_caps(settings))
     digest = idempotency.body_hash(raw)
     try:

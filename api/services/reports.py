@@ -32,6 +32,7 @@ from api.db.base import utcnow
 from api.db.jobs import claim_job, release_job, renew_job
 from api.db.models import ComparisonRecord, ComparisonStatus, PlanRecord
 from api.db.repository import get_plan
+from api.services.alternatives import ensure_alternatives
 from api.services.beat import beating
 from api.services.calibrations import resolve_calibration
 from api.services.catalog import merged_catalog
@@ -342,7 +343,10 @@ def plan_report(
     progress); ``auto`` does so for JSON only, while an HTML or Markdown report (read by
     a person) answers at once, starts it in the background
     (:func:`start_background_sensitivity`) and says so; False shows it only if cached.
-    CSV and XLSX never need it."""
+    CSV and XLSX never need it. Alternatives still pending (``POST /plans`` answers before
+    solving them) are solved and stored first (``api.services.alternatives``)."""
+    if has_fleet(record):  # alternatives still pending are solved (once) and stored first
+        ensure_alternatives(session, record, shipped, settings)
     catalog = merged_catalog(session, shipped)
     sens = cached_sensitivity(record, catalog.content_hash)
     if isinstance(with_sensitivity, bool):

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import least_squares
 
 from catalog.schema import Catalog, Dtype
 from planner.calibration.measurements import Measurement, MeasurementError, fit_points
@@ -240,6 +239,8 @@ class _Problem:
         def fun(x: np.ndarray) -> np.ndarray:
             f = self.full(free, x)
             return np.concatenate([self.data_residuals(f), self.prior_residuals(f)])
+
+        from scipy.optimize import least_squares  # imported on use: the CLI starts faster
 
         best = None
         for start in starts:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from planner.procurement.models import Tco
 from planner.simulate.results import Verification
@@ -248,6 +248,12 @@ class Plan(Out):
     classes: list[ClassPlan]
     binding: list[BindingConstraint]
     alternatives: list[Alternative] = []
+    alternatives_status: str = Field(
+        default="not_requested",
+        description="ready: `alternatives` are computed; pending: not yet (the service "
+        "computes them in the background after answering, or on `GET "
+        "/plans/{id}/alternatives`); not_requested: planned without them",
+    )
     why_not: list[WhyNot] = []
     infeasible_reasons: list[str] = []
     warnings: list[str] = []
@@ -274,6 +280,17 @@ class Plan(Out):
         description="Total cost of ownership over procurement.horizon_years for "
         "procurement.purchase, with buy, rent and hybrid side by side (planner.procurement)",
     )
+
+    #: The solved model a plan with pending alternatives keeps in memory to solve them
+    #: later (planner.alternatives.SolvedModel); never serialized.
+    _solved: Any = PrivateAttr(default=None)
+
+    def solved_model(self) -> Any:
+        """The kept :class:`planner.alternatives.SolvedModel`, or None."""
+        return self._solved
+
+    def keep_solved_model(self, model: Any) -> None:
+        self._solved = model
 
     def to_json_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json(by_alias=True))

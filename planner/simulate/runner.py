@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import multiprocessing
+import multiprocessing.context
+import os
+import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,15 +18,26 @@ import numpy as np
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
 from planner.errors import PlanningError
+from planner.lifetime import die_with_parent
 from planner.request import PlanRequest, ResolvedRequest
 from planner.simulate.engine import run_class
 from planner.simulate.fleet import SimClass, build_fleet
-from planner.simulate.results import SimulationResult, summarize_class, summarize_pools
+from planner.simulate.results import (
+    ClassSimulation,
+    PoolSimulation,
+    SimulationResult,
+    summarize_class,
+    summarize_pools,
+)
 from solver.problem import has_solution
 
 DEFAULT_REQUESTS = 100_000
 MAX_REQUESTS = 2_000_000
 WARMUP_FRACTION = 0.1
+#: From this many requests, a plan's classes (independent streams) are simulated in
+#: parallel processes, one per core: starting a process (~0.5 s) is then small beside
+#: a class's run (seconds). The result is the same as in series.
+PARALLEL_FROM_REQUESTS = 200_000
 
 NOTES = (
     "Poisson arrivals per class (gamma inter-arrivals when burst_cv != 1); log-normal prompt "
@@ -44,15 +62,84 @@ def check_options(n_requests: int, burst_cv: float) -> None:
         raise PlanningError.for_field("burst_cv", f"must be in [0.05, 20], got {burst_cv}")
 
 
+@dataclass
+class _ClassOutcome:
+    """What :func:`simulate` keeps of one class's run (small: no per-request arrays)."""
+
+    summary: ClassSimulation
+    pools: list[PoolSimulation]
+    requests: int
+    measured: int
+    events: int
+    over_context: float
+
+
+def _run_one(
+    cls: SimClass,
+    seed_seq: np.random.SeedSequence,
+    horizon_ms: float,
+    burst_cv: float,
+    warmup_fraction: float,
+) -> _ClassOutcome:
+    run = run_class(cls, np.random.default_rng(seed_seq), horizon_ms, burst_cv, warmup_fraction)
+    return _ClassOutcome(
+        summary=summarize_class(run),
+        pools=summarize_pools(run),
+        requests=len(run.arrival_ms),
+        measured=int(run.measured.sum()),
+        events=run.events,
+        over_context=run.over_context,
+    )
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """``fork`` in a process with one thread (a script, the CLI: fast, and the main
+    module is not re-imported); beside other threads (the service) ``spawn`` when the
+    main module can be re-imported from its file, ``fork`` otherwise (``python -c``)."""
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("fork")
+
+
+def _run_classes(
+    classes: Sequence[SimClass],
+    streams: list[np.random.SeedSequence],
+    horizon_ms: float,
+    burst_cv: float,
+    warmup_fraction: float,
+    workers: int,
+) -> list[_ClassOutcome]:
+    """Every class's run: in series, or in ``workers`` processes (same results)."""
+    pairs = zip(classes, streams, strict=True)
+    args = [(c, s, horizon_ms, burst_cv, warmup_fraction) for c, s in pairs]
+    if workers <= 1 or len(classes) <= 1:
+        return [_run_one(*a) for a in args]
+    with cf.ProcessPoolExecutor(
+        max_workers=min(workers, len(classes)),
+        mp_context=_mp_context(),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
+        return list(pool.map(_run_one, *zip(*args, strict=True)))
+
+
 def simulate(
     classes: Sequence[SimClass],
     n_requests: int = DEFAULT_REQUESTS,
     seed: int = 0,
     burst_cv: float = 1.0,
     warmup_fraction: float = WARMUP_FRACTION,
+    workers: int | None = None,
 ) -> SimulationResult:
     """Simulate ``classes`` for the time in which ``n_requests`` arrive over all of
-    them (horizon = n / total rate); each class on its own seeded stream."""
+    them (horizon = n / total rate); each class on its own seeded stream.
+
+    ``workers``: processes to run the classes in (the result does not depend on it);
+    by default one per core from :data:`PARALLEL_FROM_REQUESTS` requests, else 1."""
     check_options(n_requests, burst_cv)
     t0 = time.perf_counter()
     total_rate = sum(c.rate_rps for c in classes)
@@ -76,12 +163,14 @@ def simulate(
     summaries, pools = [], []
     notes = list(NOTES)
     simulated = measured = events = 0
-    for cls, stream in zip(classes, streams, strict=True):
-        run = run_class(cls, np.random.default_rng(stream), horizon_ms, burst_cv, warmup_fraction)
-        summaries.append(summarize_class(run))
-        pools += summarize_pools(run)
-        simulated += len(run.arrival_ms)
-        measured += int(run.measured.sum())
+    if workers is None:
+        workers = (os.cpu_count() or 1) if n_requests >= PARALLEL_FROM_REQUESTS else 1
+    runs = _run_classes(classes, streams, horizon_ms, burst_cv, warmup_fraction, workers)
+    for cls, run in zip(classes, runs, strict=True):
+        summaries.append(run.summary)
+        pools += run.pools
+        simulated += run.requests
+        measured += run.measured
         events += run.events
         if run.over_context > 0.001:
             notes.append(
@@ -111,6 +200,7 @@ def simulate_plan(
     n_requests: int = DEFAULT_REQUESTS,
     seed: int = 0,
     burst_cv: float = 1.0,
+    workers: int | None = None,
 ) -> SimulationResult:
     """Simulate a plan (its JSON, e.g. ``Plan.to_json_dict()`` or a stored plan) at the
     rates it was planned for, rebuilding its pools from the request and ``catalog``."""
@@ -120,7 +210,7 @@ def simulate_plan(
             "status", f"a plan with status {plan.get('status')!r} has no fleet to simulate"
         )
     classes = build_fleet(plan, request, catalog)
-    result = simulate(classes, n_requests, seed, burst_cv)
+    result = simulate(classes, n_requests, seed, burst_cv, workers=workers)
     planned_with = plan.get("catalog_hash")
     if planned_with and planned_with != catalog.content_hash:
         result.notes.append(

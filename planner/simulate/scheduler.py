@@ -9,7 +9,6 @@ import bisect
 import heapq
 import math
 from collections import deque
-from itertools import accumulate
 
 import numpy as np
 
@@ -56,6 +55,7 @@ class _Rep:
         "C",
         "V",
         "a",
+        "budget",
         "ci",
         "cum",
         "fin",
@@ -63,10 +63,12 @@ class _Rep:
         "ibusy",
         "idx",
         "iq",
+        "is_decode",
         "kv",
         "last",
         "maxb",
         "nch",
+        "need",
         "pending",
         "pf",
         "pi",
@@ -75,6 +77,7 @@ class _Rep:
         "qmax",
         "queue",
         "step",
+        "steps",
         "t0",
         "t_acc",
         "t_next",
@@ -83,6 +86,10 @@ class _Rep:
 
     def __init__(self, idx: int, pi: int, pool: SimPool) -> None:
         self.idx, self.pi, self.pool = idx, pi, pool
+        self.steps = pool.steps
+        self.is_decode = pool.role == PoolRole.DECODE
+        self.budget = pool.chunk_budget_tokens or 1
+        self.need: list[float] = []  # KV bytes per request on this pool (ClassSim.need)
         self.maxb = pool.max_batch or 1
         # output tokens a sequence advances per step: the acceptance length with
         # speculative decoding (planner.kernels.tokens_per_verification_step), else 1
@@ -128,6 +135,8 @@ class ClassSim:
             for _ in range(pool.replicas):
                 self.reps.append(_Rep(len(self.reps), pi, pool))
         self.pool_ids = np.array([r.pi for r in self.reps])
+        self.pool_list = [pi for pi, _ in pools]
+        self.pool_col = np.array([self.pool_list.index(r.pi) for r in self.reps], dtype=int)
         self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
         self.maxb_list = self.maxb.tolist()
         self.cap = np.array([r.pool.steps.kv_capacity_bytes for r in self.reps])
@@ -140,6 +149,8 @@ class ClassSim:
         self.need: dict[int, list[float]] = {
             pi: pool.steps.kv_bytes_array(ctx).tolist() for pi, pool in pools
         }
+        for rep in self.reps:
+            rep.need = self.need[rep.pi]
         self.first = [math.nan] * n_total
         self.last = [math.nan] * n_total
         self.started = [math.nan] * n_total
@@ -169,7 +180,7 @@ class ClassSim:
         if hi > lo:
             dt = hi - lo
             rep.ib += rep.B * dt
-            if rep.pf >= 0 or (rep.B > 0 and rep.pool.role == PoolRole.DECODE):
+            if rep.pf >= 0 or (rep.B > 0 and rep.is_decode):
                 rep.ibusy += dt
             if rep.queue:
                 rep.iq += len(rep.queue) * dt
@@ -232,30 +243,39 @@ class ClassSim:
             self.last[rid] = t
             self._release(rep, rid)
             return
-        heapq.heappush(rep.fin, (rep.V + decode_steps(g, rep.a, rid), rid))
+        steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
+        heapq.heappush(rep.fin, (rep.V + steps, rid))
         rep.B += 1
         rep.C += self.ctx[rid]
 
     def _release(self, rep: _Rep, rid: int) -> None:
-        rep.kv -= self.need[rep.pi][rid]
+        rep.kv -= rep.need[rid]
         self.kvs[rep.idx] = rep.kv
         self.occ[rep.idx] -= 1
 
     def _admissible(self, rep: _Rep, rid: int, held: int) -> bool:
         if held == 0:
             return True  # an empty replica always takes one sequence
-        cap = rep.pool.steps.kv_capacity_bytes
-        return held < rep.maxb and rep.kv + self.need[rep.pi][rid] <= cap
+        cap = rep.steps.kv_capacity_bytes
+        return held < rep.maxb and rep.kv + rep.need[rid] <= cap
 
     def _boundary(self, rep: _Rep, t: float) -> None:
         """Everything that happens at a step boundary, then the next segment."""
         fin = rep.fin
-        while fin and fin[0][0] <= rep.V:
-            _, rid = heapq.heappop(fin)
-            self.last[rid] = t
-            rep.B -= 1
-            rep.C -= self.ctx[rid]
-            self._release(rep, rid)
+        if fin and fin[0][0] <= rep.V:
+            last, ctx, need = self.last, self.ctx, rep.need
+            pop, v = heapq.heappop, rep.V
+            b, c, kv, released = rep.B, rep.C, rep.kv, 0
+            while fin and fin[0][0] <= v:
+                rid = pop(fin)[1]
+                last[rid] = t
+                b -= 1
+                c -= ctx[rid]
+                kv -= need[rid]
+                released += 1
+            rep.B, rep.C, rep.kv = b, c, kv
+            self.kvs[rep.idx] = kv
+            self.occ[rep.idx] -= released
         if rep.B == 0:
             rep.C = 0.0
         if rep.pf >= 0 and rep.ci >= rep.nch:
@@ -267,7 +287,7 @@ class ClassSim:
             for rid in rep.pending:
                 self._join(rep, rid, t)
             rep.pending.clear()
-        if self.central and rep.pool.role == PoolRole.DECODE:
+        if self.central and rep.is_decode:
             self._acc_central(t)
             while self.central and self._admissible(rep, self.central[0], rep.B):
                 rid = self.central.popleft()
@@ -279,31 +299,28 @@ class ClassSim:
                 rep.queue.popleft()
                 rep.pf = rid
                 rep.qest -= float(self.est[rep.pi][rid])
-                rep.kv += self.need[rep.pi][rid]
+                rep.kv += rep.need[rid]
                 self.kvs[rep.idx] = rep.kv
                 self.started[rid] = t
-                rep.nch, rep.last = chunk_count(
-                    self.new_tokens[rid], rep.pool.chunk_budget_tokens or 1
-                )
+                rep.nch, rep.last = chunk_count(self.new_tokens[rid], rep.budget)
                 rep.ci = 0
         if rep.pf >= 0:
             ctx = rep.C / rep.B if rep.B else 0.0
-            dur = rep.pool.steps.chunk_steps_ms(
+            rep.cum = rep.steps.chunk_cumulative_ms(
                 rep.B,
                 ctx,
-                float(rep.pool.chunk_budget_tokens or 1),
+                float(rep.budget),
                 rep.nch,
                 rep.last,
                 self.cached[rep.pf],
                 rep.ci,
             )
-            rep.cum = list(accumulate(dur))
         elif rep.B > 0:
-            rep.step = rep.pool.steps.decode_ms(rep.B, rep.C / rep.B)
+            rep.step = rep.steps.decode_ms(rep.B, rep.C / rep.B)
         self._schedule(rep)
 
     def _reserve(self, rep: _Rep, rid: int) -> None:
-        rep.kv += self.need[rep.pi][rid]
+        rep.kv += rep.need[rid]
         self.kvs[rep.idx] = rep.kv
         self.occ[rep.idx] += 1
         self.rep_of[rid] = rep.idx
@@ -404,12 +421,21 @@ class ClassSim:
 
     def arrive_decode(self, rid: int, t: float) -> None:
         """A disaggregated request's KV has arrived: pick a decode replica or queue it."""
-        best, best_occ = None, INF
-        for rep in self.reps:  # decode pools are small: a few replicas
-            held = rep.B + len(rep.pending)
-            frac = held / rep.maxb
-            if frac < best_occ and self._admissible(rep, rid, held):
-                best, best_occ = rep, frac
+        best: _Rep | None = None
+        if len(self.pool_list) == 1 and len(self.reps) > 4:
+            # One pool: the least occupied replica (first of equals) is the loop's choice
+            # below when it is admissible. A decode replica's slots used or promised
+            # (occ) are its residents and pending joins.
+            rep = self.reps[int(self.occ.argmin())]
+            if self._admissible(rep, rid, rep.B + len(rep.pending)):
+                best = rep
+        if best is None:
+            best_occ = INF
+            for rep in self.reps:  # decode pools are small: a few replicas
+                held = rep.B + len(rep.pending)
+                frac = held / rep.maxb
+                if frac < best_occ and self._admissible(rep, rid, held):
+                    best, best_occ = rep, frac
         if best is None:
             self._acc_central(t)
             self.central.append(rid)
@@ -429,20 +455,25 @@ class ClassSim:
         heap = self.heap
         reps = self.reps
         t_stop = self.t_stop
+        acc, boundary, pop = self._acc, self._boundary, heapq.heappop
         i, n = 0, len(order)
         events = 0
         while True:
             ta = times[i] if i < n else INF
             if heap and heap[0][0] <= ta:
-                t, _, r, ver, k = heapq.heappop(heap)
+                t, _, r, ver, k = pop(heap)
                 if t > t_stop:
                     break
                 rep = reps[r]
                 if ver != rep.ver:
                     continue
                 events += 1
-                self._advance(rep, t, k)
-                self._boundary(rep, t)
+                acc(rep, t)  # _advance, inline
+                rep.V += k
+                rep.t0 = t
+                if rep.pf >= 0:
+                    rep.ci += k
+                boundary(rep, t)
             else:
                 if ta > t_stop:
                     break

@@ -18,6 +18,7 @@ tests/test_simulate.py pins every function here to the cost model's own
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from planner import roofline as rl
 
 #: Chunk schedules up to this many steps are timed with floats, longer ones with numpy.
 _VECTOR_FROM = 8
+#: Entries each step-time cache keeps (prompts whose chunk attention is kept: more are
+#: in prefill at once only on pools of more replicas); a cache is emptied when full.
+_CHUNK_CACHE = 4096
 
 
 class StepModel:
@@ -34,6 +38,18 @@ class StepModel:
         self.replica = replica
         self.c = replica.coefficients
         self.kv_capacity_bytes = rl.kv_capacity_bytes(replica)
+        c = self.c
+        # Fast path (no speculative drafter: its work depends on the context): a step
+        # is GEMMs and collectives over the step's tokens, cached per (batch, chunk),
+        # plus attention, evaluated inline (the same operations as the cost model's).
+        self._fast = c.draft is None and not c.draft_layer_fraction
+        self._parts: dict[tuple[float, float], tuple[float, float, float]] = {}
+        self._fixed: dict[tuple[float, float], float] = {}
+        self._chunks: dict[tuple[float, int, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._one_minus_overlap = 1.0 - c.overlap
+        self._decode_parts: dict[int, tuple[float, float, float]] = {}
+        self._plain = self._fast and not c.windowed_layers and not c.kv_windowed_held
+        self._kv_per_token = c.kv_full_held + c.draft_kv_held
 
     # ------------------------------------------------------------------ pieces
 
@@ -51,9 +67,47 @@ class StepModel:
 
     # ------------------------------------------------------------------ steps
 
+    def _tokens_parts(self, batch: float, chunk: float) -> tuple[float, float, float]:
+        """(GEMMs, collectives + overhead, pipeline hand-overs) of a step of ``batch``
+        decodes and a ``chunk`` (ms), as :meth:`planner.kernels.StepCoefficients.step_ms`
+        sums them; cached per (batch, chunk)."""
+        key = (batch, chunk)
+        parts = self._parts.get(key)
+        if parts is None:
+            c = self.c
+            n = batch / c.pp * c.queries_per_seq + max(chunk, 0.0)
+            parts = (
+                c.gemm_ms(n) + c.moe_ms(n),
+                c.comm_ms(n) + c.overhead_ms,
+                c.pipeline_ms(n) if c.pp > 1 else 0.0,
+            )
+            if len(self._parts) >= _CHUNK_CACHE:  # last chunks: a size per prompt
+                self._parts.clear()
+            self._parts[key] = parts
+        return parts
+
     def decode_ms(self, batch: int, context_tokens: float) -> float:
-        """``roofline.decode_step_ms(batch, context)`` (ms)."""
-        return self.c.step_ms(batch, context_tokens)
+        """``roofline.decode_step_ms(batch, context)`` (ms): the cost model's step
+        (:meth:`planner.kernels.StepCoefficients.step_ms`) with its token-count kernels
+        cached per batch and its attention ``max(compute, KV read)`` inline."""
+        if not self._fast or batch <= 0:
+            return self.c.step_ms(batch, context_tokens)
+        c = self.c
+        parts = self._decode_parts.get(batch)
+        if parts is None:
+            parts = self._decode_parts[batch] = self._tokens_parts(batch, 0.0)
+        gm, co, pl = parts
+        b = max(batch, 0.0) / c.pp
+        if self._plain:  # context_weight and kv_held_bytes of a model without windows
+            cw = c.full_layers * context_tokens
+            kv = self._kv_per_token * context_tokens
+        else:
+            cw = c.context_weight(context_tokens)
+            kv = c.kv_held_bytes(context_tokens)
+        compute = c.queries_per_seq * b * c.decode_attn_per_ctx * cw / c.f_attn_per_ms
+        memory = b * kv / c.w_per_ms
+        t = gm + (compute if compute > memory else memory) + co
+        return t + pl if c.pp > 1 else t
 
     def prefill_ms(self, prompt_tokens: float, cached_tokens: float) -> float:
         """A whole prompt on a prefill replica (``roofline.prefill_ms``)."""
@@ -64,8 +118,29 @@ class StepModel:
         return self.c.chunk_compute_ms(chunk_tokens, start_tokens)
 
     def mixed_ms(self, batch: int, context: float, chunk: float, chunk_start: float) -> float:
-        """``roofline.mixed_step_ms(batch, context, T, s)`` (ms)."""
-        return self.c.step_ms(batch, context, chunk, chunk_start)
+        """``roofline.mixed_step_ms(batch, context, T, s)`` (ms): the cost model's step
+        with its token-count kernels cached and its shared attention launch inline."""
+        if not self._fast or chunk <= 0:
+            return self.c.step_ms(batch, context, chunk, chunk_start)
+        c = self.c
+        gm, co, pl = self._tokens_parts(batch, chunk)
+        b = max(batch, 0.0) / c.pp
+        if b > 0:
+            flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
+            dc = flops / c.f_attn_per_ms
+            dm = b * c.kv_held_bytes(context) / c.w_per_ms
+        else:
+            dc = dm = 0.0
+        end = chunk_start + chunk
+        cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
+        cm = c.kv_held_bytes(end) / c.w_per_ms
+        a_d = dc if dc > dm else dm
+        a_c = cc if cc > cm else cm
+        hi, lo = (a_d, a_c) if a_d > a_c else (a_c, a_d)
+        attn = hi + self._one_minus_overlap * lo
+        both = dc + cc
+        t = gm + (attn if attn > both else both) + co
+        return t + pl if c.pp > 1 else t
 
     def chunk_steps_ms(
         self,
@@ -90,10 +165,88 @@ class StepModel:
             ]
             out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
             return out
-        starts = cached + budget * np.arange(first_index, count - 1, dtype=float)
-        out = self.c.chunk_steps_array_ms(batch, context, budget, starts).tolist()
+        out = self._full_chunks_ms(batch, context, budget, count, cached, first_index).tolist()
         out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
         return out
+
+    def chunk_cumulative_ms(
+        self,
+        batch: int,
+        context: float,
+        budget: float,
+        count: int,
+        last: float,
+        cached: float,
+        first_index: int = 0,
+    ) -> list[float]:
+        """Cumulative sums of :meth:`chunk_steps_ms` (ms after the first of them starts),
+        the same additions in the same order."""
+        if count - first_index >= _VECTOR_FROM:
+            full = self._full_chunks_ms(batch, context, budget, count, cached, first_index)
+            cum = np.cumsum(full).tolist()
+            cum.append(cum[-1] + self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
+            return cum
+        return list(
+            accumulate(
+                self.chunk_steps_ms(batch, context, budget, count, last, cached, first_index)
+            )
+        )
+
+    def _full_chunks_ms(
+        self, batch: int, context: float, budget: float, count: int, cached: float, first: int
+    ) -> np.ndarray:
+        """Step times of the full chunks ``first .. count - 2`` (ms), as
+        :meth:`planner.kernels.StepCoefficients.chunk_steps_array_ms` computes them; the
+        chunks' own attention is computed once per prompt (:meth:`_chunk_attention`)."""
+        c = self.c
+        if not self._fast:
+            starts = cached + budget * np.arange(first, count - 1, dtype=float)
+            return c.chunk_steps_array_ms(batch, context, budget, starts)
+        key = (batch, budget)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            b = batch / c.pp
+            n = b * c.queries_per_seq + budget
+            fixed = c.gemm_ms(n) + c.moe_ms(n) + c.comm_ms(n) + c.overhead_ms + c.pipeline_ms(n)
+            if len(self._fixed) >= _CHUNK_CACHE:
+                self._fixed.clear()
+            self._fixed[key] = fixed
+        dc, dm = c.decode_attention_parts_ms(batch / c.pp, context, c.queries_per_seq)
+        a_d = max(dc, dm)
+        cc, a_c = self._chunk_attention(budget, count, cached)
+        if first:
+            cc, a_c = cc[first:], a_c[first:]
+        attn = np.maximum(a_d, a_c) + self._one_minus_overlap * np.minimum(a_d, a_c)
+        return fixed + np.maximum(attn, dc + cc)
+
+    def _chunk_attention(
+        self, budget: float, count: int, cached: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A prompt's full chunks' own attention (compute, ``max(compute, KV read)``; ms),
+        cached per prompt (a prefill's chunk steps are retimed whenever its replica's
+        batch changes)."""
+        key = (budget, count, cached)
+        got = self._chunks.get(key)
+        if got is None:
+            c = self.c
+            starts = cached + budget * np.arange(0, count - 1, dtype=float)
+            ends = starts + budget
+
+            def span(x: np.ndarray) -> np.ndarray:
+                out = c.full_layers * x * x / 2.0
+                if c.windowed_layers:
+                    w = c.window_tokens
+                    out = out + c.windowed_layers * np.where(
+                        x <= w, x * x / 2.0, w * w / 2.0 + w * (x - w)
+                    )
+                return out
+
+            cc = c.prefill_attn_per_ctx * (span(ends) - span(starts)) / c.f_attn_per_ms
+            got = (cc, np.maximum(cc, c.kv_held_array(ends) / c.w_per_ms))
+            if len(self._chunks) >= _CHUNK_CACHE:
+                self._chunks.clear()
+            self._chunks[key] = got
+        return got
 
     # ------------------------------------------------------------------ arrays
 
