@@ -163,6 +163,12 @@ def test_plan_the_80_20_example_and_see_cost_and_pools(page: Any, planned: str) 
     assert "chat" in pools and "agent" in pools
     assert page.locator("svg.chart rect title").count() >= rows.count()  # hover values
     assert page.locator("h1").inner_text().startswith("chat-agent 80/20")
+    # the alternatives come after the plan (the service's default): the page asks for
+    # them and fills the table and the classes' reasons when they are solved
+    page.wait_for_selector(
+        "[data-testid=plan-alternatives] >> text=aggregated only", timeout=PLAN_TIMEOUT_MS
+    )
+    assert page.inner_text("[data-mode-reason=chat]").startswith("disaggregated")
 
 
 def test_start_a_what_if_and_read_its_table(page: Any, planned: str) -> None:

@@ -51,7 +51,7 @@ export function planView(record) {
     plan.scenarios && plan.scenarios.length ? section("Scenarios", "scen-h", scenariosBlock(plan, colors)) : null,
     section("Pools", "pools-h", poolsBlock(plan, colors)),
     section("Classes", "classes-h", classesBlock(plan)),
-    section("Why this fleet", "why-h", whyBlock(plan, colors)),
+    section("Why this fleet", "why-h", whyBlock(plan, colors, id)),
     section("Uncertainty", "unc-h", uncertaintyBlock(plan, colors)),
     plan.tco ? section("Total cost of ownership", "tco-h", tcoBlock(plan.tco)) : null,
     section("Launch and deploy", "launch-h", launchBlock(plan, id)),
@@ -239,7 +239,7 @@ function classesBlock(plan) {
         },
         { label: "SLO met", get: (c) => (c.meets_slo ? "✓ yes" : "✗ no") },
         { label: "Prefix hits", num: true, get: (c) => pct(c.effective_prefix_hit_rate ?? c.prefix_hit_rate) },
-        { label: "Why this mode", get: (c) => c.mode_reason || "" },
+        { label: "Why this mode", get: (c) => h("span", { "data-mode-reason": c.name }, c.mode_reason || "") },
       ],
       classes,
     ),
@@ -274,26 +274,54 @@ function scenariosBlock(plan, colors) {
   ];
 }
 
-function whyBlock(plan, colors) {
+/** The alternatives' table (next-cheapest fleets), or why there is none. */
+function alternativesTable(alternatives) {
+  return alternatives.length
+    ? table(
+        [
+          { label: "Alternative", get: (a) => a.name },
+          { label: "Status", get: (a) => a.status },
+          { label: "$/h", num: true, get: (a) => usd(a.cost_usd_per_hour) },
+          { label: "More than this plan", num: true, get: (a) => (a.delta_usd_per_hour === null || a.delta_usd_per_hour === undefined ? "–" : `+${usd(a.delta_usd_per_hour)}/h`) },
+          { label: "Note", get: (a) => a.note || "" },
+        ],
+        alternatives,
+      )
+    : h("p", { class: "empty" }, "None computed.");
+}
+
+/** Alternatives solved after the plan (``alternatives_status: pending``): ask the API,
+ * which solves them once however many ask, then fill the table and the classes' "why
+ * this mode" cells. The space is held by a progress line meanwhile. */
+function pendingAlternatives(id) {
+  const host = h(
+    "div",
+    { "data-testid": "plan-alternatives", "aria-live": "polite" },
+    h("p", { class: "muted" }, h("span", { class: "spinner", "aria-hidden": "true" }), " Solving the next-cheapest fleets (after the plan)…"),
+  );
+  get(`/plans/${encodeURIComponent(id)}/alternatives`)
+    .then((res) => {
+      mount(host, alternativesTable(res.alternatives || []));
+      for (const [name, reason] of Object.entries(res.mode_reasons || {})) {
+        for (const cell of document.querySelectorAll(`[data-mode-reason="${CSS.escape(name)}"]`)) {
+          if (!cell.textContent) cell.textContent = reason;
+        }
+      }
+    })
+    .catch((err) => mount(host, notice("error", `Could not solve the alternatives: ${err.message}`)));
+  return host;
+}
+
+function whyBlock(plan, colors, id) {
   const binding = plan.binding || [];
   const alternatives = plan.alternatives || [];
+  const pending = plan.alternatives_status === "pending" && id;
   const whyNot = plan.why_not || [];
   return [
     h("h3", {}, "Binding limits"),
     binding.length ? h("ul", {}, binding.map((b) => h("li", {}, h("strong", {}, b.name), ": ", b.detail))) : h("p", { class: "empty" }, "No limit binds: the SLOs and prices alone shape this fleet."),
     h("h3", {}, "Alternatives (next-cheapest)"),
-    alternatives.length
-      ? table(
-          [
-            { label: "Alternative", get: (a) => a.name },
-            { label: "Status", get: (a) => a.status },
-            { label: "$/h", num: true, get: (a) => usd(a.cost_usd_per_hour) },
-            { label: "More than this plan", num: true, get: (a) => (a.delta_usd_per_hour === null || a.delta_usd_per_hour === undefined ? "–" : `+${usd(a.delta_usd_per_hour)}/h`) },
-            { label: "Note", get: (a) => a.note || "" },
-          ],
-          alternatives,
-        )
-      : h("p", { class: "empty" }, "None computed."),
+    pending ? pendingAlternatives(id) : h("div", { "data-testid": "plan-alternatives" }, alternativesTable(alternatives)),
     whyNot.length
       ? h(
           "details",
