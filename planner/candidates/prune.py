@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from catalog.schema import Catalog
+from planner.candidates.links import kv_exposed_ms, network_link_for_pairs
 from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
 from planner.request import ResolvedRequest
 from solver.problem import CapacityCut, PoolRole, Segment
@@ -246,3 +248,38 @@ def segments_for(curve, n_max: int) -> tuple[Segment, ...]:
             intercept -= excess
         out.append(Segment(a, hi, intercept, slope))
     return tuple(out)
+
+
+def restrict_prefill_links(
+    cands: list[Candidate], catalog: Catalog
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Re-price each network-priced prefill candidate on the slowest pair link to the
+    decode GPU types that have a screened decode candidate of its class and format
+    (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
+    and drop NVLink-priced ones whose GPU type has no such decode candidate.
+    Returns (kept, dropped)."""
+    decode_gpus: dict[tuple, set[str]] = {}
+    for c in cands:
+        if c.config.role == PoolRole.DECODE:
+            decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    for c in cands:
+        if c.config.role != PoolRole.PREFILL:
+            keep.append(c)
+            continue
+        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        if c.pairs_with is not None:
+            (keep if c.pairs_with & reach else drop).append(c)
+            continue
+        if not reach:
+            drop.append(c)
+            continue
+        link = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        if link.id != c.kv_transfer_link:
+            c.transfer_exposed_ms = kv_exposed_ms(
+                c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
+            )
+            c.kv_transfer_link = link.id
+        (keep if c.wait_budget_ms > 0 else drop).append(c)
+    return keep, drop
