@@ -12,19 +12,29 @@ instances, solved both ways).
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
+from planner import queueing as q
 from planner import roofline as rl
-from planner.candidates import ClassFigures, screen_candidates, speculative_replica
+from planner.candidates import (
+    ClassFigures,
+    attach_capacities,
+    attach_capacity,
+    screen_candidates,
+    speculative_replica,
+)
 from planner.candidates.bounds import aggregated_usd_per_rps_floor
 from planner.candidates.links import replica_cost_usd_per_hour
+from planner.candidates.prune import BATCH_MIN_CANDIDATES
 from planner.capacity import decode_slots
 from planner.problem_build import build_problem, parse_request
 from planner.request import resolve_request
@@ -217,3 +227,58 @@ def test_a_skipped_configuration_is_never_in_an_optimal_plan(seed) -> None:
         if b.replicas.get(c.id, 0) > 0 and c.config.role == PoolRole.AGGREGATED
     }
     assert not {(r.class_name, r.gpu, r.tp, r.dtype, r.chunk_budget_tokens) for r in skipped} & used
+
+
+# ------------------------------------------------- batched queueing root searches
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    servers=st.lists(st.integers(1, 3000), min_size=1, max_size=40),
+    service_s=st.floats(1e-3, 10.0),
+    quantile=st.sampled_from([0.5, 0.9, 0.95, 0.99, 0.999]),
+    budget_s=st.floats(1e-4, 30.0),
+    cs2=st.floats(0.0, 4.0),
+    ca2=st.floats(0.05, 4.0),
+)
+def test_batched_root_search_agrees_with_brentq(
+    servers, service_s, quantile, budget_s, cs2, ca2
+) -> None:
+    """max_utilization_for_wait_batch is the scalar brentq's root within 2e-12 (brentq's
+    own absolute tolerance, 1e-12, plus the bisection's width)."""
+    k = len(servers)
+    got = q.max_utilization_for_wait_batch(
+        np.array(servers, dtype=float),
+        np.full(k, service_s),
+        np.full(k, quantile),
+        np.full(k, budget_s),
+        np.full(k, cs2),
+        np.full(k, ca2),
+    )
+    for n, rho in zip(servers, got.tolist(), strict=True):
+        ref = q.max_utilization_for_wait(n, service_s, quantile, budget_s, cs2, ca2)
+        assert abs(rho - ref) <= 2e-12, (n, rho, ref)
+
+
+def test_batched_capacity_rows_equal_the_scalar_ones() -> None:
+    """attach_capacities (batched) gives every candidate the replica cap, segments and
+    cuts attach_capacity (scalar) does, within 1e-9 relative."""
+    req = resolve_request(parse_request(_random_request(3)), CAT)
+    sc = screen_candidates(req, CAT, cross_gpu_prune=False)
+    cands = sc.candidates + [c for c in sc.pruned if c.segments]
+    scalar = [copy.copy(c) for c in cands]
+    batched = [copy.copy(c) for c in cands]
+    want = [attach_capacity(c) for c in scalar]
+    got = attach_capacities(batched * (1 + BATCH_MIN_CANDIDATES // max(len(batched), 1)))
+    assert [type(g) for g in got[: len(want)]] == [type(w) for w in want]
+    for a, b in zip(scalar, batched, strict=True):
+        assert a.max_replicas == b.max_replicas
+        assert len(a.segments) == len(b.segments)
+        for x, y in zip(a.segments, b.segments, strict=True):
+            # the rows' capacities (requests/s) at each segment's ends
+            assert (x.start_replicas, x.end_replicas) == (y.start_replicas, y.end_replicas)
+            for n in (x.start_replicas, x.end_replicas):
+                want_rps = x.intercept_rps + x.slope_rps_per_replica * n
+                got_rps = y.intercept_rps + y.slope_rps_per_replica * n
+                assert got_rps == pytest.approx(want_rps, rel=1e-9, abs=1e-9)
+        assert a.cuts == b.cuts  # decode slots: closed form, no root search

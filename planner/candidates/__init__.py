@@ -62,6 +62,7 @@ from planner.candidates.model import (
     speculative_label,
 )
 from planner.candidates.prune import (
+    attach_capacities,
     attach_capacity,
     dominates,
     prune,
@@ -84,6 +85,7 @@ __all__ = [
     "PoolConfig",
     "Rejection",
     "Screening",
+    "attach_capacities",
     "attach_capacity",
     "capacity_maximizing_batch",
     "chunked_prompt",

@@ -44,7 +44,7 @@ from planner.candidates.model import (
     speculative_label,
 )
 from planner.candidates.prune import (
-    attach_capacity,
+    attach_capacities,
     prune,
     prune_by_cost_curves,
     restrict_prefill_links,
@@ -641,12 +641,10 @@ def screen_candidates(
     survivors, pruned = prune(kept)
     pruned = unpaired + pruned
     final: list[Candidate] = []
-    for cand in survivors:
-        check_time()
-        try:
-            failed = attach_capacity(cand)
-        except Exception as err:  # the same isolation for the capacity tables
-            log.warning("capacity of %s failed", cand.config, exc_info=True)
+    check_time()
+    for cand, failed in zip(survivors, attach_capacities(survivors), strict=True):
+        if isinstance(failed, Exception):  # the same isolation for the capacity tables
+            log.warning("capacity of %s failed", cand.config, exc_info=failed)
             c = cand.config
             failed = Rejection(
                 cand.class_name,
@@ -656,7 +654,7 @@ def screen_candidates(
                 c.dtype.value,
                 c.chunk_budget_tokens,
                 "faulty_entry",
-                f"{c.gpu} configuration left out: its capacity table failed ({_failure(err)})",
+                f"{c.gpu} configuration left out: its capacity table failed ({_failure(failed)})",
             )
         if failed is None:
             final.append(cand)
