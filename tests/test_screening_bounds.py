@@ -71,9 +71,11 @@ def test_steps_are_monotone_as_the_floor_assumes(
     assert rl.mixed_step_ms(replica, b, ctx, chunk + dchunk, cctx) >= step - tol
     assert rl.mixed_step_ms(replica, b, ctx, chunk, cctx + dcctx) >= step - tol
     assert step >= rl.decode_step_ms(replica, b, ctx) * (1 - 1e-12)
-    # decode requests/s per replica grow with the batch: b / step(b)
+    # decode requests/s per replica grow with the batch: b / step(b), decode and mixed
     d1, d2 = rl.decode_step_ms(replica, b, ctx), rl.decode_step_ms(replica, b + db, ctx)
     assert (b + db) / d2 >= b / d1 * (1 - 1e-12)
+    m2 = rl.mixed_step_ms(replica, b + db, ctx, chunk, cctx)
+    assert (b + db) / m2 >= b / step * (1 - 1e-12)
 
 
 def _examples() -> list[dict]:
@@ -141,17 +143,19 @@ def test_floor_is_below_every_aggregated_candidate(both_ways) -> None:
                 ep=c.config.ep,
             )
             replica = speculative_replica(CAT, cls, base)
-            floor = aggregated_usd_per_rps_floor(
-                cls,
-                fig,
-                replica,
-                c.config.chunk_budget_tokens,
-                decode_slots(replica, fig.decode_context_tokens, cls.slo.tpot_ms),
-                replica_cost_usd_per_hour(CAT, c.config.gpu, replica.gpus),
-                c.risk_derate,
-            )
-            assert floor is not None
-            assert floor <= c.usd_per_rps * (1 + 1e-9), c.id
+            for mixed_slots in (False, True):
+                floor = aggregated_usd_per_rps_floor(
+                    cls,
+                    fig,
+                    replica,
+                    c.config.chunk_budget_tokens,
+                    decode_slots(replica, fig.decode_context_tokens, cls.slo.tpot_ms),
+                    replica_cost_usd_per_hour(CAT, c.config.gpu, replica.gpus),
+                    c.risk_derate,
+                    mixed_slots=mixed_slots,
+                )
+                assert floor is not None
+                assert floor <= c.usd_per_rps * (1 + 1e-9), (c.id, mixed_slots)
             checked += 1
     assert checked > 100
 

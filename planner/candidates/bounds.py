@@ -34,7 +34,10 @@ context; ``b / decode_step(b)`` grows with ``b``: what :func:`largest_batch` and
   the prompt's quadrature nodes).
 
 Hence ``usd_per_rps >= cost / max(min(decode bound, prefill bound) x risk_derate,
-1e-12)``: the floor.
+1e-12)``: the floor. A configuration the floor does not skip gets a tighter one before
+it is screened (``mixed_slots``): the decode bound at the largest batch whose *mixed*
+step at batch ``b`` (context at ``h = 0`` with sessions) meets the TPOT SLO, which the
+screened batch cannot exceed, with ``b / step(b)`` growing (the same monotonicity).
 
 **Skipping is exact for the model.** Configurations of one class and GPU type are
 screened in increasing order of floor; one is skipped when its floor exceeds the cost
@@ -62,6 +65,7 @@ from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates.model import KEEP_PER_GPU, Candidate, ClassFigures, Rejection
 from planner.candidates.prune import dominates
+from planner.capacity import largest_batch
 from planner.request import ResolvedClass
 from solver.problem import PoolRole
 
@@ -80,6 +84,7 @@ def aggregated_usd_per_rps_floor(
     decode: tuple[int, float] | None,
     cost_usd_per_hour: float,
     risk_derate: float,
+    mixed_slots: bool = False,
 ) -> float | None:
     """A floor on the cost per request/s ($/h per rps) of every candidate screening an
     aggregated configuration could give (see the module docstring for the proof):
@@ -89,7 +94,13 @@ def aggregated_usd_per_rps_floor(
     ``n = ceil(P (1 - h) / T)`` chunks of a prompt of ``P`` tokens at the nominal hit
     rate ``h`` and ``step_min`` (ms) a mixed step at batch 1. None when screening
     rejects the configuration at once (no decode slots, or a mixed step at batch 1
-    over the TPOT SLO): then it is screened, to keep its rejection."""
+    over the TPOT SLO): then it is screened, to keep its rejection.
+
+    ``mixed_slots``: a tighter floor for ten or so more steps, the decode bound
+    ``kn.decode_tokens_per_s(b0, step0(b0), a) / G`` at ``b0``, the largest batch whose
+    mixed step ``step0`` (chunk context at ``h = 0`` with sessions, nominal otherwise)
+    meets the TPOT SLO: the screened batch ``b`` meets it with a step no shorter than
+    ``step0(b)``, so ``b <= b0``, and ``b / step0(b)`` grows with ``b``."""
     if decode is None:
         return None
     slo = cls.slo
@@ -108,6 +119,19 @@ def aggregated_usd_per_rps_floor(
     )
     b_dec, tpot_dec_ms = decode
     decode_rps = b_dec / (fig.output_mean_tokens * tpot_dec_ms / 1000.0)
+    if mixed_slots:
+        ctx = fig.prompt_mean_tokens / 2.0 if has_sessions(cls, fig) else fig.chunk_context_tokens
+
+        def step0(b: int) -> float:
+            return rl.mixed_step_ms(replica, b, fig.decode_context_tokens, budget_tokens, ctx)
+
+        limit = rl.max_resident_batch(replica, fig.decode_context_tokens)
+        best = largest_batch(limit, lambda b: kn.effective_tpot_ms(step0(b), a), slo.tpot_ms)
+        if best is not None:
+            b0 = best[0]
+            decode_rps = min(
+                decode_rps, kn.decode_tokens_per_s(b0, step0(b0), a) / fig.output_mean_tokens
+            )
     h = fig.prefix_hit_rate
     chunks = sum(
         w * math.ceil(max(p - p * h, 0.0) / budget_tokens)

@@ -424,6 +424,19 @@ def _screen_gpu(
             catalog, req, cls, fig, replica, PoolRole.AGGREGATED, budget, None, pair_links
         )
 
+    def tighter_floor(replica: rl.Replica, budget: int, dtype: Dtype) -> float | None:
+        unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+        return aggregated_usd_per_rps_floor(
+            cls,
+            fig,
+            replica,
+            budget,
+            decode_slots(replica, fig.decode_context_tokens, cls.slo.tpot_ms),
+            replica_cost_usd_per_hour(catalog, gpu_id, replica.gpus),
+            capacity_derate(unc.sigma_log, confidence),
+            mixed_slots=True,
+        )
+
     for dtype in req.dtypes:
         fp4_error = rl.fp4_format_error(model, gpu) if dtype == Dtype.FP4 else None
         if (
@@ -544,6 +557,9 @@ def _screen_gpu(
     ahead = kept_ahead([o for _, o in group])
     for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
         check_time()
+        if len(ahead) == KEEP_PER_GPU and floor <= ahead[-1].usd_per_rps * (1 + 1e-9):
+            # not skipped by its floor: a tighter one (ten or so more steps) may
+            floor = tighter_floor(replica, budget, dtype) or floor
         if len(ahead) == KEEP_PER_GPU and floor > ahead[-1].usd_per_rps * (1 + 1e-9):
             results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
             continue
