@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from catalog.schema import Catalog
+from catalog.schema import Catalog, Link
 from planner import queueing
 from planner.candidates.links import kv_exposed_ms, network_link_for_pairs
 from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
@@ -380,6 +380,7 @@ def restrict_prefill_links(
             decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
     keep: list[Candidate] = []
     drop: list[Candidate] = []
+    links: dict[tuple[str, frozenset[str]], Link] = {}
     for c in cands:
         if c.config.role != PoolRole.PREFILL:
             keep.append(c)
@@ -391,7 +392,10 @@ def restrict_prefill_links(
         if not reach:
             drop.append(c)
             continue
-        link = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        key = (c.config.gpu, frozenset(reach))
+        if key not in links:  # the same for every candidate of a GPU type and reach
+            links[key] = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        link = links[key]
         if link.id != c.kv_transfer_link:
             c.transfer_exposed_ms = kv_exposed_ms(
                 c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link

@@ -424,6 +424,8 @@ def _screen_gpu(
             catalog, req, cls, fig, replica, PoolRole.AGGREGATED, budget, None, pair_links
         )
 
+    slots_of: dict[int, tuple[int, float] | None] = {}  # decode_slots per replica (id)
+
     def tighter_floor(replica: rl.Replica, budget: int, dtype: Dtype) -> float | None:
         unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
         return aggregated_usd_per_rps_floor(
@@ -431,7 +433,7 @@ def _screen_gpu(
             fig,
             replica,
             budget,
-            decode_slots(replica, fig.decode_context_tokens, cls.slo.tpot_ms),
+            slots_of[id(replica)],
             replica_cost_usd_per_hour(catalog, gpu_id, replica.gpus),
             capacity_derate(unc.sigma_log, confidence),
             mixed_slots=True,
@@ -512,6 +514,8 @@ def _screen_gpu(
                     if skip_by_floor and role == PoolRole.AGGREGATED
                     else None
                 )
+                if role == PoolRole.AGGREGATED:
+                    slots_of[id(role_replica)] = slots
                 for budget in budgets:
                     for link in links:
                         considered += 1
