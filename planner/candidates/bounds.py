@@ -42,12 +42,16 @@ screened batch cannot exceed, with ``b / step(b)`` growing (the same monotonicit
 **Skipping is exact for the model.** Configurations of one class and GPU type are
 screened in increasing order of floor; one is skipped when its floor exceeds the cost
 per request/s of the :data:`KEEP_PER_GPU`-th candidate kept so far
-(:func:`kept_ahead`: sorted and freed of dominated ones as :func:`prune` does).
-Every configuration not yet screened then has a floor, hence a cost, above those kept
-candidates', so it sorts after them in :func:`prune`; a candidate's fate there
-depends only on the ones sorting before it, so the kept ones stay kept, and the
-skipped configuration, sorting after :data:`KEEP_PER_GPU` kept ones, would have been
-dropped (dominated, or beyond :data:`KEEP_PER_GPU`). No candidate the MILP sees
+(:func:`kept_ahead`: sorted and freed of dominated ones as :func:`prune` does). At
+the end every skipped floor is checked against that bar as it finally stands (a
+candidate screened after a skip can dominate a kept one and raise it); one below is
+screened after all, until none is. Then every configuration left unscreened has a
+floor, hence a cost, above the final :data:`KEEP_PER_GPU` kept candidates', so it
+sorts after them in :func:`prune`; a candidate's fate there depends only on the ones
+sorting before it, all screened, so the kept ones are the same as with every
+configuration screened, and the skipped configuration, sorting after
+:data:`KEEP_PER_GPU` kept ones, would have been dropped (dominated, or beyond
+:data:`KEEP_PER_GPU`). No candidate the MILP sees
 changes: the same candidates, in the same order, with the same figures. What
 changes is the record of what was dropped: a skipped configuration is a
 ``dominated`` :class:`Rejection` naming its floor and the kept configurations that

@@ -1,13 +1,16 @@
 """The replicas screening prices: a request's replica of one shape, with the class's
-speculative decoding, and whether a model fits one node (planner.candidates)."""
+speculative decoding, whether a model fits one node, and a screened replica's rate and
+free HBM for the sessions fixed point (planner.candidates)."""
 
 from __future__ import annotations
 
 from catalog.schema import Catalog, Dtype
 from planner import roofline as rl
-from planner.candidates.model import kv_dtype_for
+from planner.candidates import sessions as ses
+from planner.candidates.model import Candidate, ClassFigures, kv_dtype_for
 from planner.errors import PlanningError
 from planner.request import ResolvedClass, ResolvedRequest
+from solver.problem import PoolRole
 
 
 def request_replica(
@@ -80,3 +83,18 @@ def speculative_replica(catalog: Catalog, cls: ResolvedClass, replica: rl.Replic
         sp.draft_model,
         sp.draft_repo,
     )
+
+
+def rate_and_free_hbm(c: Candidate, fig: ClassFigures, capacity: float) -> tuple[float, float]:
+    """A screened pool's rate per replica at full load (requests/s) and the KV bytes its
+    HBM has free for idle prefixes (:func:`planner.candidates.sessions.cache_free_bytes`):
+    an aggregated replica holds its decode batch, a prefill replica the percentile
+    prompt in flight."""
+    kv = c.replica.coefficients.kv_held_bytes
+    if c.config.role == PoolRole.AGGREGATED:
+        rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
+        resident = (c.config.max_batch or 0) * kv(fig.decode_context_tokens)
+    else:
+        rate = c.prefill_rps_per_replica or 0.0
+        resident = kv(fig.prompt_q_tokens)
+    return rate, ses.cache_free_bytes(capacity, resident)

@@ -49,7 +49,12 @@ from planner.candidates.prune import (
     prune_by_cost_curves,
     restrict_prefill_links,
 )
-from planner.candidates.replicas import fits_one_node, request_replica, speculative_replica
+from planner.candidates.replicas import (
+    fits_one_node,
+    rate_and_free_hbm,
+    request_replica,
+    speculative_replica,
+)
 from planner.capacity import decode_slots, largest_batch
 from planner.errors import PlanningError, PlanningTimeLimit
 from planner.request import ResolvedClass, ResolvedRequest
@@ -307,7 +312,7 @@ def _screen_with_sessions(
             c = tried[hit] = screened(hit)
             if isinstance(c, Rejection):
                 return None
-            rate, free = _rate_and_free_hbm(c, fig, capacity)
+            rate, free = rate_and_free_hbm(c, fig, capacity)
             return rate, free + host, per_session
 
         h_eff = ses.effective_hit_rate(h, cls.sessions, state_at)
@@ -315,7 +320,7 @@ def _screen_with_sessions(
         out = tried[h_eff] if h_eff in tried else screened(h_eff)
         if isinstance(out, Candidate) and host > 0 and h_eff > 0:
             # hits found in the host tier are reloaded before their prefill
-            rate, free = _rate_and_free_hbm(out, fig, capacity)
+            rate, free = rate_and_free_hbm(out, fig, capacity)
             idle = ses.idle_sessions(rate, cls.sessions)
             share = ses.host_hit_share(free, host, idle, per_session)
             if share > 0:
@@ -351,21 +356,6 @@ def _screen_with_sessions(
         if cap is None and h_eff >= h:
             break  # the full batch keeps every hit: a capped one only loses capacity
     return outs
-
-
-def _rate_and_free_hbm(c: Candidate, fig: ClassFigures, capacity: float) -> tuple[float, float]:
-    """A screened pool's rate per replica at full load (requests/s) and the KV bytes its
-    HBM has free for idle prefixes (:func:`planner.candidates.sessions.cache_free_bytes`):
-    an aggregated replica holds its decode batch, a prefill replica the percentile
-    prompt in flight."""
-    kv = c.replica.coefficients.kv_held_bytes
-    if c.config.role == PoolRole.AGGREGATED:
-        rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
-        resident = (c.config.max_batch or 0) * kv(fig.decode_context_tokens)
-    else:
-        rate = c.prefill_rps_per_replica or 0.0
-        resident = kv(fig.prompt_q_tokens)
-    return rate, ses.cache_free_bytes(capacity, resident)
 
 
 def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
@@ -558,21 +548,39 @@ def _screen_gpu(
         results.append((index, outs))
         group += [(index, o) for o in outs if isinstance(o, Candidate)]
         first = min((i for i, _ in group), default=math.inf)
-    ahead = kept_ahead([o for _, o in group])
-    for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
-        check_time()
-        if len(ahead) == KEEP_PER_GPU and floor <= ahead[-1].usd_per_rps * (1 + 1e-9):
-            # not skipped by its floor: a tighter one (ten or so more steps) may
-            floor = tighter_floor(replica, budget, dtype) or floor
-        if len(ahead) == KEEP_PER_GPU and floor > ahead[-1].usd_per_rps * (1 + 1e-9):
-            results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
-            continue
+
+    def limit() -> float:  # the cost per request/s a floor must exceed to skip
+        ahead = kept_ahead([o for _, o in group])
+        return ahead[-1].usd_per_rps * (1 + 1e-9) if len(ahead) == KEEP_PER_GPU else math.inf
+
+    def screen(index: int, replica: rl.Replica, budget: int, dtype: Dtype) -> None:
         outs = finish(screen_aggregated(replica, budget), dtype)
         results.append((index, outs))
-        new = [(index, o) for o in outs if isinstance(o, Candidate)]
-        if new:
-            group += new
-            ahead = kept_ahead([o for _, o in group])
+        group.extend((index, o) for o in outs if isinstance(o, Candidate))
+
+    skipped: list[tuple[float, int, rl.Replica, int, Dtype]] = []
+    bar = limit()
+    for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
+        check_time()
+        if bar < math.inf and floor <= bar:
+            # not skipped by its floor: a tighter one (ten or so more steps) may
+            floor = max(floor, tighter_floor(replica, budget, dtype) or floor)
+        if floor > bar:
+            skipped.append((floor, index, replica, budget, dtype))
+            continue
+        screen(index, replica, budget, dtype)
+        bar = limit()
+    # a candidate screened after a skip may have changed which ones prune keeps (one
+    # that dominates them): every skipped floor must be above the final bar, else it is
+    # screened after all, until none is below
+    while back := [d for d in skipped if d[0] <= bar]:
+        for d in back:
+            skipped.remove(d)
+            screen(*d[1:])
+        bar = limit()
+    ahead = kept_ahead([o for _, o in group])
+    for floor, index, replica, budget, _ in skipped:
+        results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
     for _, outs in sorted(results, key=lambda r: r[0]):
