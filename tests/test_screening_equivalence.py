@@ -146,7 +146,9 @@ def _request() -> dict:
 @pytest.fixture(scope="module")
 def screened():
     req = resolve_request(parse_request(_request()), CAT)
-    return req, screen_candidates(req, CAT)
+    # every aggregated configuration screened (none skipped by its floor:
+    # tests/test_screening_bounds.py), so all their figures are checked
+    return req, screen_candidates(req, CAT, skip_by_floor=False)
 
 
 def test_aggregated_batch_and_service_equal_the_scalar_screening(screened) -> None:

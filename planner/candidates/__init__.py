@@ -20,8 +20,9 @@ GPU type's best, so the plan can say why another GPU lost), and the rest get
 their queueing curves, which become the MILP's capacity rows.
 
 One module a job: :mod:`.model` (the data), :mod:`.links` (replica cost and
-power, TP degrees, KV links), :mod:`.screen` (screening), :mod:`.prune` (pruning
-and capacity curves). Every name is re-exported here.
+power, TP degrees, KV links), :mod:`.replicas` (the replicas priced), :mod:`.screen`
+(screening), :mod:`.bounds` (floors that skip screening what pruning would drop),
+:mod:`.prune` (pruning and capacity curves). Every name is re-exported here.
 """
 
 from planner.candidates.chunking import (
@@ -61,18 +62,16 @@ from planner.candidates.model import (
     speculative_label,
 )
 from planner.candidates.prune import (
+    attach_capacities,
     attach_capacity,
     dominates,
     prune,
     prune_by_cost_curves,
+    restrict_prefill_links,
     segments_for,
 )
-from planner.candidates.screen import (
-    request_replica,
-    restrict_prefill_links,
-    screen_candidates,
-    speculative_replica,
-)
+from planner.candidates.replicas import request_replica, speculative_replica
+from planner.candidates.screen import screen_candidates
 
 __all__ = [
     "DEFAULT_MAX_TP",
@@ -86,6 +85,7 @@ __all__ = [
     "PoolConfig",
     "Rejection",
     "Screening",
+    "attach_capacities",
     "attach_capacity",
     "capacity_maximizing_batch",
     "chunked_prompt",

@@ -157,3 +157,9 @@ def kv_exposed_ms(replica: rl.Replica, prefill_ms: float, prompt_tokens: float, 
     return rl.exposed_transfer_ms(
         transfer, prefill_ms, KV_STREAM_OVERLAP, num_layers=replica.model.num_layers
     )
+
+
+def pair_link_ids(catalog: Catalog, prefill_gpu: str, decode_gpus) -> dict[str, str]:
+    """The id of the KV link (:func:`kv_pair_link`) from a prefill replica on
+    ``prefill_gpu`` to each decode GPU type of ``decode_gpus``."""
+    return {d: kv_pair_link(catalog, prefill_gpu, d).id for d in decode_gpus}

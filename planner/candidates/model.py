@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from statistics import NormalDist
 
@@ -88,6 +88,16 @@ class ClassFigures:
             quantile=q,
             prompt_nodes_tokens=tuple(float(x) for x in np.maximum(nodes, 1.0)),
             prompt_weights=tuple(float(w) for w in weights),
+        )
+
+    def at_hit(self, hit: float) -> ClassFigures:
+        """These figures with prefix hit rate ``hit``: ``ClassFigures.of(c, hit)`` for the
+        class ``c`` these are of (only the hit rate and the chunk context
+        ``P h + P (1 - h) / 2`` (tokens) depend on it: the same floats, without
+        recomputing the quadrature nodes)."""
+        p = self.prompt_mean_tokens
+        return replace(
+            self, prefix_hit_rate=hit, chunk_context_tokens=p * hit + p * (1.0 - hit) / 2.0
         )
 
 

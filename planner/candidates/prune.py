@@ -3,11 +3,13 @@ capacity curves and their MILP segments (planner.candidates)."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
+from catalog.schema import Catalog, Link
+from planner import queueing
+from planner.candidates.links import kv_exposed_ms, network_link_for_pairs
 from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
 from planner.request import ResolvedRequest
 from solver.problem import CapacityCut, PoolRole, Segment
@@ -172,18 +174,132 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     replicas) at replica counts (a, a+1) for breakpoints a, and the replica cap that
     carries the whole class. Decode slots on aggregated replicas become one linear cut
     (a chord at the replica count that carries the class: exact there,
-    conservative elsewhere)."""
+    conservative elsewhere). The prefill queue's capacity at each replica count is
+    :meth:`Candidate.prefill_capacity_rps` (a scalar root search, tabulated once per
+    count); :func:`attach_capacities` does many candidates with batched root searches."""
+    values: dict[int, float] = {}
+    steps = _capacity_steps(cand, values)
+    try:
+        need = next(steps)
+        while True:
+            for n in need:
+                values[n] = cand.prefill_capacity_rps(n)
+            need = steps.send(None)
+    except StopIteration as done:
+        return done.value
+
+
+#: Fewest candidates whose capacity tables :func:`attach_capacities` batches.
+BATCH_MIN_CANDIDATES = 200
+
+
+def attach_capacities(cands: list[Candidate]) -> list[Rejection | Exception | None]:
+    """:func:`attach_capacity` of each candidate (None, a Rejection, or the error its
+    table raised), with the prefill queues' root searches batched across candidates:
+    each round of the replica-count searches asks every candidate for its next counts,
+    and :func:`planner.queueing.max_utilization_for_wait_batch` solves them at once
+    (utilizations within 2e-12 of the scalar root's, not to the float). A candidate whose
+    queue the batch does not take (a subclass's curve, a wait budget <= 0) uses the
+    scalar :meth:`Candidate.prefill_capacity_rps`. Fewer than :data:`BATCH_MIN_CANDIDATES`
+    candidates are attached one by one (:func:`attach_capacity`: numpy's overhead on
+    short arrays would cost more than it saves)."""
+    out: list[Rejection | Exception | None] = [None] * len(cands)
+    if len(cands) < BATCH_MIN_CANDIDATES:
+        for i, c in enumerate(cands):
+            try:
+                out[i] = attach_capacity(c)
+            except Exception as err:  # a faulty entry fails its own candidate only
+                out[i] = err
+        return out
+    tables: list[dict[int, float]] = [{} for _ in cands]
+    active: dict[int, tuple] = {}
+    for i, c in enumerate(cands):
+        steps = _capacity_steps(c, tables[i])
+        try:
+            active[i] = (steps, next(steps))
+        except StopIteration as done:
+            out[i] = done.value
+    while active:
+        asks = [(i, n) for i, (_, need) in active.items() for n in need]
+        failed = _fill_prefill_tables(cands, tables, asks)
+        for i in list(active):
+            steps, _ = active.pop(i)
+            if i in failed:
+                out[i] = failed[i]
+                continue
+            try:
+                active[i] = (steps, steps.send(None))
+            except StopIteration as done:
+                out[i] = done.value
+            except Exception as err:  # a faulty entry fails its own candidate only
+                out[i] = err
+    return out
+
+
+def _fill_prefill_tables(
+    cands: list[Candidate], tables: list[dict[int, float]], asks: list[tuple[int, int]]
+) -> dict[int, Exception]:
+    """Put ``cands[i].prefill_capacity_rps(n)`` (requests/s) in ``tables[i][n]`` for each
+    asked (i, n): ``n x rho x 1000 / service_mean_ms x risk_derate`` with the rhos of
+    :func:`planner.queueing.max_utilization_for_wait_batch`; returns the errors of
+    candidates whose scalar curve raised."""
+    batch: list[tuple[int, int]] = []
+    failed: dict[int, Exception] = {}
+    for i, n in asks:
+        c = cands[i]
+        if (
+            type(c).prefill_capacity_rps is Candidate.prefill_capacity_rps
+            and c.service_mean_ms is not None
+            and c.service_mean_ms > 0
+            and c.wait_budget_ms > 0
+            and n >= 1
+        ):
+            batch.append((i, n))
+            continue
+        try:
+            tables[i][n] = c.prefill_capacity_rps(n)
+        except Exception as err:  # a faulty entry fails its own candidate only
+            failed[i] = err
+    if batch:
+        cs = [cands[i] for i, _ in batch]
+        rho = queueing.max_utilization_for_wait_batch(
+            np.array([n for _, n in batch], dtype=float),
+            np.array([c.service_mean_ms / 1000.0 for c in cs]),  # type: ignore[operator]
+            np.array([c.quantile for c in cs]),
+            np.array([c.wait_budget_ms / 1000.0 for c in cs]),
+            np.array([c.service_cv2 or 0.0 for c in cs]),
+            np.array([c.arrival_cv2 for c in cs]),
+        )
+        for (i, n), c, r in zip(batch, cs, rho.tolist(), strict=True):
+            tables[i][n] = n * r * 1000.0 / c.service_mean_ms * c.risk_derate
+    return failed
+
+
+def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
+    """:func:`attach_capacity` as a generator: it yields the replica counts whose prefill
+    queue capacity (requests/s) it needs next, reads them from ``prefill_at`` (filled
+    by the caller), and returns a Rejection, or None with the rows attached."""
     rate = cand.rate_rps
-    # each prefill queue capacity is a root search (queueing.max_utilization_for_wait):
-    # the search for n and the segments below ask for some replica counts twice, so the
-    # curve is tabulated once per count (the same values as cand.planned_capacity_rps)
-    prefill = functools.cache(cand.prefill_capacity_rps)
+    k = cand.spare_replicas
+    infinite = cand.service_mean_ms is None  # no prefill queue: not a root search
+
+    def prefill(n: int) -> float:
+        return math.inf if infinite else (0.0 if n <= 0 else prefill_at[n])
+
+    def asks(*ns: int) -> list[int]:
+        ups = {max(n - k, 0) for n in ns}
+        return [] if infinite else sorted(u for u in ups if u > 0 and u not in prefill_at)
+
     decode = cand.decode_capacity_rps
     planned = cand.with_margin(lambda n: min(prefill(n), decode(n)))
     # Replicas needed for the whole class on this candidate alone.
     per_replica = max(cand.asymptotic_rps_per_replica * cand.max_utilization, 1e-12)
-    n = max(1, math.ceil(min(rate / per_replica, 1e9))) + cand.spare_replicas
-    while n > MAX_REPLICAS_PER_POOL or planned(n) < rate:
+    n = max(1, math.ceil(min(rate / per_replica, 1e9))) + k
+    while True:
+        if n <= MAX_REPLICAS_PER_POOL:
+            yield asks(n)
+            if planned(n) >= rate:
+                break
         n = math.ceil(n * 1.25) + 1
         if n > MAX_REPLICAS_PER_POOL:
             return Rejection(
@@ -200,22 +316,24 @@ def attach_capacity(cand: Candidate) -> Rejection | None:
     lo_n, hi_n = 0, n
     while hi_n - lo_n > 1:
         mid = (lo_n + hi_n) // 2
+        yield asks(mid)
         if planned(mid) >= rate:
             hi_n = mid
         else:
             lo_n = mid
     # a pool must be able to hold the redundancy minimum and its spares
-    n = max(hi_n, cand.min_replicas, cand.spare_replicas + 1)
+    n = max(hi_n, cand.min_replicas, k + 1)
     cand.max_replicas = n
     role = cand.config.role
     prefill_curve = cand.with_margin(prefill)
     decode_curve = cand.with_margin(decode)
-    if role == PoolRole.PREFILL:
-        curve = prefill_curve
-    elif role == PoolRole.DECODE:
+    if role == PoolRole.DECODE:
         curve = decode_curve
     else:
         curve = prefill_curve
+        points = _breakpoints(n)
+        yield asks(*points, *(a + 1 for a in points), n)
+    if role == PoolRole.AGGREGATED:
         a = max(0, n - 1)
         f0, f1 = decode_curve(a), decode_curve(a + 1)
         cand.cuts = (CapacityCut(f0 - (f1 - f0) * a, f1 - f0),)
@@ -246,3 +364,42 @@ def segments_for(curve, n_max: int) -> tuple[Segment, ...]:
             intercept -= excess
         out.append(Segment(a, hi, intercept, slope))
     return tuple(out)
+
+
+def restrict_prefill_links(
+    cands: list[Candidate], catalog: Catalog
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Re-price each network-priced prefill candidate on the slowest pair link to the
+    decode GPU types that have a screened decode candidate of its class and format
+    (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
+    and drop NVLink-priced ones whose GPU type has no such decode candidate.
+    Returns (kept, dropped)."""
+    decode_gpus: dict[tuple, set[str]] = {}
+    for c in cands:
+        if c.config.role == PoolRole.DECODE:
+            decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
+    keep: list[Candidate] = []
+    drop: list[Candidate] = []
+    links: dict[tuple[str, frozenset[str]], Link] = {}
+    for c in cands:
+        if c.config.role != PoolRole.PREFILL:
+            keep.append(c)
+            continue
+        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        if c.pairs_with is not None:
+            (keep if c.pairs_with & reach else drop).append(c)
+            continue
+        if not reach:
+            drop.append(c)
+            continue
+        key = (c.config.gpu, frozenset(reach))
+        if key not in links:  # the same for every candidate of a GPU type and reach
+            links[key] = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
+        link = links[key]
+        if link.id != c.kv_transfer_link:
+            c.transfer_exposed_ms = kv_exposed_ms(
+                c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
+            )
+            c.kv_transfer_link = link.id
+        (keep if c.wait_budget_ms > 0 else drop).append(c)
+    return keep, drop

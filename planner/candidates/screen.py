@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,6 +14,7 @@ from catalog.schema import Catalog, Dtype
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
+from planner.candidates.bounds import aggregated_usd_per_rps_floor, kept_ahead, skipped_rejection
 from planner.candidates.chunking import (
     _expect,
     _expect_mean,
@@ -24,8 +26,7 @@ from planner.candidates.links import (
     dp_ep_options,
     kv_exposed_ms,
     kv_link_for,
-    kv_pair_link,
-    network_link_for_pairs,
+    pair_link_ids,
     pp_options,
     prefill_link_options,
     replica_cost_usd_per_hour,
@@ -33,16 +34,27 @@ from planner.candidates.links import (
     tp_options,
 )
 from planner.candidates.model import (
+    KEEP_PER_GPU,
     Candidate,
     ClassFigures,
     PoolConfig,
     Rejection,
     Screening,
-    kv_dtype_for,
     kv_dtype_options,
     speculative_label,
 )
-from planner.candidates.prune import _pair_format, attach_capacity, prune, prune_by_cost_curves
+from planner.candidates.prune import (
+    attach_capacities,
+    prune,
+    prune_by_cost_curves,
+    restrict_prefill_links,
+)
+from planner.candidates.replicas import (
+    fits_one_node,
+    rate_and_free_hbm,
+    request_replica,
+    speculative_replica,
+)
 from planner.capacity import decode_slots, largest_batch
 from planner.errors import PlanningError, PlanningTimeLimit
 from planner.request import ResolvedClass, ResolvedRequest
@@ -66,12 +78,15 @@ def _screen_config(
     link_option: tuple | None = None,
     batch_cap: int | None = None,
     reload: tuple[float, float] = (0.0, 0.0),
+    pair_links: dict[str, str] | None = None,
 ) -> Candidate | Rejection:
     """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
     the decode GPU types it pairs with, :func:`prefill_link_options`); an aggregated
     one's decode batch is at most ``batch_cap`` when given (KV memory left for idle
     sessions' prefixes). ``reload`` = (mean, percentile) ms that reloading prefixes
-    from a KV host tier adds to a request's prefill (:mod:`planner.candidates.sessions`)."""
+    from a KV host tier adds to a request's prefill (:mod:`planner.candidates.sessions`).
+    ``pair_links`` is :func:`pair_link_ids` of the GPU type when the caller has it
+    (the same for every configuration of one GPU type: computed once)."""
     reload_mean_ms, reload_q_ms = reload
     gpu, tp, dtype, pp = replica.gpu.id, replica.tp, replica.weight_dtype, replica.pp
     par = {"pp": pp, "dp": replica.dp, "ep": replica.ep}
@@ -140,7 +155,9 @@ def _screen_config(
             link_option = (kv_link_for(catalog, gpu), frozenset([gpu]))
         link, cand.pairs_with = link_option
         cand.kv_q_tokens = p_q
-        cand.pair_links = {d: kv_pair_link(catalog, gpu, d).id for d in req.gpus}
+        cand.pair_links = dict(
+            pair_links if pair_links is not None else pair_link_ids(catalog, gpu, req.gpus)
+        )
         exposed = kv_exposed_ms(replica, s_q, p_q, link)
         cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
         cand.transfer_exposed_ms, cand.kv_transfer_link = exposed, link.id
@@ -232,6 +249,7 @@ def _screen_with_sessions(
     role: PoolRole,
     budget: int | None,
     link_option: tuple | None,
+    pair_links: dict[str, str] | None = None,
 ) -> list[Candidate | Rejection]:
     """Screen one configuration at the prefix hit rate it can count on.
 
@@ -242,7 +260,9 @@ def _screen_with_sessions(
     KV-limited batch, leaving KV memory for idle prefixes."""
     h = fig.prefix_hit_rate
     if role == PoolRole.DECODE or cls.sessions is None or cls.sessions.turns <= 1 or h <= 0:
-        out = _screen_config(catalog, req, cls, fig, replica, role, budget, link_option)
+        out = _screen_config(
+            catalog, req, cls, fig, replica, role, budget, link_option, pair_links=pair_links
+        )
         if isinstance(out, Candidate) and role != PoolRole.DECODE:
             out.effective_prefix_hit_rate = h
         return [out]
@@ -274,13 +294,14 @@ def _screen_with_sessions(
                 catalog,
                 req,
                 cls,
-                ClassFigures.of(cls, hit),
+                fig.at_hit(hit),
                 replica,
                 role,
                 budget,
                 link_option,
                 cap,
                 reload,
+                pair_links,
             )
 
         tried: dict[float, Candidate | Rejection] = {}
@@ -291,7 +312,7 @@ def _screen_with_sessions(
             c = tried[hit] = screened(hit)
             if isinstance(c, Rejection):
                 return None
-            rate, free = _rate_and_free_hbm(c, fig, capacity)
+            rate, free = rate_and_free_hbm(c, fig, capacity)
             return rate, free + host, per_session
 
         h_eff = ses.effective_hit_rate(h, cls.sessions, state_at)
@@ -299,7 +320,7 @@ def _screen_with_sessions(
         out = tried[h_eff] if h_eff in tried else screened(h_eff)
         if isinstance(out, Candidate) and host > 0 and h_eff > 0:
             # hits found in the host tier are reloaded before their prefill
-            rate, free = _rate_and_free_hbm(out, fig, capacity)
+            rate, free = rate_and_free_hbm(out, fig, capacity)
             idle = ses.idle_sessions(rate, cls.sessions)
             share = ses.host_hit_share(free, host, idle, per_session)
             if share > 0:
@@ -337,75 +358,6 @@ def _screen_with_sessions(
     return outs
 
 
-def _rate_and_free_hbm(c: Candidate, fig: ClassFigures, capacity: float) -> tuple[float, float]:
-    """A screened pool's rate per replica at full load (requests/s) and the KV bytes its
-    HBM has free for idle prefixes (:func:`planner.candidates.sessions.cache_free_bytes`):
-    an aggregated replica holds its decode batch, a prefill replica the percentile
-    prompt in flight."""
-    kv = c.replica.coefficients.kv_held_bytes
-    if c.config.role == PoolRole.AGGREGATED:
-        rate = min(c.decode_rps_per_replica or 0.0, c.prefill_rps_per_replica or 0.0)
-        resident = (c.config.max_batch or 0) * kv(fig.decode_context_tokens)
-    else:
-        rate = c.prefill_rps_per_replica or 0.0
-        resident = kv(fig.prompt_q_tokens)
-    return rate, ses.cache_free_bytes(capacity, resident)
-
-
-def request_replica(
-    catalog: Catalog,
-    req: ResolvedRequest,
-    gpu_id: str,
-    dtype: Dtype,
-    kv_dtype: Dtype,
-    tp: int,
-    *,
-    pp: int = 1,
-    dp: int = 1,
-    ep: int = 1,
-) -> rl.Replica:
-    """The replica a request's pool of this shape runs: :func:`planner.roofline.build_replica`
-    with the request's efficiency overrides (``efficiency.prefill_mfu``, ``decode_mbu``,
-    ``overlap_factor``), as screening prices it and the simulation replays it."""
-    eff = req.request.efficiency
-    return rl.build_replica(
-        catalog,
-        req.model_id,
-        gpu_id,
-        tp=tp,
-        dtype=dtype,
-        kv_dtype=kv_dtype,
-        mfu=eff.prefill_mfu,
-        mbu=eff.decode_mbu,
-        overlap_factor=eff.overlap_factor,
-        pp=pp,
-        dp=dp,
-        ep=ep,
-    )
-
-
-def fits_one_node(catalog: Catalog, model_id: str, gpu_id: str, dtype) -> bool:
-    """Whether ``model_id`` in ``dtype`` fits one node of ``gpu_id`` without pipeline
-    stages (at the largest TP within a node: :func:`planner.roofline.memory_needed_gb`
-    against :func:`planner.roofline.usable_memory_gb`)."""
-    gpu = catalog.gpus[gpu_id]
-    node = min(rl.max_tp(gpu), gpu.server.gpus_per_node or gpu.server.gpus_per_server)
-    tp = 1 << (node.bit_length() - 1)  # largest power of two within the node
-    try:
-        replica = rl.build_replica(
-            catalog,
-            model_id,
-            gpu_id,
-            tp=tp,
-            dtype=dtype,
-            kv_dtype=kv_dtype_for(dtype),
-            check_fit=False,
-        )
-    except PlanningError:
-        return True  # not a memory question: the screening reports it
-    return rl.memory_needed_gb(replica) <= rl.usable_memory_gb(replica)
-
-
 def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
     roles = []
     if Mode.AGGREGATED in cls.modes:
@@ -422,18 +374,61 @@ def _screen_gpu(
     fig: ClassFigures,
     gpu_id: str,
     check_time: Callable[[], None],
+    skip_by_floor: bool = True,
 ) -> tuple[list[Candidate], list[Rejection], int]:
     """Screen every configuration of one class on one GPU type: (kept, rejected,
-    configurations considered)."""
+    configurations considered), in enumeration order.
+
+    With ``skip_by_floor``, aggregated configurations are screened last, in increasing
+    order of :func:`planner.candidates.bounds.aggregated_usd_per_rps_floor`, and one
+    whose floor is above the cost per request/s of the candidates :func:`prune` would
+    keep is recorded as ``dominated`` without being screened (the proof that this
+    leaves every candidate the MILP sees unchanged: :mod:`planner.candidates.bounds`)."""
     eff = req.request.efficiency
     overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
     confidence = req.request.risk.confidence
     roles = _roles_for(cls)
-    kept: list[Candidate] = []
-    rejections: list[Rejection] = []
+    # (enumeration index, outcomes): sorted back into enumeration order at the end
+    results: list[tuple[int, list[Candidate | Rejection]]] = []
+    # aggregated configurations left for later: (floor, index, replica, budget, dtype)
+    deferred: list[tuple[float, int, rl.Replica, int, Dtype]] = []
     considered = 0
     gpu = catalog.gpus[gpu_id]
     model = catalog.models[req.model_id]
+    pair_links: dict[str, str] | None = None  # pair_link_ids, once per GPU type
+    prefill_links: list = []  # prefill_link_options, once per GPU type
+
+    def finish(outs: list[Candidate | Rejection], dtype: Dtype) -> list[Candidate | Rejection]:
+        unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+        for out in outs:
+            if isinstance(out, Candidate):
+                out.provenance = unc.provenance.value
+                out.factor_points = unc.points
+                out.level_scale = unc.level_scale
+                out.sigma_log = unc.sigma_log
+                out.risk_derate = capacity_derate(unc.sigma_log, confidence)
+        return outs
+
+    def screen_aggregated(replica: rl.Replica, budget: int) -> list[Candidate | Rejection]:
+        return _screen_with_sessions(
+            catalog, req, cls, fig, replica, PoolRole.AGGREGATED, budget, None, pair_links
+        )
+
+    slots_of: dict[int, tuple[int, float] | None] = {}  # decode_slots per replica (id)
+
+    def tighter_floor(replica: rl.Replica, budget: int, dtype: Dtype) -> float | None:
+        unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+        return aggregated_usd_per_rps_floor(
+            cls,
+            fig,
+            replica,
+            budget,
+            slots_of[id(replica)],
+            replica_cost_usd_per_hour(catalog, gpu_id, replica.gpus),
+            capacity_derate(unc.sigma_log, confidence),
+            mixed_slots=True,
+        )
+
     for dtype in req.dtypes:
         fp4_error = rl.fp4_format_error(model, gpu) if dtype == Dtype.FP4 else None
         if (
@@ -447,12 +442,24 @@ def _screen_gpu(
                 if gpu.peak_tflops(dtype) is None
                 else fp4_error or f"{req.model_id} is not served in {dtype}"
             )
-            for role in roles:
-                rejections.append(
-                    Rejection(
-                        cls.name, role, gpu_id, None, dtype.value, None, "dtype_unsupported", why
-                    )
+            results.append(
+                (
+                    len(results) + len(deferred),
+                    [
+                        Rejection(
+                            cls.name,
+                            role,
+                            gpu_id,
+                            None,
+                            dtype.value,
+                            None,
+                            "dtype_unsupported",
+                            why,
+                        )
+                        for role in roles
+                    ],
                 )
+            )
             continue
         fits_alone = fits_one_node(catalog, req.model_id, gpu_id, dtype)
         shapes = [
@@ -462,6 +469,8 @@ def _screen_gpu(
             for dp, ep in dp_ep_options(catalog, req.model_id, gpu_id, tp, req.eps)
             for kv in kv_dtype_options(dtype, req.kv_dtypes)
         ]
+        unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
+        derate = capacity_derate(unc.sigma_log, confidence)
         for tp, pp, dp, ep, kv in shapes:
             check_time()
             try:
@@ -469,39 +478,117 @@ def _screen_gpu(
             except PlanningError as err:
                 considered += len(roles)
                 reason = "does_not_fit" if err.code == "does_not_fit" else "invalid"
-                for role in roles:
-                    rejections.append(
-                        Rejection(
-                            cls.name, role, gpu_id, tp, dtype.value, None, reason, err.message
-                        )
+                results.append(
+                    (
+                        len(results) + len(deferred),
+                        [
+                            Rejection(
+                                cls.name, role, gpu_id, tp, dtype.value, None, reason, err.message
+                            )
+                            for role in roles
+                        ],
                     )
+                )
                 continue
             spec_replica = speculative_replica(catalog, cls, replica)
             for role in roles:
                 role_replica = replica if role == PoolRole.PREFILL else spec_replica
                 budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
-                links = (
-                    prefill_link_options(catalog, gpu_id, req.gpus)
-                    if role == PoolRole.PREFILL
-                    else [None]
+                if role == PoolRole.PREFILL and pair_links is None:
+                    # the same for every shape of this GPU type: computed once
+                    pair_links = pair_link_ids(catalog, gpu_id, req.gpus)
+                    prefill_links = prefill_link_options(catalog, gpu_id, req.gpus)
+                links = prefill_links if role == PoolRole.PREFILL else [None]
+                slots = (
+                    decode_slots(role_replica, fig.decode_context_tokens, cls.slo.tpot_ms)
+                    if skip_by_floor and role == PoolRole.AGGREGATED
+                    else None
                 )
+                if role == PoolRole.AGGREGATED:
+                    slots_of[id(role_replica)] = slots
                 for budget in budgets:
                     for link in links:
                         considered += 1
-                        outs = _screen_with_sessions(
-                            catalog, req, cls, fig, role_replica, role, budget, link
+                        index = len(results) + len(deferred)
+                        floor = (
+                            aggregated_usd_per_rps_floor(
+                                cls,
+                                fig,
+                                role_replica,
+                                budget,
+                                slots,
+                                replica_cost_usd_per_hour(catalog, gpu_id, role_replica.gpus),
+                                derate,
+                            )
+                            if slots is not None and budget is not None
+                            else None
                         )
-                        for out in outs:
-                            if isinstance(out, Rejection):
-                                rejections.append(out)
-                                continue
-                            unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
-                            out.provenance = unc.provenance.value
-                            out.factor_points = unc.points
-                            out.level_scale = unc.level_scale
-                            out.sigma_log = unc.sigma_log
-                            out.risk_derate = capacity_derate(unc.sigma_log, confidence)
-                            kept.append(out)
+                        if floor is not None and budget is not None:
+                            deferred.append((floor, index, role_replica, budget, dtype))
+                            continue
+                        outs = _screen_with_sessions(
+                            catalog, req, cls, fig, role_replica, role, budget, link, pair_links
+                        )
+                        results.append((index, finish(outs, dtype)))
+    # aggregated candidates so far: the group prune compares (one class, role, GPU type)
+    group = [
+        (i, o)
+        for i, outs in results
+        for o in outs
+        if isinstance(o, Candidate) and o.config.role == PoolRole.AGGREGATED
+    ]
+    first = min((i for i, _ in group), default=math.inf)
+    # prune lists its groups in the order of their first candidate, which fixes the
+    # MILP's order of candidates (and so which of equal-cost fleets it returns): the
+    # first aggregated candidate is found by screening in enumeration order, unskipped
+    order = sorted(deferred, key=lambda d: d[1])
+    while order and order[0][1] < first:
+        floor, index, replica, budget, dtype = order.pop(0)
+        outs = finish(screen_aggregated(replica, budget), dtype)
+        results.append((index, outs))
+        group += [(index, o) for o in outs if isinstance(o, Candidate)]
+        first = min((i for i, _ in group), default=math.inf)
+
+    def limit() -> float:  # the cost per request/s a floor must exceed to skip
+        ahead = kept_ahead([o for _, o in group])
+        return ahead[-1].usd_per_rps * (1 + 1e-9) if len(ahead) == KEEP_PER_GPU else math.inf
+
+    def screen(index: int, replica: rl.Replica, budget: int, dtype: Dtype) -> None:
+        outs = finish(screen_aggregated(replica, budget), dtype)
+        results.append((index, outs))
+        group.extend((index, o) for o in outs if isinstance(o, Candidate))
+
+    skipped: list[tuple[float, int, rl.Replica, int, Dtype]] = []
+    bar = limit()
+    for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
+        check_time()
+        if bar < math.inf and floor <= bar:
+            # not skipped by its floor: a tighter one (ten or so more steps) may
+            floor = max(floor, tighter_floor(replica, budget, dtype) or floor)
+        if floor > bar:
+            skipped.append((floor, index, replica, budget, dtype))
+            continue
+        screen(index, replica, budget, dtype)
+        bar = limit()
+    # a candidate screened after a skip may have changed which ones prune keeps (one
+    # that dominates them): every skipped floor must be above the final bar, else it is
+    # screened after all, until none is below
+    while back := [d for d in skipped if d[0] <= bar]:
+        for d in back:
+            skipped.remove(d)
+            screen(*d[1:])
+        bar = limit()
+    ahead = kept_ahead([o for _, o in group])
+    for floor, index, replica, budget, _ in skipped:
+        results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
+    kept: list[Candidate] = []
+    rejections: list[Rejection] = []
+    for _, outs in sorted(results, key=lambda r: r[0]):
+        for out in outs:
+            if isinstance(out, Rejection):
+                rejections.append(out)
+            else:
+                kept.append(out)
     return kept, rejections, considered
 
 
@@ -516,6 +603,7 @@ def screen_candidates(
     *,
     cross_gpu_prune: bool = True,
     deadline: float | None = None,
+    skip_by_floor: bool = True,
 ) -> Screening:
     """Enumerate role x GPU x TP x dtype (x chunk budget) per class; screen; prune.
 
@@ -527,7 +615,8 @@ def screen_candidates(
     whose figures overflow it) is left out with a ``faulty_entry`` rejection naming
     the error: one faulty catalog entry never fails the plan. ``deadline``
     (``time.perf_counter()`` seconds): past it, screening stops with
-    :class:`PlanningTimeLimit` naming ``candidates``."""
+    :class:`PlanningTimeLimit` naming ``candidates``. ``skip_by_floor=False`` screens
+    every aggregated configuration (:func:`_screen_gpu`; the same candidates)."""
     started = time.perf_counter()
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
@@ -550,7 +639,9 @@ def screen_candidates(
         fig = ClassFigures.of(cls)
         for gpu_id in req.gpus:
             try:
-                got, rejected, n = _screen_gpu(catalog, req, cls, fig, gpu_id, check_time)
+                got, rejected, n = _screen_gpu(
+                    catalog, req, cls, fig, gpu_id, check_time, skip_by_floor
+                )
             except PlanningTimeLimit:
                 raise
             except Exception as err:  # a faulty entry excludes itself, never the plan
@@ -578,12 +669,10 @@ def screen_candidates(
     survivors, pruned = prune(kept)
     pruned = unpaired + pruned
     final: list[Candidate] = []
-    for cand in survivors:
-        check_time()
-        try:
-            failed = attach_capacity(cand)
-        except Exception as err:  # the same isolation for the capacity tables
-            log.warning("capacity of %s failed", cand.config, exc_info=True)
+    check_time()
+    for cand, failed in zip(survivors, attach_capacities(survivors), strict=True):
+        if isinstance(failed, Exception):  # the same isolation for the capacity tables
+            log.warning("capacity of %s failed", cand.config, exc_info=failed)
             c = cand.config
             failed = Rejection(
                 cand.class_name,
@@ -593,7 +682,7 @@ def screen_candidates(
                 c.dtype.value,
                 c.chunk_budget_tokens,
                 "faulty_entry",
-                f"{c.gpu} configuration left out: its capacity table failed ({_failure(err)})",
+                f"{c.gpu} configuration left out: its capacity table failed ({_failure(failed)})",
             )
         if failed is None:
             final.append(cand)
@@ -601,56 +690,3 @@ def screen_candidates(
             rejections.append(failed)
     final, dominated = prune_by_cost_curves(final, req) if cross_gpu_prune else (final, [])
     return Screening(final, pruned + dominated, rejections, considered, dominated)
-
-
-def speculative_replica(catalog: Catalog, cls: ResolvedClass, replica: rl.Replica) -> rl.Replica:
-    """The replica a class's decode and aggregated pools run: ``replica`` with the class's
-    speculative decoding (:func:`planner.roofline.with_speculation`), or ``replica``
-    itself when the class has none. Prefill pools never speculate."""
-    sp = cls.speculative
-    if sp is None:
-        return replica
-    return rl.with_speculation(
-        catalog,
-        replica,
-        sp.method,
-        sp.draft_tokens,
-        sp.acceptance_length,
-        sp.draft_model,
-        sp.draft_repo,
-    )
-
-
-def restrict_prefill_links(
-    cands: list[Candidate], catalog: Catalog
-) -> tuple[list[Candidate], list[Candidate]]:
-    """Re-price each network-priced prefill candidate on the slowest pair link to the
-    decode GPU types that have a screened decode candidate of its class and format
-    (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
-    and drop NVLink-priced ones whose GPU type has no such decode candidate.
-    Returns (kept, dropped)."""
-    decode_gpus: dict[tuple, set[str]] = {}
-    for c in cands:
-        if c.config.role == PoolRole.DECODE:
-            decode_gpus.setdefault((c.class_name, _pair_format(c)), set()).add(c.config.gpu)
-    keep: list[Candidate] = []
-    drop: list[Candidate] = []
-    for c in cands:
-        if c.config.role != PoolRole.PREFILL:
-            keep.append(c)
-            continue
-        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
-        if c.pairs_with is not None:
-            (keep if c.pairs_with & reach else drop).append(c)
-            continue
-        if not reach:
-            drop.append(c)
-            continue
-        link = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
-        if link.id != c.kv_transfer_link:
-            c.transfer_exposed_ms = kv_exposed_ms(
-                c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
-            )
-            c.kv_transfer_link = link.id
-        (keep if c.wait_budget_ms > 0 else drop).append(c)
-    return keep, drop
