@@ -169,6 +169,8 @@ def test_plan_the_80_20_example_and_see_cost_and_pools(page: Any, planned: str) 
         "[data-testid=plan-alternatives] >> text=aggregated only", timeout=PLAN_TIMEOUT_MS
     )
     assert page.inner_text("[data-mode-reason=chat]").startswith("disaggregated")
+    # what the reports print under "Assumed" (chat is disaggregated: its TTFT caveat)
+    assert "chat: disaggregated TTFT" in page.inner_text("[data-testid=plan-assumed]")
 
 
 def test_start_a_what_if_and_read_its_table(page: Any, planned: str) -> None:

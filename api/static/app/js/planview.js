@@ -243,6 +243,9 @@ function classesBlock(plan) {
       ],
       classes,
     ),
+    (plan.assumed_notes || []).length
+      ? h("div", { "data-testid": "plan-assumed" }, h("h3", {}, "Assumed"), h("ul", {}, plan.assumed_notes.map((line) => h("li", {}, line))))
+      : null,
   ];
 }
 
