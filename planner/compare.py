@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
-import multiprocessing
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -36,7 +34,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from catalog.schema import Catalog
 from planner.errors import PlanningError
-from planner.lifetime import die_with_parent
+from planner.lifetime import die_with_parent, process_context
 from planner.plan import Plan
 from planner.request import MAX_CLASSES, CatalogRef, Label, PlanName
 from planner.variants import apply_mix, check_shape, deep_merge, scale_rate, traffic_of
@@ -266,16 +264,6 @@ def _plan_one(args: tuple) -> dict[str, Any]:
         return {"ok": False, "error": err.code, "detail": err.message, "issues": err.issues}
 
 
-def _mp_context() -> multiprocessing.context.BaseContext:
-    """``spawn`` (safe beside the server's threads) when the main module can be
-    re-imported from its file; ``fork`` otherwise (``python -`` or ``-c``)."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is None or os.path.exists(path):
-        return multiprocessing.get_context("spawn")
-    return multiprocessing.get_context("fork")
-
-
 def run_variants(
     variants: list[dict[str, Any]],
     catalog: Catalog | None = None,
@@ -343,7 +331,7 @@ def run_variants(
             if progress:
                 progress(i + 1, total)
         return results  # type: ignore[return-value]
-    ctx = _mp_context()
+    ctx = process_context()
     with cf.ProcessPoolExecutor(
         max_workers=min(workers, total),
         mp_context=ctx,

@@ -16,6 +16,8 @@ made and shut down by one call in one thread, so that thread outlives them.
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import sys
@@ -55,3 +57,17 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
         threading.Thread(
             target=_watch_parent, args=(parent_pid, sig), name="parent-watch", daemon=True
         ).start()
+
+
+def process_context(fork_when_alone: bool = False) -> multiprocessing.context.BaseContext:
+    """How to start a pool's workers: ``spawn`` (safe beside the server's threads) when
+    the main module can be re-imported from its file, ``fork`` otherwise (``python -``
+    or ``-c``); with ``fork_when_alone``, ``fork`` in a process with one thread (a
+    script, the CLI: fast, and the main module is not re-imported)."""
+    if fork_when_alone and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("fork")

@@ -175,11 +175,12 @@ def disaggregated_closed_loop(
         x = float(brentq(lambda v: users(v) - concurrency, 1e-9, x_cap, xtol=1e-9, rtol=1e-8))
         bound = "loop"
         n, ttft = ttft_at(x)
-        tpot = st.tpot_ms(st.decode_batch(x))
     else:  # the bottleneck stage is saturated; the other users queue before prefill
         x = x_cap
-        n, _ = ttft_at(x)
-        tpot = st.tpot_ms(st.decode_batch(x))
+        n, ttft = ttft_at(x)
+    b = st.decode_batch(x)
+    tpot = st.tpot_ms(b)
+    if bound != "loop":
         ttft = max(concurrency / x * 1e3 - st.steps * tpot, 0.0)
     if not (math.isfinite(x) and x > 0):
         raise ValueError(f"no steady state for {concurrency} users")
@@ -188,7 +189,7 @@ def disaggregated_closed_loop(
         output_tok_s=x * osl,
         ttft_ms=ttft,
         tpot_ms=tpot,
-        decode_batch=st.decode_batch(x),
+        decode_batch=b,
         prefill_batch=n,
         bound=bound,
     )

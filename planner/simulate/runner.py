@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing
-import multiprocessing.context
 import os
-import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +14,7 @@ import numpy as np
 from catalog.loader import load_catalog
 from catalog.schema import Catalog
 from planner.errors import PlanningError
-from planner.lifetime import die_with_parent
+from planner.lifetime import die_with_parent, process_context
 from planner.request import PlanRequest, ResolvedRequest
 from planner.simulate.engine import run_class
 from planner.simulate.fleet import SimClass, build_fleet
@@ -92,19 +88,6 @@ def _run_one(
     )
 
 
-def _mp_context() -> multiprocessing.context.BaseContext:
-    """``fork`` in a process with one thread (a script, the CLI: fast, and the main
-    module is not re-imported); beside other threads (the service) ``spawn`` when the
-    main module can be re-imported from its file, ``fork`` otherwise (``python -c``)."""
-    if threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is None or os.path.exists(path):
-        return multiprocessing.get_context("spawn")
-    return multiprocessing.get_context("fork")
-
-
 def _run_classes(
     classes: Sequence[SimClass],
     streams: list[np.random.SeedSequence],
@@ -120,7 +103,7 @@ def _run_classes(
         return [_run_one(*a) for a in args]
     with cf.ProcessPoolExecutor(
         max_workers=min(workers, len(classes)),
-        mp_context=_mp_context(),
+        mp_context=process_context(fork_when_alone=True),
         initializer=die_with_parent,
         initargs=(os.getpid(),),
     ) as pool:

@@ -163,11 +163,17 @@ class StepModel:
                 self.mixed_ms(batch, context, budget, cached + i * budget)
                 for i in range(first_index, count - 1)
             ]
-            out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
-            return out
-        out = self._full_chunks_ms(batch, context, budget, count, cached, first_index).tolist()
-        out.append(self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
+        else:
+            out = self._full_chunks_ms(batch, context, budget, count, cached, first_index).tolist()
+        out.append(self._last_chunk_ms(batch, context, budget, count, last, cached))
         return out
+
+    def _last_chunk_ms(
+        self, batch: int, context: float, budget: float, count: int, last: float, cached: float
+    ) -> float:
+        """The step of a prompt's last chunk (``last`` tokens after ``count - 1`` full
+        ones of ``budget``, after ``cached``), with ``batch`` decodes (ms)."""
+        return self.mixed_ms(batch, context, last, cached + (count - 1) * budget)
 
     def chunk_cumulative_ms(
         self,
@@ -184,7 +190,7 @@ class StepModel:
         if count - first_index >= _VECTOR_FROM:
             full = self._full_chunks_ms(batch, context, budget, count, cached, first_index)
             cum = np.cumsum(full).tolist()
-            cum.append(cum[-1] + self.mixed_ms(batch, context, last, cached + (count - 1) * budget))
+            cum.append(cum[-1] + self._last_chunk_ms(batch, context, budget, count, last, cached))
             return cum
         return list(
             accumulate(
