@@ -1,10 +1,11 @@
 """The chunked prefill of an aggregated replica and the expectations over prompt lengths
 that screening uses (planner.candidates): a prompt's TTFT in fixed chunks on a stall-free
-replica, a closed-form sum for it, and the decode batch that maximizes a replica's
-capacity."""
+replica (the sum of the mixed steps that carry its chunks, as the simulator runs them),
+a closed form for it, and the decode batch that maximizes a replica's capacity."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Callable
@@ -43,93 +44,160 @@ def _expect_mean(fig: ClassFigures, fn) -> float:
 
 @dataclass(frozen=True)
 class ChunkedPrompt:
-    """The chunk computes of one prompt on one replica and chunk budget (ms), which do
-    not depend on the decode batch: ``chunks`` = ceil(P_new / T) chunks, the compute
-    of the first and of the last full chunk (``first_ms``, ``last_full_ms``; the ones
-    between are taken linear in their start context) and of the tail chunk
-    (``tail_ms``). :func:`chunked_ttft_ms` turns it into a TTFT at a step time, so a
-    search over batches prices each prompt's chunks once (:func:`chunked_prompt`)."""
+    """The chunks of one prompt on one replica and chunk budget, as far as they do not
+    depend on the decode batch: ``chunks = ceil(P_new / T)`` chunks, ``chunks - 1``
+    full ones of ``budget_tokens`` starting at ``s_i = cached + i T`` and a tail of
+    ``tail_tokens`` at ``cached + (chunks - 1) T``.
+
+    Per full chunk its attention's compute ``cc_i`` and ``a_i = max(cc_i, KV read)``
+    (ms, :func:`planner.roofline.chunk_attention_parts_array_ms`; both nondecreasing in
+    ``i``: later chunks attend to more context), with ``prefix_ms[i] = a_0 + .. +
+    a_{i-1}``; the tail's (compute, KV read) parts. :func:`chunked_ttft_ms` turns it into
+    a TTFT at a decode batch (:class:`planner.roofline.MixedSteps`), so a search over
+    batches prices each prompt's chunks once (:func:`chunked_prompt`)."""
 
     chunks: int
-    first_ms: float
-    last_full_ms: float
-    tail_ms: float
+    budget_tokens: float
+    compute_ms: np.ndarray  # cc_i of the full chunks
+    attention_ms: np.ndarray  # a_i = max(cc_i, KV read) of the full chunks
+    attention_list: list[float]  # attention_ms as floats (bisection)
+    compute_list: list[float]
+    prefix_ms: list[float]  # len chunks: prefix_ms[i] = sum of attention_ms[:i]
+    tail_tokens: float
+    tail_compute_ms: float
+    tail_memory_ms: float
 
 
 def chunked_prompt(
     replica: rl.Replica, prompt_tokens: float, budget_tokens: int, cached: float
 ) -> ChunkedPrompt | None:
     """The :class:`ChunkedPrompt` of a prompt of ``prompt_tokens`` with ``cached``
-    tokens already in the KV cache, in chunks of ``budget_tokens``
-    (:func:`planner.roofline.chunk_compute_ms`: three cost-model calls); None when
-    nothing is left to prefill (TTFT 0)."""
+    tokens already in the KV cache, in chunks of ``budget_tokens`` (one vectorized
+    attention pricing of its full chunks, one of its tail); None when nothing is left
+    to prefill (TTFT 0)."""
     new = max(prompt_tokens - cached, 0.0)
     if new <= 0:
         return None
     k = math.ceil(new / budget_tokens)
     last = new - (k - 1) * budget_tokens
-    tail = rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens)
-    if k == 1:
-        return ChunkedPrompt(1, 0.0, 0.0, tail)
-    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
-    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
-    return ChunkedPrompt(k, c0, c1, tail)
+    tail_cc, tail_cm = rl.chunk_attention_parts_ms(replica, last, cached + (k - 1) * budget_tokens)
+    starts = cached + budget_tokens * np.arange(k - 1, dtype=float)
+    cc, cm = rl.chunk_attention_parts_array_ms(replica, float(budget_tokens), starts)
+    attn = np.maximum(cc, cm)
+    prefix = [0.0, *np.cumsum(attn).tolist()]
+    return ChunkedPrompt(
+        k,
+        float(budget_tokens),
+        cc,
+        attn,
+        attn.tolist(),
+        cc.tolist(),
+        prefix,
+        last,
+        tail_cc,
+        tail_cm,
+    )
 
 
-def chunked_ttft_ms(prompt: ChunkedPrompt | None, step_ms: float) -> float:
-    """TTFT of a chunked prompt on an idle stall-free replica whose steps take
-    ``step_ms`` (ms): ``sum_i max(step_ms, chunk_i)`` over its chunks, the full ones in
-    closed form (:func:`sum_max_linear`) plus ``max(step_ms, tail)``; 0 for None."""
+def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> float:
+    """The attention kernels of a prompt's full chunks' steps, summed (ms):
+    ``sum_i max(max(a_d, a_i) + (1 - o) min(a_d, a_i), dc + cc_i)``
+    (:meth:`planner.roofline.MixedSteps.attention_ms`), ``a_d``/``dc`` the decodes'
+    attention (``max(compute, KV read)``/compute) at the step's batch and context.
+
+    Closed form: ``a_i`` is nondecreasing, so the chunks with ``a_i < a_d`` are the
+    first ``j`` (bisection) and the sum is ``j a_d + (1 - o) A_j + (A_m - A_j) +
+    (m - j)(1 - o) a_d`` (``A`` the prefix sums) whenever the ``dc + cc_i`` floor binds
+    nowhere, which holds when ``a_d - dc >= o cc_{j-1}`` (for ``i < j``: the step's
+    attention minus ``dc + cc_i`` is at least ``a_d - dc - o cc_i``, and ``cc`` is
+    nondecreasing) and ``(1 - o) a_d >= dc`` (for ``i >= j``) - a bandwidth-bound
+    decode attention. Otherwise (compute-bound decode attention: MLA, many draft
+    queries) the sum over the chunk arrays (numpy)."""
+    m = prompt.chunks - 1
+    if m <= 0:
+        return 0.0
+    a_d, dc, omo = steps.decode_attention_ms, steps.decode_compute_ms, steps.one_minus_overlap
+    j = bisect.bisect_left(prompt.attention_list, a_d)
+    if (j == 0 or a_d - dc >= (1.0 - omo) * prompt.compute_list[j - 1]) and (
+        j == m or omo * a_d >= dc
+    ):
+        pre = prompt.prefix_ms
+        return j * a_d + omo * pre[j] + (pre[m] - pre[j]) + (m - j) * omo * a_d
+    a = prompt.attention_ms
+    attn = np.maximum(a_d, a) + omo * np.minimum(a_d, a)
+    return float(np.maximum(attn, dc + prompt.compute_ms).sum())
+
+
+def chunked_ttft_ms(prompt: ChunkedPrompt | None, steps: rl.MixedSteps) -> float:
+    """TTFT of a chunked prompt on an idle stall-free replica (ms): the sum of the mixed
+    steps that carry its chunks, each with the decode batch and context of ``steps``,
+
+    ``sum_i mixed_step_ms(B, s_d, T_i, s_i) = (chunks - 1) fixed_ms(T) +
+    full_chunks_attention_ms + fixed_ms(T_tail) + attention(tail)``
+
+    (:class:`planner.roofline.MixedSteps`: the token-count kernels do not depend on the
+    chunk's start, its attention does), as the simulator times a prompt's chunk steps
+    (:meth:`planner.simulate.steps.StepModel.chunk_steps_ms`; tests hold it to the
+    per-chunk loop :func:`planner.roofline.chunked_prefill_ttft_ms`); 0 for None."""
     if prompt is None:
         return 0.0
-    tail = max(step_ms, prompt.tail_ms)
+    total = steps.fixed_ms(prompt.tail_tokens) + steps.attention_ms(
+        prompt.tail_compute_ms, prompt.tail_memory_ms
+    )
     if prompt.chunks == 1:
-        return tail
-    return sum_max_linear(step_ms, prompt.first_ms, prompt.last_full_ms, prompt.chunks - 1) + tail
+        return total
+    full = (prompt.chunks - 1) * steps.fixed_ms(prompt.budget_tokens)
+    return full + full_chunks_attention_ms(prompt, steps) + total
 
 
 def fast_chunked_ttft_ms(
-    replica: rl.Replica, prompt_tokens: float, budget_tokens: int, step_ms: float, cached: float
+    replica: rl.Replica,
+    prompt_tokens: float,
+    budget_tokens: int,
+    decode_batch: float,
+    decode_context_tokens: float,
+    cached: float,
 ) -> float:
-    """TTFT of a prompt in fixed chunks on an idle stall-free replica (ms):
-    ``sum_i max(step_ms, chunk_compute_ms(T, s_i))`` over ceil(P_new / T) chunks.
-
-    Chunk compute is taken linear in its start context between the first and
-    the last full chunk (exact for full attention, where attention FLOPs grow
-    linearly with context; within a few percent for sliding-window layers), so
-    it costs three cost-model calls instead of one per chunk. The exact loop is
-    :func:`planner.roofline.chunked_prefill_ttft_ms`. Equal to
-    ``chunked_ttft_ms(chunked_prompt(...), step_ms)``, which screening uses to price
-    the chunks once per prompt and batch search.
-    """
-    return chunked_ttft_ms(chunked_prompt(replica, prompt_tokens, budget_tokens, cached), step_ms)
-
-
-def sum_max_linear(floor: float, first: float, last: float, count: int) -> float:
-    """sum_{i=0}^{count-1} max(floor, first + (last - first) i / (count - 1)), closed form."""
-    if count <= 0:
-        return 0.0
-    if count == 1:
-        return max(floor, first)
-    if first >= floor and last >= floor:
-        return count * (first + last) / 2.0
-    if first <= floor and last <= floor:
-        return count * floor
-    step = (last - first) / (count - 1)
-    # indices whose value is below the floor form a prefix (step > 0) or suffix (step < 0)
-    below = (
-        math.floor((floor - first) / step) + 1
-        if step > 0
-        else count - (math.floor((floor - first) / step) + 1)
+    """TTFT of a prompt in fixed chunks of ``budget_tokens`` on an idle stall-free
+    replica whose steps carry ``decode_batch`` decodes at ``decode_context_tokens`` (ms):
+    ``chunked_ttft_ms(chunked_prompt(...), MixedSteps(replica, B, s_d))``, which
+    screening splits to price the chunks once per prompt and the steps once per batch.
+    The per-chunk loop is :func:`planner.roofline.chunked_prefill_ttft_ms` (integer
+    tokens)."""
+    return chunked_ttft_ms(
+        chunked_prompt(replica, prompt_tokens, budget_tokens, cached),
+        rl.MixedSteps(replica, decode_batch, decode_context_tokens),
     )
-    below = min(max(below, 0), count)
-    if step > 0:
-        lo, hi = below, count - 1
-    else:
-        lo, hi = 0, count - below - 1
-    above = hi - lo + 1
-    above_sum = above * (2 * first + step * (lo + hi)) / 2.0 if above > 0 else 0.0
-    return below * floor + above_sum
+
+
+def chunked_ttft_floor_ms(steps: rl.MixedSteps, new_tokens: float, budget_tokens: int) -> float:
+    """A floor on the chunked TTFT of ``new_tokens`` tokens to prefill in chunks of
+    ``budget_tokens`` (ms), for every decode batch at least ``steps``' (batch 1 in
+    :mod:`planner.candidates.bounds`), every start context, and every larger
+    ``new_tokens`` (a lower prefix hit rate):
+
+    ``G(N) = m fixed(T) + max(m a_d, A span(m T)) + fixed(L) + a_d``,
+    ``m = ceil(N / T) - 1`` full chunks and a tail of ``L`` tokens;
+
+    ``fixed`` (the token-count kernels) and ``a_d`` (the decodes' attention) from
+    ``steps`` (:class:`planner.roofline.MixedSteps`), ``A span(x)`` the causal attention
+    compute of ``x`` tokens from context 0 (``prefill_attn_per_ctx x span(x) /
+    F_attn``). Why: a chunk's step is ``fixed`` plus an attention of at least
+    ``max(a_d, cc_i)``, and the full chunks' computes ``cc_i`` sum to the attention of
+    ``m T`` tokens after the cached ones, no less than from context 0 (``span`` is
+    convex); every term grows with the batch. ``G`` grows with ``N`` (``fixed(L)`` grows
+    with ``L``; a new chunk turns the tail ``fixed(T)`` into a full one and adds a tail)."""
+    if new_tokens <= 0:
+        return 0.0
+    c = steps.coefficients
+    k = math.ceil(new_tokens / budget_tokens)
+    m = k - 1
+    a_d = steps.decode_attention_ms
+    total = steps.fixed_ms(new_tokens - m * budget_tokens) + a_d
+    if m:
+        attention = c.prefill_attn_per_ctx * c.span(m * budget_tokens) / c.f_attn_per_ms
+        total += m * steps.fixed_ms(float(budget_tokens)) + max(m * a_d, attention)
+    return total
 
 
 def capacity_maximizing_batch(
@@ -140,7 +208,7 @@ def capacity_maximizing_batch(
 
     ``decode_rps(B) = B / (G x step(B))`` grows with B (more sequences share each
     read of the weights); ``prefill_rps(B) = 1 / E[chunked prefill time]`` falls with
-    B (each chunk waits for a longer step). Their minimum peaks where they cross: the
+    B (each chunk rides a longer mixed step). Their minimum peaks where they cross: the
     smallest B with ``decode_rps(B) >= prefill_rps(B)`` or the one below it, whichever
     has the larger minimum (bisection); ``b_max`` (the largest batch within the TPOT
     SLO and the KV cache, ``decode_slots``) when decode stays the bottleneck.
@@ -166,7 +234,8 @@ __all__ = [
     "ChunkedPrompt",
     "capacity_maximizing_batch",
     "chunked_prompt",
+    "chunked_ttft_floor_ms",
     "chunked_ttft_ms",
     "fast_chunked_ttft_ms",
-    "sum_max_linear",
+    "full_chunks_attention_ms",
 ]
