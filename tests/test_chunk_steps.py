@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,25 +125,43 @@ def test_both_branches_of_the_closed_form_are_taken_and_exact() -> None:
     dense = REPLICAS["dense-tp"]
     mla = REPLICAS["mla-ep"]
     for replica, closed in ((dense, True), (mla, False)):
-        prompt = chunked_prompt(replica, 50_000.0, 1024, 0.0)
-        assert prompt is not None
+        prompt = chunked_prompt(replica, 50_000.0, 1024, 3_000.0)
+        assert prompt is not None and prompt.linear is not None
+        cc, a = prompt.full_arrays()
         for batch in (1, 16, 256):
             steps = rl.MixedSteps(replica, batch, 20_000.0)
-            a = prompt.attention_ms
-            attn = (
-                (a > steps.decode_attention_ms) * a
-                + (a <= steps.decode_attention_ms) * steps.decode_attention_ms
-                + steps.one_minus_overlap
-                * (
-                    (a < steps.decode_attention_ms) * a
-                    + (a >= steps.decode_attention_ms) * steps.decode_attention_ms
-                )
-            )
-            both = steps.decode_compute_ms + prompt.compute_ms
-            exact = float(((attn > both) * attn + (attn <= both) * both).sum())
+            a_d, dc = steps.decode_attention_ms, steps.decode_compute_ms
+            attn = np.maximum(a_d, a) + steps.one_minus_overlap * np.minimum(a_d, a)
+            exact = float(np.maximum(attn, dc + cc).sum())
             assert full_chunks_attention_ms(prompt, steps) == pytest.approx(exact, rel=1e-12)
-            floor_binds = bool((both > attn).any())
-            assert floor_binds is not closed
+            assert bool((dc + cc > attn).any()) is not closed
+
+
+@pytest.mark.parametrize("name", sorted(REPLICAS))
+def test_chunk_attention_lines_and_arrays(name: str) -> None:
+    """Without sliding windows a chunk's attention parts are lines in its start, and a
+    prompt's counts and sums over its full chunks are closed forms; with windows,
+    arrays. Either way they are the per-chunk parts."""
+    replica = REPLICAS[name]
+    c = replica.coefficients
+    line = rl.chunk_attention_linear_ms(replica, 512)
+    assert (line is None) == bool(c.windowed_layers or c.kv_windowed_held or c.draft)
+    prompt = chunked_prompt(replica, 30_000.0, 512, 1_000.0)
+    assert prompt is not None and (prompt.linear is None) == (line is None)
+    m = prompt.chunks - 1
+    parts = [rl.chunk_attention_parts_ms(replica, 512, 1_000.0 + 512 * i) for i in range(m)]
+    if line is not None:
+        for s in (0.0, 777.0, 100_000.0):
+            cc, cm = rl.chunk_attention_parts_ms(replica, 512, s)
+            assert line[0] + s * line[1] == pytest.approx(cc, rel=1e-12)
+            assert line[2] + s * line[3] == pytest.approx(cm, rel=1e-12)
+    a = [max(cc, cm) for cc, cm in parts]
+    for lo, hi in ((0, m), (0, 1), (3, 17), (m - 1, m), (5, 5)):
+        assert prompt.attention_sum_ms(lo, hi) == pytest.approx(sum(a[lo:hi]), rel=1e-12)
+    for i in (0, 7, m - 1):
+        assert prompt.compute_at_ms(i) == pytest.approx(parts[i][0], rel=1e-12)
+        assert prompt.below(a[i] * (1 + 1e-9)) == sum(x < a[i] * (1 + 1e-9) for x in a)
+    assert prompt.below(0.0) == 0 and prompt.below(1e9) == m
 
 
 def test_chunked_ttft_by_hand() -> None:

@@ -45,58 +45,119 @@ def _expect_mean(fig: ClassFigures, fn) -> float:
 @dataclass(frozen=True)
 class ChunkedPrompt:
     """The chunks of one prompt on one replica and chunk budget, as far as they do not
-    depend on the decode batch: ``chunks = ceil(P_new / T)`` chunks, ``chunks - 1``
+    depend on the decode batch: ``chunks = ceil(P_new / T)`` chunks, ``m = chunks - 1``
     full ones of ``budget_tokens`` starting at ``s_i = cached + i T`` and a tail of
-    ``tail_tokens`` at ``cached + (chunks - 1) T``.
+    ``tail_tokens`` at ``cached + m T`` with its attention's (compute, KV read) parts
+    (ms). :func:`chunked_ttft_ms` turns it into a TTFT at a decode batch
+    (:class:`planner.roofline.MixedSteps`), so a search over batches prices each
+    prompt's chunks once (:func:`chunked_prompt`).
 
-    Per full chunk its attention's compute ``cc_i`` and ``a_i = max(cc_i, KV read)``
-    (ms, :func:`planner.roofline.chunk_attention_parts_array_ms`; both nondecreasing in
-    ``i``: later chunks attend to more context), with ``prefix_ms[i] = a_0 + .. +
-    a_{i-1}``; the tail's (compute, KV read) parts. :func:`chunked_ttft_ms` turns it into
-    a TTFT at a decode batch (:class:`planner.roofline.MixedSteps`), so a search over
-    batches prices each prompt's chunks once (:func:`chunked_prompt`)."""
+    The full chunks' attention: compute ``cc_i`` and ``a_i = max(cc_i, cm_i)`` with
+    ``cm_i`` the KV read (ms), both nondecreasing in ``i`` (later chunks attend to more
+    context). Without sliding windows both are linear in ``i``
+    (:func:`planner.roofline.chunk_attention_linear_ms`): ``linear = (cc_0, d_cc, cm_0,
+    d_cm)``, and the counts and sums below are closed forms; otherwise ``arrays`` holds
+    ``(cc, a)`` (:func:`planner.roofline.chunk_attention_parts_array_ms`) with the prefix
+    sums of ``a``."""
 
     chunks: int
     budget_tokens: float
-    compute_ms: np.ndarray  # cc_i of the full chunks
-    attention_ms: np.ndarray  # a_i = max(cc_i, KV read) of the full chunks
-    attention_list: list[float]  # attention_ms as floats (bisection)
-    compute_list: list[float]
-    prefix_ms: list[float]  # len chunks: prefix_ms[i] = sum of attention_ms[:i]
     tail_tokens: float
     tail_compute_ms: float
     tail_memory_ms: float
+    linear: tuple[float, float, float, float] | None = None
+    arrays: tuple[np.ndarray, np.ndarray, list[float], list[float]] | None = None
+
+    def below(self, ms: float) -> int:
+        """How many full chunks have ``a_i < ms`` (the first ones: ``a`` grows)."""
+        m = self.chunks - 1
+        if self.linear is None:
+            assert self.arrays is not None
+            return bisect.bisect_left(self.arrays[2], ms)
+        cc0, dcc, cm0, dcm = self.linear
+        return min(_count_below(cc0, dcc, ms, m), _count_below(cm0, dcm, ms, m))
+
+    def attention_sum_ms(self, lo: int, hi: int) -> float:
+        """``a_lo + .. + a_{hi-1}`` (ms)."""
+        if hi <= lo:
+            return 0.0
+        if self.linear is None:
+            assert self.arrays is not None
+            prefix = self.arrays[3]
+            return prefix[hi] - prefix[lo]
+        cc0, dcc, cm0, dcm = self.linear
+        e0, de = cc0 - cm0, dcc - dcm  # cc_i - cm_i, linear: one crossing at most
+        if de == 0:
+            return _linear_sum(cc0, dcc, lo, hi) if e0 >= 0 else _linear_sum(cm0, dcm, lo, hi)
+        if de > 0:  # cm first, then cc from the first i with e_i >= 0
+            t = min(max(math.ceil(-e0 / de), lo), hi)
+            return _linear_sum(cm0, dcm, lo, t) + _linear_sum(cc0, dcc, t, hi)
+        t = min(max(math.floor(-e0 / de) + 1, lo), hi)  # cc while e_i >= 0, then cm
+        return _linear_sum(cc0, dcc, lo, t) + _linear_sum(cm0, dcm, t, hi)
+
+    def compute_at_ms(self, i: int) -> float:
+        """``cc_i`` (ms)."""
+        if self.linear is None:
+            assert self.arrays is not None
+            return float(self.arrays[0][i])
+        return self.linear[0] + i * self.linear[1]
+
+    def full_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cc, a)`` of the full chunks as arrays (ms)."""
+        if self.linear is None:
+            assert self.arrays is not None
+            return self.arrays[0], self.arrays[1]
+        cc0, dcc, cm0, dcm = self.linear
+        i = np.arange(self.chunks - 1, dtype=float)
+        cc = cc0 + i * dcc
+        return cc, np.maximum(cc, cm0 + i * dcm)
+
+
+def _count_below(first: float, step: float, ms: float, count: int) -> int:
+    """How many of ``first + i step`` (``i < count``, ``step >= 0``) are below ``ms``."""
+    if first >= ms:
+        return 0
+    if step <= 0:
+        return count
+    return min(math.ceil((ms - first) / step), count)
+
+
+def _linear_sum(first: float, step: float, lo: int, hi: int) -> float:
+    """``sum_{i=lo}^{hi-1} (first + i step)``, closed form; 0 when ``hi <= lo``."""
+    n = hi - lo
+    return n * first + step * (lo + hi - 1) * n / 2.0 if n > 0 else 0.0
 
 
 def chunked_prompt(
     replica: rl.Replica, prompt_tokens: float, budget_tokens: int, cached: float
 ) -> ChunkedPrompt | None:
     """The :class:`ChunkedPrompt` of a prompt of ``prompt_tokens`` with ``cached``
-    tokens already in the KV cache, in chunks of ``budget_tokens`` (one vectorized
-    attention pricing of its full chunks, one of its tail); None when nothing is left
-    to prefill (TTFT 0)."""
+    tokens already in the KV cache, in chunks of ``budget_tokens`` (its tail's attention
+    parts, and its full chunks' as a line or, with sliding windows, arrays); None when
+    nothing is left to prefill (TTFT 0)."""
     new = max(prompt_tokens - cached, 0.0)
     if new <= 0:
         return None
     k = math.ceil(new / budget_tokens)
     last = new - (k - 1) * budget_tokens
     tail_cc, tail_cm = rl.chunk_attention_parts_ms(replica, last, cached + (k - 1) * budget_tokens)
+    if k == 1:
+        return ChunkedPrompt(1, float(budget_tokens), last, tail_cc, tail_cm)
+    line = rl.chunk_attention_linear_ms(replica, budget_tokens)
+    if line is not None:
+        c0, c_slope, m0, m_slope = line
+        linear = (
+            c0 + cached * c_slope,
+            budget_tokens * c_slope,
+            m0 + cached * m_slope,
+            budget_tokens * m_slope,
+        )
+        return ChunkedPrompt(k, float(budget_tokens), last, tail_cc, tail_cm, linear=linear)
     starts = cached + budget_tokens * np.arange(k - 1, dtype=float)
     cc, cm = rl.chunk_attention_parts_array_ms(replica, float(budget_tokens), starts)
     attn = np.maximum(cc, cm)
-    prefix = [0.0, *np.cumsum(attn).tolist()]
-    return ChunkedPrompt(
-        k,
-        float(budget_tokens),
-        cc,
-        attn,
-        attn.tolist(),
-        cc.tolist(),
-        prefix,
-        last,
-        tail_cc,
-        tail_cm,
-    )
+    arrays = (cc, attn, attn.tolist(), [0.0, *np.cumsum(attn).tolist()])
+    return ChunkedPrompt(k, float(budget_tokens), last, tail_cc, tail_cm, arrays=arrays)
 
 
 def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> float:
@@ -106,26 +167,31 @@ def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> flo
     attention (``max(compute, KV read)``/compute) at the step's batch and context.
 
     Closed form: ``a_i`` is nondecreasing, so the chunks with ``a_i < a_d`` are the
-    first ``j`` (bisection) and the sum is ``j a_d + (1 - o) A_j + (A_m - A_j) +
-    (m - j)(1 - o) a_d`` (``A`` the prefix sums) whenever the ``dc + cc_i`` floor binds
+    first ``j`` (:meth:`ChunkedPrompt.below`) and the sum is ``j a_d + (1 - o) A[0, j)
+    + A[j, m) + (m - j)(1 - o) a_d`` (``A`` sums of ``a_i``,
+    :meth:`ChunkedPrompt.attention_sum_ms`) whenever the ``dc + cc_i`` floor binds
     nowhere, which holds when ``a_d - dc >= o cc_{j-1}`` (for ``i < j``: the step's
     attention minus ``dc + cc_i`` is at least ``a_d - dc - o cc_i``, and ``cc`` is
-    nondecreasing) and ``(1 - o) a_d >= dc`` (for ``i >= j``) - a bandwidth-bound
+    nondecreasing) and ``(1 - o) a_d >= dc`` (for ``i >= j``): a bandwidth-bound
     decode attention. Otherwise (compute-bound decode attention: MLA, many draft
     queries) the sum over the chunk arrays (numpy)."""
     m = prompt.chunks - 1
     if m <= 0:
         return 0.0
     a_d, dc, omo = steps.decode_attention_ms, steps.decode_compute_ms, steps.one_minus_overlap
-    j = bisect.bisect_left(prompt.attention_list, a_d)
-    if (j == 0 or a_d - dc >= (1.0 - omo) * prompt.compute_list[j - 1]) and (
+    j = prompt.below(a_d)
+    if (j == 0 or a_d - dc >= (1.0 - omo) * prompt.compute_at_ms(j - 1)) and (
         j == m or omo * a_d >= dc
     ):
-        pre = prompt.prefix_ms
-        return j * a_d + omo * pre[j] + (pre[m] - pre[j]) + (m - j) * omo * a_d
-    a = prompt.attention_ms
+        return (
+            j * a_d
+            + omo * prompt.attention_sum_ms(0, j)
+            + prompt.attention_sum_ms(j, m)
+            + (m - j) * omo * a_d
+        )
+    cc, a = prompt.full_arrays()
     attn = np.maximum(a_d, a) + omo * np.minimum(a_d, a)
-    return float(np.maximum(attn, dc + prompt.compute_ms).sum())
+    return float(np.maximum(attn, dc + cc).sum())
 
 
 def chunked_ttft_ms(prompt: ChunkedPrompt | None, steps: rl.MixedSteps) -> float:

@@ -17,6 +17,7 @@ Every name is importable from ``planner.roofline`` itself.
 
 from planner.roofline.chunks import (
     MixedSteps,
+    chunk_attention_linear_ms,
     chunk_attention_parts_array_ms,
     chunk_attention_parts_ms,
     chunk_compute_ms,
@@ -86,6 +87,7 @@ __all__ = [
     "build_replica",
     "check_memory_fit",
     "check_speculation",
+    "chunk_attention_linear_ms",
     "chunk_attention_parts_array_ms",
     "chunk_attention_parts_ms",
     "chunk_compute_ms",

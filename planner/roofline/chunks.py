@@ -192,6 +192,25 @@ def chunk_attention_parts_ms(
     return replica.coefficients.chunk_attention_parts_ms(chunk_tokens, start_tokens)
 
 
+def chunk_attention_linear_ms(
+    replica: Replica, chunk_tokens: float
+) -> tuple[float, float, float, float] | None:
+    """:func:`chunk_attention_parts_ms` of a chunk of ``chunk_tokens`` as lines in its
+    start context ``s`` (tokens), for replicas without sliding-window layers (nor a
+    draft model's cache): ``(cc_0, cc', cm_0, cm')`` (ms, ms per token) with
+
+    ``compute(s) = cc_0 + s cc' = prefill_attn_per_ctx x L x T (s + T / 2) / F_attn``
+    (``span(s + T) - span(s)`` with ``span(x) = L x^2 / 2``, ``L`` the layers) and
+    ``KV read(s) = cm_0 + s cm' = kv_per_token (s + T) / W_eff``. None with sliding
+    windows (both are then piecewise)."""
+    c = replica.coefficients
+    if c.windowed_layers or c.kv_windowed_held or c.draft is not None:
+        return None
+    per = c.prefill_attn_per_ctx * c.full_layers * chunk_tokens / c.f_attn_per_ms
+    kv = (c.kv_full_held + c.draft_kv_held) / c.w_per_ms
+    return per * chunk_tokens / 2.0, per, kv * chunk_tokens, kv
+
+
 def chunk_attention_parts_array_ms(
     replica: Replica, chunk_tokens: float, starts_tokens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
