@@ -95,6 +95,11 @@ class ChunkedPrompt:
         t = min(max(math.floor(-e0 / de) + 1, lo), hi)  # cc while e_i >= 0, then cm
         return _linear_sum(cc0, dcc, lo, t) + _linear_sum(cm0, dcm, t, hi)
 
+    @functools.cached_property
+    def attention_total_ms(self) -> float:
+        """``a_0 + .. + a_{m-1}`` over all full chunks (ms; computed once)."""
+        return self.attention_sum_ms(0, self.chunks - 1)
+
     def compute_at_ms(self, i: int) -> float:
         """``cc_i`` (ms)."""
         if self.linear is None:
@@ -179,16 +184,25 @@ def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> flo
     if m <= 0:
         return 0.0
     a_d, dc, omo = steps.decode_attention_ms, steps.decode_compute_ms, steps.one_minus_overlap
-    j = prompt.below(a_d)
-    if (j == 0 or a_d - dc >= (1.0 - omo) * prompt.compute_at_ms(j - 1)) and (
-        j == m or omo * a_d >= dc
-    ):
-        return (
-            j * a_d
-            + omo * prompt.attention_sum_ms(0, j)
-            + prompt.attention_sum_ms(j, m)
-            + (m - j) * omo * a_d
-        )
+    line = prompt.linear
+    if line is not None:  # below() and compute_at_ms() inline: screening's inner loop
+        cc0, dcc, cm0, dcm = line
+        if cc0 >= a_d or cm0 >= a_d:
+            j = 0
+        else:
+            j = m
+            if dcc > 0:
+                j = min(j, math.ceil((a_d - cc0) / dcc))
+            if dcm > 0:
+                j = min(j, math.ceil((a_d - cm0) / dcm))
+        cc_below = cc0 + (j - 1) * dcc
+    else:
+        j = prompt.below(a_d)
+        cc_below = prompt.compute_at_ms(j - 1) if j else 0.0
+    if (j == 0 or a_d - dc >= (1.0 - omo) * cc_below) and (j == m or omo * a_d >= dc):
+        total = prompt.attention_total_ms
+        below = 0.0 if j == 0 else total if j == m else prompt.attention_sum_ms(0, j)
+        return j * a_d + omo * below + (total - below) + (m - j) * omo * a_d
     cc, a = prompt.full_arrays()
     attn = np.maximum(a_d, a) + omo * np.minimum(a_d, a)
     return float(np.maximum(attn, dc + cc).sum())

@@ -199,6 +199,7 @@ def _screen_config(
     }
     steps_at = functools.cache(lambda b: rl.MixedSteps(replica, b, fig.decode_context_tokens))
 
+    @functools.cache
     def service_at(b: int, p: float) -> float:
         return chunked_ttft_ms(prompts[p], steps_at(b))
 
@@ -222,7 +223,7 @@ def _screen_config(
     step = step_at(b)
 
     def service_agg(p: float) -> float:
-        return chunked_ttft_ms(prompts[p], steps_at(b))
+        return service_at(b, p)
 
     mean, cv2 = _expect(fig, service_agg)
     mean += reload_mean_ms
