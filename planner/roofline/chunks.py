@@ -175,7 +175,7 @@ class MixedSteps:
     def step_ms(self, chunk_tokens: float, chunk_start_tokens: float) -> float:
         """The mixed step carrying a chunk of ``chunk_tokens`` after
         ``chunk_start_tokens`` cached tokens (ms): ``fixed_ms(T) + attention_ms(cc, cm)``,
-        equal to :func:`mixed_step_ms` (to rounding; tests/test_roofline.py)."""
+        equal to :func:`mixed_step_ms` (to rounding; tests/test_chunk_steps.py)."""
         return self.fixed_ms(chunk_tokens) + self.attention_ms(
             *self.coefficients.chunk_attention_parts_ms(chunk_tokens, chunk_start_tokens)
         )
