@@ -100,7 +100,7 @@ def test_chunked_ttft_equals_the_loop_and_the_simulator(name: str) -> None:
         assert got == pytest.approx(sim, rel=1e-12)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
     name=st.sampled_from(sorted(REPLICAS)),
     prompt=st.floats(1.0, 200_000.0),
@@ -121,7 +121,8 @@ def test_closed_form_is_the_per_chunk_loop(name, prompt, hit, budget, batch, ctx
 
 def test_both_branches_of_the_closed_form_are_taken_and_exact() -> None:
     """Bandwidth-bound decode attention (GQA) takes the closed form, compute-bound
-    (MLA's absorbed decode) the array sum; the closed form equals the array sum."""
+    (MLA's absorbed decode, where the dc + cc floor binds) the sum of upper envelopes of
+    lines; both equal the sum over the chunk arrays."""
     dense = REPLICAS["dense-tp"]
     mla = REPLICAS["mla-ep"]
     for replica, closed in ((dense, True), (mla, False)):
@@ -234,3 +235,21 @@ def test_floor_is_tight_for_a_bandwidth_bound_batch_of_one() -> None:
     for new in (300.0, 5_000.0, 40_000.0):
         got = fast_chunked_ttft_ms(replica, new, 1024, 1, 2_000.0, 0.0)
         assert 0.97 * got < chunked_ttft_floor_ms(steps, new, 1024) <= got
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(st.floats(-100.0, 100.0), st.floats(-5.0, 5.0)), min_size=1, max_size=3
+    ),
+    lo=st.integers(0, 50),
+    n=st.integers(0, 80),
+)
+def test_sum_of_the_upper_envelope_of_lines(lines, lo, n) -> None:
+    """The closed form behind the compute-bound branch: a sum over an integer range of
+    the largest of a few lines, against the brute-force sum."""
+    from planner.candidates.chunking import _sum_max_lines
+
+    brute = sum(max(f + i * s for f, s in lines) for i in range(lo, lo + n))
+    got = _sum_max_lines(tuple(lines), lo, lo + n)
+    assert got == pytest.approx(brute, rel=1e-9, abs=1e-9)

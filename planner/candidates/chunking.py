@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,6 +134,28 @@ def _linear_sum(first: float, step: float, lo: int, hi: int) -> float:
     return n * first + step * (lo + hi - 1) * n / 2.0 if n > 0 else 0.0
 
 
+def _sum_max_lines(lines: tuple[tuple[float, float], ...], lo: int, hi: int) -> float:
+    """``sum_{i=lo}^{hi-1} max_k (first_k + i step_k)`` over a few lines, closed form: the
+    range is cut where two lines cross (at most one crossing a pair), and on each piece
+    the line on top at its middle is summed (:func:`_linear_sum`); 0 when ``hi <= lo``."""
+    if hi <= lo:
+        return 0.0
+    cuts = {lo, hi}
+    for k, (f1, s1) in enumerate(lines):
+        for f2, s2 in lines[k + 1 :]:
+            if s1 != s2:
+                x = math.ceil((f2 - f1) / (s1 - s2))
+                if lo < x < hi:
+                    cuts.add(x)
+    total = 0.0
+    edges = sorted(cuts)
+    for a, b in itertools.pairwise(edges):
+        mid = (a + b - 1) / 2.0
+        first, step = max(lines, key=lambda ln: ln[0] + mid * ln[1])
+        total += _linear_sum(first, step, a, b)
+    return total
+
+
 def chunked_prompt(
     replica: rl.Replica, prompt_tokens: float, budget_tokens: int, cached: float
 ) -> ChunkedPrompt | None:
@@ -179,7 +202,9 @@ def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> flo
     attention minus ``dc + cc_i`` is at least ``a_d - dc - o cc_i``, and ``cc`` is
     nondecreasing) and ``(1 - o) a_d >= dc`` (for ``i >= j``): a bandwidth-bound
     decode attention. Otherwise (compute-bound decode attention: MLA, many draft
-    queries) the sum over the chunk arrays (numpy)."""
+    queries) each side of ``j`` is a sum of the upper envelope of lines in ``i``
+    (:func:`_sum_max_lines`) when the chunks' parts are lines, and a numpy sum over the
+    chunk arrays with sliding windows."""
     m = prompt.chunks - 1
     if m <= 0:
         return 0.0
@@ -203,6 +228,12 @@ def full_chunks_attention_ms(prompt: ChunkedPrompt, steps: rl.MixedSteps) -> flo
         total = prompt.attention_total_ms
         below = 0.0 if j == 0 else total if j == m else prompt.attention_sum_ms(0, j)
         return j * a_d + omo * below + (total - below) + (m - j) * omo * a_d
+    if line is not None:  # the floor binds somewhere: upper envelopes of lines
+        # i < j (a_i < a_d): max(a_d + (1 - o) cc_i, a_d + (1 - o) cm_i, dc + cc_i);
+        # i >= j: max(cc_i + max((1 - o) a_d, dc), cm_i + (1 - o) a_d)
+        below_lines = ((a_d + omo * cc0, omo * dcc), (a_d + omo * cm0, omo * dcm), (dc + cc0, dcc))
+        above_lines = ((cc0 + max(omo * a_d, dc), dcc), (cm0 + omo * a_d, dcm))
+        return _sum_max_lines(below_lines, 0, j) + _sum_max_lines(above_lines, j, m)
     cc, a = prompt.full_arrays()
     attn = np.maximum(a_d, a) + omo * np.minimum(a_d, a)
     return float(np.maximum(attn, dc + cc).sum())
