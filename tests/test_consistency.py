@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
+from planner.candidates import screen
+from planner.candidates.chunking import chunked_ttft_ms
 from planner.sensitivity import sensitivity
 from planner.service import make_plan
 from planner.simulate import verify as sv
@@ -388,12 +390,14 @@ def test_issue_11_a_corrected_family_does_not_make_without_gpu_x_cheaper():
         assert cost is None or cost >= _total(plan) * (1 - SLACK), name
 
 
-def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas():
+def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas(monkeypatch):
     """A miss whose latency stays put after its family was derated (the pools grew) is a
     service-time floor: the family is excluded (factor 0, its candidates rejected), not
-    derated again, and the stop reason says so. The end-to-end half rests on the known
-    screening/simulation TTFT gap of long chunked prompts on GB200 (KNOWN_CORRECTIONS in
-    tests/test_simulate_verify.py): when that gap is closed, plan a floor another way."""
+    derated again, and the stop reason says so. End to end, a screening that prices long
+    chunked prompts 10% under what the simulation runs (as it did before chunks were
+    priced as mixed steps) plans an agent class on GB200 whose p90 prompt's prefill
+    alone is over the TTFT SLO in simulation: more replicas cannot fix it. With the
+    screening's own pricing the same request verifies as planned."""
     fc = FamilyCorrection(
         class_name="agent",
         role="aggregated",
@@ -426,6 +430,11 @@ def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas():
         "slo": {"ttft_ms": 800, "tpot_ms": 40, "percentile": 90},
         "candidates": {"modes": ["aggregated"], "dtypes": ["fp8"], "gpus": ["gb200-per-gpu"]},
     }
+    plan = make_plan(doc, CAT, alternatives=False, verify=True)
+    assert plan.verification.passed and plan.verification.correction is None
+    monkeypatch.setattr(
+        screen, "chunked_ttft_ms", lambda prompt, steps: 0.9 * chunked_ttft_ms(prompt, steps)
+    )
     plan = make_plan(doc, CAT, alternatives=False, verify=True)
     corr = plan.verification.correction
     assert corr is not None and "excluded at its latency floor" in corr.note

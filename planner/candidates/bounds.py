@@ -25,13 +25,13 @@ context; ``b / decode_step(b)`` grows with ``b``: what :func:`largest_batch` and
   ``decode_rps(b) = b a / (G step(b)) <= b / (G decode_step(b)) x a
   <= b_dec / (G tpot_dec)`` (requests/s; ``tpot_dec`` = the decode step per output
   token at ``b_dec``);
-* prefill: a prompt of ``P`` tokens with ``P h`` cached takes
-  ``n = ceil(P (1 - h) / T)`` chunks of at least one step each, and a step is no
-  shorter than at batch 1 with the chunk's context at ``h = 0`` (``P / 2``) when the
-  class has sessions (its nominal context otherwise); ``n`` only falls as ``h``
-  rises, and reloading prefixes from a host tier only adds, so
-  ``prefill_rps(b) <= 1000 / (E[n(P, nominal)] x step_min)`` (requests/s; ``E`` over
-  the prompt's quadrature nodes).
+* prefill: a prompt of ``P`` tokens with ``P h`` cached takes the mixed steps of its
+  ``ceil(P (1 - h) / T)`` chunks, no shorter in sum than
+  :func:`planner.candidates.chunking.chunked_ttft_floor_ms` of its ``P (1 - h)`` new
+  tokens at batch 1 (for any batch and start context), which only grows as ``h``
+  falls; reloading prefixes from a host tier only adds, so
+  ``prefill_rps(b) <= 1000 / E[floor(P (1 - nominal))]`` (requests/s; ``E`` over the
+  prompt's quadrature nodes).
 
 Hence ``usd_per_rps >= cost / max(min(decode bound, prefill bound) x risk_derate,
 1e-12)``: the floor. A configuration the floor does not skip gets a tighter one before
@@ -67,6 +67,7 @@ import math
 
 from planner import kernels as kn
 from planner import roofline as rl
+from planner.candidates.chunking import chunked_ttft_floor_ms
 from planner.candidates.model import KEEP_PER_GPU, Candidate, ClassFigures, Rejection
 from planner.candidates.prune import dominates
 from planner.capacity import largest_batch
@@ -92,11 +93,11 @@ def aggregated_usd_per_rps_floor(
 ) -> float | None:
     """A floor on the cost per request/s ($/h per rps) of every candidate screening an
     aggregated configuration could give (see the module docstring for the proof):
-    ``cost / max(min(b_dec / (G tpot_dec / 1000), 1000 / (E[n] step_min)) x
+    ``cost / max(min(b_dec / (G tpot_dec / 1000), 1000 / E[prefill_min]) x
     risk_derate, 1e-12)``, with ``decode = (b_dec, tpot_dec ms)`` the replica's
-    decode-only slots (:func:`planner.capacity.decode_slots` at the class's TPOT SLO),
-    ``n = ceil(P (1 - h) / T)`` chunks of a prompt of ``P`` tokens at the nominal hit
-    rate ``h`` and ``step_min`` (ms) a mixed step at batch 1. None when screening
+    decode-only slots (:func:`planner.capacity.decode_slots` at the class's TPOT SLO)
+    and ``prefill_min`` (ms) :func:`chunked_ttft_floor_ms` of a prompt of ``P`` tokens
+    at the nominal hit rate ``h`` at batch 1. None when screening
     rejects the configuration at once (no decode slots, or a mixed step at batch 1
     over the TPOT SLO): then it is screened, to keep its rejection.
 
@@ -114,13 +115,6 @@ def aggregated_usd_per_rps_floor(
     )
     if kn.effective_tpot_ms(step_nominal, a) > slo.tpot_ms:
         return None  # screening's tpot_unreachable
-    step_min = (
-        rl.mixed_step_ms(
-            replica, 1, fig.decode_context_tokens, budget_tokens, fig.prompt_mean_tokens / 2.0
-        )
-        if has_sessions(cls, fig)
-        else step_nominal
-    )
     b_dec, tpot_dec_ms = decode
     decode_rps = b_dec / (fig.output_mean_tokens * tpot_dec_ms / 1000.0)
     if mixed_slots:
@@ -137,11 +131,12 @@ def aggregated_usd_per_rps_floor(
                 decode_rps, kn.decode_tokens_per_s(b0, step0(b0), a) / fig.output_mean_tokens
             )
     h = fig.prefix_hit_rate
-    chunks = sum(
-        w * math.ceil(max(p - p * h, 0.0) / budget_tokens)
+    steps = rl.MixedSteps(replica, 1, fig.decode_context_tokens)
+    prefill_ms = sum(
+        w * chunked_ttft_floor_ms(steps, max(p - p * h, 0.0), budget_tokens)
         for p, w in zip(fig.prompt_nodes_tokens, fig.prompt_weights, strict=True)
     )
-    prefill_rps = 1000.0 / (chunks * step_min) if chunks > 0 and step_min > 0 else math.inf
+    prefill_rps = 1000.0 / prefill_ms if prefill_ms > 0 else math.inf
     return cost_usd_per_hour / max(min(decode_rps, prefill_rps) * risk_derate, 1e-12)
 
 

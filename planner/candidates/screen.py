@@ -191,15 +191,17 @@ def _screen_config(
             f"output token at batch 1, over the TPOT SLO {slo.tpot_ms:g} ms",
         )
     b_tpot = min(best[0], batch_cap) if batch_cap else best[0]
-    # each prompt's chunk computes do not depend on the batch: priced once here, then
-    # only the step changes (chunked_ttft_ms(chunked_prompt(..)) = fast_chunked_ttft_ms)
+    # each prompt's chunk attention does not depend on the batch: priced once here, then
+    # only the steps change (chunked_ttft_ms(chunked_prompt(..)) = fast_chunked_ttft_ms)
     prompts = {
         p: chunked_prompt(replica, p, budget, p * h)
         for p in (*fig.prompt_nodes_tokens, fig.prompt_q_tokens)
     }
+    steps_at = functools.cache(lambda b: rl.MixedSteps(replica, b, fig.decode_context_tokens))
 
+    @functools.cache
     def service_at(b: int, p: float) -> float:
-        return chunked_ttft_ms(prompts[p], step_at(b))
+        return chunked_ttft_ms(prompts[p], steps_at(b))
 
     def decode_rps(b: int) -> float:
         # B x a / (G x step): a tokens per sequence and step with speculation
@@ -221,7 +223,7 @@ def _screen_config(
     step = step_at(b)
 
     def service_agg(p: float) -> float:
-        return chunked_ttft_ms(prompts[p], step)
+        return service_at(b, p)
 
     mean, cv2 = _expect(fig, service_agg)
     mean += reload_mean_ms
