@@ -491,7 +491,13 @@ def _verification(plan: Mapping[str, Any]) -> list[str]:
         out.append(f"  {where}{_s(c.get('name'))}: {_s(c.get('verdict'))}")
     corr = _map(v.get("correction"))
     if corr:
-        out.append(f"  Corrected: {_s(corr.get('note'))}")
+        kept = "Correction tried, original kept" if corr.get("kept") == "original" else "Corrected"
+        out.append(f"  {kept}: {_s(corr.get('note'))}")
+        for f in map(_map, _list(corr.get("tried_corrections"))):
+            out.append(
+                f"    tried, not applied: {_s(f.get('class'))} {_s(f.get('role'))} on "
+                f"{_s(f.get('gpu'))} {_s(f.get('side'))} curve x{f.get('factor', 1.0):.3f}"
+            )
     fixes = [_map(f) for f in _list(v.get("corrections"))]
     if fixes:
         out.append(
