@@ -135,7 +135,9 @@ def test_a_costlier_correction_that_attains_no_more_is_not_kept():
         (0, 944.32, True),
         (1, 1125.92, False),
     ]
-    assert "correction tried" in fix.note and "$1,125.92/h" in fix.note
+    assert (
+        "correction tried" in fix.note and "$1,125.92/h (solved with agent aggregated" in fix.note
+    )
     assert "agent 89.1% vs 89.1% (target 90%)" in fix.note
     assert "the original plan is kept" in fix.note and "no feasible pool" in fix.note
     assert "$944.32/h plan is kept" in ver.summary and "$1,125.92/h" in ver.summary

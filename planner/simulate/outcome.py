@@ -74,6 +74,13 @@ def attainments(ver: Verification, other: Verification | None = None) -> str:
     return ", ".join(parts)
 
 
+def _families(corrections: list[FamilyCorrection]) -> str:
+    """'class role on GPU side xfactor, ...' for corrections."""
+    return ", ".join(
+        f"{c.class_name} {c.role} on {c.gpu} {c.side} x{c.factor:.3g}" for c in corrections
+    )
+
+
 def correction_record(
     tried: list[Tried],
     kept: Tried,
@@ -105,9 +112,7 @@ def correction_record(
         "kept": "corrected" if kept.round else "original",
     }
     if len(tried) == 1:
-        shown = ", ".join(
-            f"{c.class_name} {c.role} on {c.gpu} {c.side} x{c.factor:.3g}" for c in dropped
-        )
+        shown = _families(dropped)
         return Correction(
             **record,
             cost_usd_per_hour=None,
@@ -115,6 +120,7 @@ def correction_record(
             "and misses as stated" + (f" (the simulation asked for {shown})" if shown else ""),
         )
     best = kept if kept.round else best_tried(tried[1:])
+    fresh = [c for k, c in sorted(best.corrections.items()) if tried[0].corrections.get(k) is not c]
     last = tried[-1]
     fams = len([c for c in best.corrections.values() if c.learned == "this plan"])
     head = (
@@ -138,7 +144,9 @@ def correction_record(
         head = f"the solved plan missed ({first.summary}); "
         note = (
             f"correction tried ({n} re-solve{'s' if n > 1 else ''}, stopped: {why}): "
-            f"${best.cost_usd_per_hour:,.2f}/h, attainment {attainments(best.ver, first)}; "
+            f"${best.cost_usd_per_hour:,.2f}/h"
+            + (f" (solved with {_families(fresh)})" if fresh else "")
+            + f", attainment {attainments(best.ver, first)}; "
             f"no better than the original at {was}, so the original plan is kept"
             + (
                 f" with the {len(kept.corrections)} inherited correction"
