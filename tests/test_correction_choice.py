@@ -205,6 +205,8 @@ def test_a_tie_in_attainment_keeps_the_cheaper_plan():
     re-solve (a correction may also find a cheaper fleet)."""
     _plan, (kept, ver, _, _) = run([(900.0, 0.8908, 815.0)])
     assert kept.cost_usd_per_hour == 900.0 and ver.correction.kept == "corrected"
+    assert "it attains as much (at the 0.1% shown) and costs less" in ver.correction.note
+    assert "costs less, agent 89.1% vs 89.1%" in ver.summary
 
 
 def test_inherited_corrections_stay_those_of_a_kept_original():

@@ -74,6 +74,13 @@ def attainments(ver: Verification, other: Verification | None = None) -> str:
     return ", ".join(parts)
 
 
+def kept_because(kept: Tried, original: Tried) -> str:
+    """Why a corrected plan that still misses is kept over the original, in words."""
+    if attainment_rank(kept.ver) > attainment_rank(original.ver):
+        return "it attains more"
+    return "it attains as much (at the 0.1% shown) and costs less"
+
+
 def _families(corrections: list[FamilyCorrection]) -> str:
     """'class role on GPU side xfactor, ...' for corrections."""
     return ", ".join(
@@ -137,8 +144,8 @@ def correction_record(
         which = "the corrected plan" if kept is last else f"the plan of re-solve {kept.round}"
         note = (
             f"{which} still misses after {n} re-solve{'s' if n > 1 else ''} (stopped: {why}) "
-            f"at ${kept.cost_usd_per_hour:,.2f}/h (was {was}); it is kept because it attains "
-            f"more: {attainments(kept.ver, first)}"
+            f"at ${kept.cost_usd_per_hour:,.2f}/h (was {was}); it is kept because "
+            f"{kept_because(kept, tried[0])}: {attainments(kept.ver, first)}"
         )
     else:
         head = f"the solved plan missed ({first.summary}); "

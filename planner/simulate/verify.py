@@ -47,7 +47,14 @@ from catalog.schema import Catalog
 from planner.candidates import Candidate, Screening, attach_capacity, prune_by_cost_curves
 from planner.errors import PlanningError
 from planner.request import ResolvedRequest, VerifySpec, resolve_request
-from planner.simulate.outcome import Key, Tried, attainments, best_tried, correction_record
+from planner.simulate.outcome import (
+    Key,
+    Tried,
+    attainments,
+    best_tried,
+    correction_record,
+    kept_because,
+)
 from planner.simulate.results import (
     ClassSimulation,
     ClassVerification,
@@ -462,7 +469,7 @@ def correct(
     if kept.round and not kept.ver.passed:
         kept.ver.summary += (
             f"; the corrected plan is kept (${kept.cost_usd_per_hour:,.2f}/h, was "
-            f"${plan.cost_usd_per_hour or 0:,.2f}/h): it attains more, "
+            f"${plan.cost_usd_per_hour or 0:,.2f}/h): {kept_because(kept, tried[0])}, "
             f"{attainments(kept.ver, first)}"
         )
     elif not kept.round and len(tried) > 1:
