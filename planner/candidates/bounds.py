@@ -216,7 +216,7 @@ def mixed_tpot_rejection(
 
 
 def aggregated_rejected_at_once(
-    cls: ResolvedClass, fig: ClassFigures, replica: rl.Replica, budget: int
+    cls: ResolvedClass, fig: ClassFigures, replica: rl.Replica, budget: int, b_mem: int
 ) -> tuple[Rejection | None, float | None]:
     """(the rejection, None) when screening an aggregated configuration would reject it
     for its TPOT at batch 1, else (None, that mixed step in ms, when computed), without
@@ -227,8 +227,10 @@ def aggregated_rejected_at_once(
     the TPOT SLO: a class with sessions is screened at the nominal rate first
     (:func:`planner.candidates.sessions.effective_hit_rate`), rejected there, and that
     rejection (its figures ``fig.at_hit(nominal)``, the same floats as ``fig``) is the
-    outcome (the capped batches are not tried when the full one keeps every hit)."""
-    if rl.max_resident_batch(replica, fig.decode_context_tokens) < 1:
+    outcome (the capped batches are not tried when the full one keeps every hit).
+    ``b_mem``: :func:`planner.roofline.max_resident_batch` of the replica at the class's
+    decode context (the same for every chunk budget: the caller's, once)."""
+    if b_mem < 1:
         return None, None
     step1 = rl.mixed_step_ms(
         replica, 1, fig.decode_context_tokens, budget, fig.chunk_context_tokens

@@ -105,7 +105,10 @@ def _screen_config(
     spec_label = speculative_label(replica)
     # output tokens per engine step and sequence: the acceptance length with speculation
     a = kn.tokens_per_verification_step(replica.speculative)
-    b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
+    # KV-limited batch: decode and aggregated pools only (a prefill pool holds no batch)
+    b_mem = (
+        rl.max_resident_batch(replica, fig.decode_context_tokens) if role != PoolRole.PREFILL else 0
+    )
     cand = Candidate(
         class_name=cls.name,
         config=PoolConfig(
@@ -523,6 +526,7 @@ def _screen_gpu(
                     else None
                 )
                 if skip_by_floor and role == PoolRole.AGGREGATED:
+                    b_mem = rl.max_resident_batch(role_replica, fig.decode_context_tokens)
                     slots_of[id(role_replica)] = slots
                     # the decode role's replica is this one (spec_replica): the same slots
                     known = (slots,)
@@ -534,7 +538,7 @@ def _screen_gpu(
                         if skip_by_floor and budget is not None:
                             # aggregated: rejected for TPOT at batch 1, without screening
                             at_once, step1 = aggregated_rejected_at_once(
-                                cls, fig, role_replica, budget
+                                cls, fig, role_replica, budget, b_mem
                             )
                             if at_once is not None:
                                 results.append((index, [at_once]))
