@@ -425,8 +425,9 @@ def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas(monkeypatc
     """A miss whose latency stays put after its family was derated (the pools grew) is a
     service-time floor: the family is excluded (factor 0, its candidates rejected), not
     derated again, and the stop reason says so. End to end, a screening that prices long
-    chunked prompts 30% under what the simulation runs (:func:`_optimistic_chunks`) plans an agent class on GB200 whose p90 prompt's prefill
-    alone is over the TTFT SLO in simulation: more replicas cannot fix it. With the
+    chunked prompts 30% under what the simulation runs (:func:`_optimistic_chunks`)
+    plans an agent class on GB200 whose p90 prompt's prefill alone is over the TTFT SLO
+    in simulation: more replicas cannot fix it. With the
     screening's own pricing the same request verifies as planned."""
     fc = FamilyCorrection(
         class_name="agent",
