@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
@@ -107,6 +107,7 @@ def test_an_infeasible_low_hit_region_moves_the_search_up() -> None:
     st.floats(1.01, 20.0),
     st.floats(1.0, 500.0),
 )
+@example(0.3125, 25.0, 26.56 / 25.0, 33.0)
 def test_effective_hit_rate_falls_with_think_time(
     nominal: float, think_s: float, longer: float, capacity: float
 ) -> None:
@@ -115,7 +116,11 @@ def test_effective_hit_rate_falls_with_think_time(
     long = ses.effective_hit_rate(
         nominal, Sessions(think_time_s=think_s * longer, turns=10), state_at
     )
-    assert 0.0 <= long <= short <= nominal
+    # to the search's resolution: each answer is a bisection point of its own bracket, so
+    # two nearby think times may land one step apart either way (hypothesis found nominal
+    # 0.3125, capacity 33, 25 s vs 26.56 s: 0.03688 -> 0.03745)
+    step = nominal / 2**ses.FIXED_POINT_STEPS
+    assert 0.0 <= long <= short + step and short <= nominal
 
 
 # --------------------------------------------------------------------------- plans
