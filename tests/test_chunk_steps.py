@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
@@ -245,6 +245,7 @@ def test_floor_is_tight_for_a_bandwidth_bound_batch_of_one() -> None:
     lo=st.integers(0, 50),
     n=st.integers(0, 80),
 )
+@example(lines=[(0.0, 5e-324), (1.0, 0.0)], lo=0, n=10)  # nearly parallel: crossing at inf
 def test_sum_of_the_upper_envelope_of_lines(lines, lo, n) -> None:
     """The closed form behind the compute-bound branch: a sum over an integer range of
     the largest of a few lines, against the brute-force sum."""

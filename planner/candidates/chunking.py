@@ -144,8 +144,8 @@ def _sum_max_lines(lines: tuple[tuple[float, float], ...], lo: int, hi: int) -> 
     for k, (f1, s1) in enumerate(lines):
         for f2, s2 in lines[k + 1 :]:
             if s1 != s2:
-                x = math.ceil((f2 - f1) / (s1 - s2))
-                if lo < x < hi:
+                at = (f2 - f1) / (s1 - s2)  # inf for nearly parallel lines: no crossing
+                if lo < at < hi and lo < (x := math.ceil(at)) < hi:
                     cuts.add(x)
     total = 0.0
     edges = sorted(cuts)
