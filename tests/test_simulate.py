@@ -103,11 +103,46 @@ def test_step_model_equals_the_cost_model(model, gpu, tp, dtype):
             for first in (0, count // 2, count - 1):
                 got = sm.chunk_steps_ms(batch, ctx, budget, count, last, cached, first)
                 assert got == pytest.approx(want[first:], rel=1e-12)
+                for steps in {1, min(2, count - first), (count - first + 1) // 2, count - first}:
+                    span = sm.chunks_ms(batch, ctx, budget, count, last, cached, first, steps)
+                    assert span == pytest.approx(sum(want[first : first + steps]), rel=1e-12)
     tokens = np.array([1.0, 100.0, 4096.0, 131072.0])
     assert sm.kv_bytes_array(tokens) == pytest.approx(
         [arch.kv_bytes_for_sequence(r.model, t, r.kv_dtype) for t in tokens], rel=1e-12
     )
     assert sm.prefill_ms(4000, 1000) == rl.prefill_ms(r, 4000, 1000)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "dtype"),
+    [
+        ("llama-3.1-8b", "h100-sxm5-80gb", 1, "fp8"),
+        ("llama-3.1-70b", "mi300x", 8, "fp8"),
+        ("llama-3.1-405b", "h100-sxm5-80gb", 8, "fp8"),
+    ],
+)
+def test_chunk_sums_in_closed_form_equal_the_steps(model, gpu, tp, dtype):
+    """StepModel.chunks_ms sums a prompt's full chunks in closed form (the step is a
+    convex, piecewise affine function of the chunk's index): equal to the sum of the cost
+    model's steps, over prompts whose chunks go from memory- to compute-bound and whose
+    attention crosses the decodes' (several affine pieces per prompt)."""
+    r = replica(model, gpu, tp, dtype)
+    sm = StepModel(r)
+    assert sm._closed
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        batch = int(rng.integers(0, 300))
+        ctx = float(rng.uniform(100.0, 120_000.0))
+        budget = int(rng.choice([64, 256, 512, 2048, 8192]))
+        new = float(rng.integers(1, 100_000))
+        cached = float(rng.choice([0.0, rng.uniform(0.0, 100_000.0)]))
+        count, last = chunk_count(new, budget)
+        sizes, starts = chunk_plan(new, cached, budget)
+        want = [rl.mixed_step_ms(r, batch, ctx, t, s) for t, s in zip(sizes, starts, strict=True)]
+        first = int(rng.choice([0, rng.integers(0, count)]))
+        steps = int(rng.integers(1, count - first + 1))
+        got = sm.chunks_ms(batch, ctx, budget, count, last, cached, first, steps)
+        assert got == pytest.approx(math.fsum(want[first : first + steps]), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- closed forms

@@ -48,7 +48,7 @@ def decode_steps(output_tokens: float, tokens_per_step: float, rid: int) -> int:
 
 class _Rep:
     """State of one replica. Between events it runs uniform decode steps of ``step``
-    ms, or the remaining chunk steps of the prefill ``pf`` (cumulative ``cum``)."""
+    ms, or the remaining chunk steps of the prefill ``pf`` (chunks ``ci`` of ``nch``)."""
 
     __slots__ = (
         "B",
@@ -57,7 +57,6 @@ class _Rep:
         "a",
         "budget",
         "ci",
-        "cum",
         "fin",
         "ib",
         "ibusy",
@@ -102,7 +101,6 @@ class _Rep:
         self.t0 = 0.0  # last step boundary (ms)
         self.step = 0.0
         self.pf = -1  # request being prefilled (aggregated)
-        self.cum: list[float] = []  # cumulative durations of its remaining chunk steps
         self.nch = 0  # chunks of pf, and the size of its last
         self.last = 0.0
         self.ci = 0  # chunks of pf done
@@ -196,13 +194,15 @@ class ClassSim:
         """Push the replica's next event: a decode completion or the end of its prefill."""
         rep.ver += 1
         if rep.pf >= 0:
-            cum = rep.cum
-            k = len(cum)
+            k = rep.nch - rep.ci
             if rep.fin:
                 kc = rep.fin[0][0] - rep.V
                 if kc < k:
                     k = kc
-            t = rep.t0 + cum[k - 1]
+            ctx = rep.C / rep.B if rep.B else 0.0
+            t = rep.t0 + rep.steps.chunks_ms(
+                rep.B, ctx, float(rep.budget), rep.nch, rep.last, self.cached[rep.pf], rep.ci, k
+            )
         elif rep.B > 0:
             k = rep.fin[0][0] - rep.V
             t = rep.t0 + k * rep.step
@@ -304,18 +304,7 @@ class ClassSim:
                 self.started[rid] = t
                 rep.nch, rep.last = chunk_count(self.new_tokens[rid], rep.budget)
                 rep.ci = 0
-        if rep.pf >= 0:
-            ctx = rep.C / rep.B if rep.B else 0.0
-            rep.cum = rep.steps.chunk_cumulative_ms(
-                rep.B,
-                ctx,
-                float(rep.budget),
-                rep.nch,
-                rep.last,
-                self.cached[rep.pf],
-                rep.ci,
-            )
-        elif rep.B > 0:
+        if rep.pf < 0 and rep.B > 0:
             rep.step = rep.steps.decode_ms(rep.B, rep.C / rep.B)
         self._schedule(rep)
 
@@ -490,7 +479,16 @@ class ClassSim:
         for rep in self.reps:
             self._acc(rep, t)
             if rep.pf >= 0:
-                done = bisect.bisect_right(rep.cum, t - rep.t0)
+                cum = rep.steps.chunk_cumulative_ms(
+                    rep.B,
+                    rep.C / rep.B if rep.B else 0.0,
+                    float(rep.budget),
+                    rep.nch,
+                    rep.last,
+                    self.cached[rep.pf],
+                    rep.ci,
+                )
+                done = bisect.bisect_right(cum, t - rep.t0)
             elif rep.B > 0:
                 done = int((t - rep.t0) // rep.step)
             else:
