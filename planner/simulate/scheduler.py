@@ -56,6 +56,7 @@ class _Rep:
         "V",
         "a",
         "budget",
+        "budget_f",
         "ci",
         "fin",
         "ib",
@@ -68,6 +69,7 @@ class _Rep:
         "maxb",
         "nch",
         "need",
+        "occ",
         "pending",
         "pf",
         "pi",
@@ -88,6 +90,7 @@ class _Rep:
         self.steps = pool.steps
         self.is_decode = pool.role == PoolRole.DECODE
         self.budget = pool.chunk_budget_tokens or 1
+        self.budget_f = float(self.budget)
         self.need: list[float] = []  # KV bytes per request on this pool (ClassSim.need)
         self.maxb = pool.max_batch or 1
         # output tokens a sequence advances per step: the acceptance length with
@@ -96,6 +99,7 @@ class _Rep:
         self.B = 0  # resident decodes
         self.C = 0.0  # sum of their contexts (tokens)
         self.kv = 0.0  # KV bytes held or reserved
+        self.occ = 0  # decode slots used or promised (ClassSim.occ)
         self.fin: list[tuple[int, int]] = []  # (step count at which it finishes, request)
         self.V = 0  # steps done at t0
         self.t0 = 0.0  # last step boundary (ms)
@@ -134,12 +138,12 @@ class ClassSim:
                 self.reps.append(_Rep(len(self.reps), pi, pool))
         self.pool_ids = np.array([r.pi for r in self.reps])
         self.pool_list = [pi for pi, _ in pools]
-        self.pool_col = np.array([self.pool_list.index(r.pi) for r in self.reps], dtype=int)
         self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
         self.maxb_list = self.maxb.tolist()
-        self.cap = np.array([r.pool.steps.kv_capacity_bytes for r in self.reps])
-        self.occ = np.zeros(len(self.reps))  # slots used or promised
-        self.kvs = np.zeros(len(self.reps))
+        self.occ = np.zeros(len(self.reps))  # slots used or promised (_Rep.occ)
+        # routing penalty of a replica with no free slot: _FULL where occ >= max batch
+        self.pen = np.zeros(len(self.reps))
+        self._score = np.zeros(len(self.reps))
         self.work_end = np.zeros(len(self.reps))
         self.output = output
         self.ctx = ctx.tolist()
@@ -165,9 +169,25 @@ class ClassSim:
         # aggregated prefill chunks
         self.new_tokens: list[float] = []
         self.cached: list[float] = []
-        self.est: dict[int, np.ndarray] = {}
+        self.est: dict[int, list[float]] = {}
         self.est_matrix = np.zeros((0, 1))
         self.est_col = np.zeros(0, dtype=int)
+        self.est_one: list[float] | None = None  # one pool: its estimates
+
+    def set_estimates(self, est: dict[int, np.ndarray]) -> None:
+        """Estimated prefill time of every request on each aggregated pool (pool index
+        -> ms per request), which the router adds to a replica's queued work."""
+        self.est = {pi: e.tolist() for pi, e in est.items()}
+        self.est_matrix = np.column_stack([est[pi] for pi in self.pool_list])
+        col = {pi: k for k, pi in enumerate(self.pool_list)}
+        self.est_col = np.array([col[r.pi] for r in self.reps])
+        self.est_one = self.est[self.pool_list[0]] if len(self.pool_list) == 1 else None
+
+    def _occupy(self, rep: _Rep, slots: int) -> None:
+        """Add ``slots`` (negative: free them) to the replica's used or promised slots."""
+        rep.occ += slots
+        self.occ[rep.idx] = rep.occ
+        self.pen[rep.idx] = _FULL if rep.occ >= rep.maxb else 0.0
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -189,29 +209,6 @@ class ClassSim:
         self.central_t = t
         if hi > lo and self.central:
             self.central_iq += len(self.central) * (hi - lo)
-
-    def _schedule(self, rep: _Rep) -> None:
-        """Push the replica's next event: a decode completion or the end of its prefill."""
-        rep.ver += 1
-        if rep.pf >= 0:
-            k = rep.nch - rep.ci
-            if rep.fin:
-                kc = rep.fin[0][0] - rep.V
-                if kc < k:
-                    k = kc
-            ctx = rep.C / rep.B if rep.B else 0.0
-            t = rep.t0 + rep.steps.chunks_ms(
-                rep.B, ctx, float(rep.budget), rep.nch, rep.last, self.cached[rep.pf], rep.ci, k
-            )
-        elif rep.B > 0:
-            k = rep.fin[0][0] - rep.V
-            t = rep.t0 + k * rep.step
-        else:
-            rep.t_next = INF
-            return
-        rep.t_next = t
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, rep.idx, rep.ver, k))
 
     def _wake_at_boundary(self, rep: _Rep, t: float) -> None:
         """Make the replica act at its first step boundary at or after ``t``."""
@@ -250,8 +247,7 @@ class ClassSim:
 
     def _release(self, rep: _Rep, rid: int) -> None:
         rep.kv -= rep.need[rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] -= 1
+        self._occupy(rep, -1)
 
     def _admissible(self, rep: _Rep, rid: int, held: int) -> bool:
         if held == 0:
@@ -260,7 +256,9 @@ class ClassSim:
         return held < rep.maxb and rep.kv + rep.need[rid] <= cap
 
     def _boundary(self, rep: _Rep, t: float) -> None:
-        """Everything that happens at a step boundary, then the next segment."""
+        """Everything that happens at a step boundary, then the next segment and its
+        event: the end of the prefill (or its chunks up to the next decode completion),
+        or the next decode completion."""
         fin = rep.fin
         if fin and fin[0][0] <= rep.V:
             last, ctx, need = self.last, self.ctx, rep.need
@@ -274,8 +272,7 @@ class ClassSim:
                 kv -= need[rid]
                 released += 1
             rep.B, rep.C, rep.kv = b, c, kv
-            self.kvs[rep.idx] = kv
-            self.occ[rep.idx] -= released
+            self._occupy(rep, -released)
         if rep.B == 0:
             rep.C = 0.0
         if rep.pf >= 0 and rep.ci >= rep.nch:
@@ -298,20 +295,44 @@ class ClassSim:
             if self._admissible(rep, rid, rep.B):
                 rep.queue.popleft()
                 rep.pf = rid
-                rep.qest -= float(self.est[rep.pi][rid])
+                rep.qest -= self.est[rep.pi][rid]
                 rep.kv += rep.need[rid]
-                self.kvs[rep.idx] = rep.kv
                 self.started[rid] = t
                 rep.nch, rep.last = chunk_count(self.new_tokens[rid], rep.budget)
                 rep.ci = 0
-        if rep.pf < 0 and rep.B > 0:
-            rep.step = rep.steps.decode_ms(rep.B, rep.C / rep.B)
-        self._schedule(rep)
+        # the next event: the end of the prefill's chunks or the next decode completion
+        rep.ver += 1
+        b = rep.B
+        if rep.pf >= 0:
+            k = rep.nch - rep.ci
+            if fin:
+                kc = fin[0][0] - rep.V
+                if kc < k:
+                    k = kc
+            tn = rep.t0 + rep.steps.chunks_ms(
+                b,
+                rep.C / b if b else 0.0,
+                rep.budget_f,
+                rep.nch,
+                rep.last,
+                self.cached[rep.pf],
+                rep.ci,
+                k,
+            )
+        elif b > 0:
+            rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+            k = fin[0][0] - rep.V
+            tn = rep.t0 + k * step
+        else:
+            rep.t_next = INF
+            return
+        rep.t_next = tn
+        self.seq += 1
+        heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, k))
 
     def _reserve(self, rep: _Rep, rid: int) -> None:
         rep.kv += rep.need[rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] += 1
+        self._occupy(rep, 1)
         self.rep_of[rid] = rep.idx
 
     # ------------------------------------------------------------------ warm start
@@ -383,17 +404,20 @@ class ClassSim:
                 score = (w if w > t else t) + e + (_FULL if o >= b else 0.0)
                 if score < best:
                     r, best = i, score
-        else:
-            est = self._est_for(rid)
-            score = np.maximum(self.work_end, t) + est
-            full = self.occ >= self.maxb
-            if full.any():
-                score = np.where(full, score + _FULL, score)
+        else:  # max(work_end, t) + estimate, + _FULL where full (pen); in place
+            score = self._score
+            np.maximum(self.work_end, t, out=score)
+            if self.est_one is not None:
+                score += self.est_one[rid]
+            else:
+                score += self.est_matrix[rid][self.est_col]
+            score += self.pen
             r = int(score.argmin())
         rep = self.reps[r]
-        e = float(self.est[rep.pi][rid])
-        self.work_end[r] = max(float(self.work_end[r]), t) + e
-        self.occ[r] += 1
+        e = self.est[rep.pi][rid]
+        w = float(self.work_end[r])
+        self.work_end[r] = (w if w > t else t) + e
+        self._occupy(rep, 1)
         rep.qest += e
         self.rep_of[rid] = r
         self._acc(rep, t)
@@ -441,14 +465,17 @@ class ClassSim:
     # ------------------------------------------------------------------ loop
 
     def run(self, times: list[float], order: list[int], arrive) -> None:
+        """Process arrivals (sorted ``times`` of requests ``order``, each handed to
+        ``arrive``) and replica events up to the horizon, then :meth:`_finish`."""
         heap = self.heap
         reps = self.reps
-        t_stop = self.t_stop
-        acc, boundary, pop = self._acc, self._boundary, heapq.heappop
-        i, n = 0, len(order)
+        t_stop, t_warm = self.t_stop, self.t_warm
+        boundary, pop = self._boundary, heapq.heappop
+        times = [*times, INF]  # a sentinel: no arrival after the last
+        i = 0
         events = 0
         while True:
-            ta = times[i] if i < n else INF
+            ta = times[i]
             if heap and heap[0][0] <= ta:
                 t, _, r, ver, k = pop(heap)
                 if t > t_stop:
@@ -457,7 +484,18 @@ class ClassSim:
                 if ver != rep.ver:
                     continue
                 events += 1
-                acc(rep, t)  # _advance, inline
+                # _advance(rep, t, k), inline (t <= t_stop)
+                lo = rep.t_acc
+                rep.t_acc = t
+                if lo < t_warm:
+                    lo = t_warm
+                if t > lo:
+                    dt = t - lo
+                    rep.ib += rep.B * dt
+                    if rep.pf >= 0 or (rep.B > 0 and rep.is_decode):
+                        rep.ibusy += dt
+                    if rep.queue:
+                        rep.iq += len(rep.queue) * dt
                 rep.V += k
                 rep.t0 = t
                 if rep.pf >= 0:
