@@ -57,6 +57,7 @@ class _Rep:
         "a",
         "budget",
         "budget_f",
+        "cap",
         "ci",
         "fin",
         "ib",
@@ -93,6 +94,7 @@ class _Rep:
         self.budget_f = float(self.budget)
         self.need: list[float] = []  # KV bytes per request on this pool (ClassSim.need)
         self.maxb = pool.max_batch or 1
+        self.cap = pool.steps.kv_capacity_bytes
         # output tokens a sequence advances per step: the acceptance length with
         # speculative decoding (planner.kernels.tokens_per_verification_step), else 1
         self.a = kn.tokens_per_verification_step(pool.steps.replica.speculative)
@@ -137,10 +139,12 @@ class ClassSim:
             for _ in range(pool.replicas):
                 self.reps.append(_Rep(len(self.reps), pi, pool))
         self.pool_ids = np.array([r.pi for r in self.reps])
+        # decode replicas (disaggregated) or aggregated ones: a ClassSim runs one kind
+        self.decode = bool(self.reps) and self.reps[0].is_decode
         self.pool_list = [pi for pi, _ in pools]
         self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
         self.maxb_list = self.maxb.tolist()
-        self.occ = np.zeros(len(self.reps))  # slots used or promised (_Rep.occ)
+        self.occ = [0] * len(self.reps)  # slots used or promised (_Rep.occ)
         # routing penalty of a replica with no free slot: _FULL where occ >= max batch
         self.pen = np.zeros(len(self.reps))
         self._score = np.zeros(len(self.reps))
@@ -187,7 +191,8 @@ class ClassSim:
         """Add ``slots`` (negative: free them) to the replica's used or promised slots."""
         rep.occ += slots
         self.occ[rep.idx] = rep.occ
-        self.pen[rep.idx] = _FULL if rep.occ >= rep.maxb else 0.0
+        if not self.decode:
+            self.pen[rep.idx] = _FULL if rep.occ >= rep.maxb else 0.0
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -252,8 +257,7 @@ class ClassSim:
     def _admissible(self, rep: _Rep, rid: int, held: int) -> bool:
         if held == 0:
             return True  # an empty replica always takes one sequence
-        cap = rep.steps.kv_capacity_bytes
-        return held < rep.maxb and rep.kv + rep.need[rid] <= cap
+        return held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap
 
     def _boundary(self, rep: _Rep, t: float) -> None:
         """Everything that happens at a step boundary, then the next segment and its
@@ -330,6 +334,61 @@ class ClassSim:
         self.seq += 1
         heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, k))
 
+    def _decode_boundary(self, rep: _Rep, t: float) -> None:
+        """:meth:`_boundary` of a decode replica (no prefill, no queue of its own): the
+        same operations in the same order."""
+        fin = rep.fin
+        v = rep.V
+        if fin and fin[0][0] <= v:
+            last, ctx, need = self.last, self.ctx, rep.need
+            pop = heapq.heappop
+            b, c, kv, released = rep.B, rep.C, rep.kv, 0
+            while fin and fin[0][0] <= v:
+                rid = pop(fin)[1]
+                last[rid] = t
+                b -= 1
+                c -= ctx[rid]
+                kv -= need[rid]
+                released += 1
+            rep.B, rep.C, rep.kv = b, c, kv
+            rep.occ -= released
+            self.occ[rep.idx] = rep.occ
+        if rep.B == 0:
+            rep.C = 0.0
+        pending = rep.pending
+        if pending:
+            output, ctx, push = self.output, self.ctx, heapq.heappush
+            joined, a = self.joined, rep.a
+            for rid in pending:  # _join, inline
+                g = output[rid]
+                joined[rid] = t
+                if g <= 1:
+                    self.last[rid] = t
+                    self._release(rep, rid)
+                    continue
+                steps = int(g) - 1 if a == 1.0 else decode_steps(g, a, rid)
+                push(fin, (v + steps, rid))
+                rep.B += 1
+                rep.C += ctx[rid]
+            pending.clear()
+        if self.central:
+            self._acc_central(t)
+            while self.central and self._admissible(rep, self.central[0], rep.B):
+                rid = self.central.popleft()
+                self._reserve(rep, rid)
+                self._join(rep, rid, t)
+        rep.ver += 1
+        b = rep.B
+        if b > 0:
+            rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+            k = fin[0][0] - v
+            tn = rep.t0 + k * step
+            rep.t_next = tn
+            self.seq += 1
+            heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, k))
+        else:
+            rep.t_next = INF
+
     def _reserve(self, rep: _Rep, rid: int) -> None:
         rep.kv += rep.need[rid]
         self._occupy(rep, 1)
@@ -399,7 +458,7 @@ class ClassSim:
             ests = est.tolist() if isinstance(est, np.ndarray) else [est] * len(self.reps)
             r, best = 0, INF
             for i, (w, o, b, e) in enumerate(
-                zip(self.work_end.tolist(), self.occ.tolist(), self.maxb_list, ests, strict=True)
+                zip(self.work_end.tolist(), self.occ, self.maxb_list, ests, strict=True)
             ):
                 score = (w if w > t else t) + e + (_FULL if o >= b else 0.0)
                 if score < best:
@@ -439,8 +498,10 @@ class ClassSim:
             # One pool: the least occupied replica (first of equals) is the loop's choice
             # below when it is admissible. A decode replica's slots used or promised
             # (occ) are its residents and pending joins.
-            rep = self.reps[int(self.occ.argmin())]
-            if self._admissible(rep, rid, rep.B + len(rep.pending)):
+            occ = self.occ
+            rep = self.reps[occ.index(min(occ))]
+            held = rep.B + len(rep.pending)
+            if held == 0 or (held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap):
                 best = rep
         if best is None:
             best_occ = INF
@@ -456,11 +517,20 @@ class ClassSim:
             return
         self._reserve(best, rid)
         best.pending.append(rid)
-        if best.B == 0 and best.pf < 0:
+        if best.B == 0:  # idle: act now
             self._advance(best, t, 0)
-            self._boundary(best, t)
-        else:
-            self._wake_at_boundary(best, t)
+            self._decode_boundary(best, t)
+            return
+        # _wake_at_boundary, inline: act at the first step boundary at or after t
+        k = math.ceil((t - best.t0) / best.step - 1e-9)
+        if k < 0:
+            k = 0
+        tb = best.t0 + k * best.step
+        if tb < best.t_next:
+            best.ver += 1
+            best.t_next = tb
+            self.seq += 1
+            heapq.heappush(self.heap, (tb, self.seq, best.idx, best.ver, k))
 
     # ------------------------------------------------------------------ loop
 
@@ -470,7 +540,8 @@ class ClassSim:
         heap = self.heap
         reps = self.reps
         t_stop, t_warm = self.t_stop, self.t_warm
-        boundary, pop = self._boundary, heapq.heappop
+        boundary = self._decode_boundary if self.decode else self._boundary
+        pop = heapq.heappop
         times = [*times, INF]  # a sentinel: no arrival after the last
         i = 0
         events = 0
