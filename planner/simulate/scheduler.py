@@ -102,7 +102,9 @@ class _Rep:
         self.C = 0.0  # sum of their contexts (tokens)
         self.kv = 0.0  # KV bytes held or reserved
         self.occ = 0  # decode slots used or promised (ClassSim.occ)
-        self.fin: list[tuple[int, int]] = []  # (step count at which it finishes, request)
+        # residents by the step count at which they finish, then id: a heap of
+        # ``steps x ClassSim.M + request`` (one int: cheaper to compare than a pair)
+        self.fin: list[int] = []
         self.V = 0  # steps done at t0
         self.t0 = 0.0  # last step boundary (ms)
         self.step = 0.0
@@ -157,6 +159,7 @@ class ClassSim:
         }
         for rep in self.reps:
             rep.need = self.need[rep.pi]
+        self.M = n_total  # request ids are below it (residents' heap keys, _Rep.fin)
         self.first = [math.nan] * n_total
         self.last = [math.nan] * n_total
         self.started = [math.nan] * n_total
@@ -246,7 +249,7 @@ class ClassSim:
             self._release(rep, rid)
             return
         steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
-        heapq.heappush(rep.fin, (rep.V + steps, rid))
+        heapq.heappush(rep.fin, (rep.V + steps) * self.M + rid)
         rep.B += 1
         rep.C += self.ctx[rid]
 
@@ -263,13 +266,14 @@ class ClassSim:
         """Everything that happens at a step boundary, then the next segment and its
         event: the end of the prefill (or its chunks up to the next decode completion),
         or the next decode completion."""
-        fin = rep.fin
-        if fin and fin[0][0] <= rep.V:
+        fin, m = rep.fin, self.M
+        lim = (rep.V + 1) * m  # residents finishing at or before step V
+        if fin and fin[0] < lim:
             last, ctx, need = self.last, self.ctx, rep.need
-            pop, v = heapq.heappop, rep.V
+            pop = heapq.heappop
             b, c, kv, released = rep.B, rep.C, rep.kv, 0
-            while fin and fin[0][0] <= v:
-                rid = pop(fin)[1]
+            while fin and fin[0] < lim:
+                rid = pop(fin) % m
                 last[rid] = t
                 b -= 1
                 c -= ctx[rid]
@@ -310,7 +314,7 @@ class ClassSim:
         if rep.pf >= 0:
             k = rep.nch - rep.ci
             if fin:
-                kc = fin[0][0] - rep.V
+                kc = fin[0] // m - rep.V
                 if kc < k:
                     k = kc
             tn = rep.t0 + rep.steps.chunks_ms(
@@ -325,7 +329,7 @@ class ClassSim:
             )
         elif b > 0:
             rep.step = step = rep.steps.decode_ms(b, rep.C / b)
-            k = fin[0][0] - rep.V
+            k = fin[0] // m - rep.V
             tn = rep.t0 + k * step
         else:
             rep.t_next = INF
@@ -337,14 +341,15 @@ class ClassSim:
     def _decode_boundary(self, rep: _Rep, t: float) -> None:
         """:meth:`_boundary` of a decode replica (no prefill, no queue of its own): the
         same operations in the same order."""
-        fin = rep.fin
+        fin, m = rep.fin, self.M
         v = rep.V
-        if fin and fin[0][0] <= v:
+        lim = (v + 1) * m  # residents finishing at or before step v
+        if fin and fin[0] < lim:
             last, ctx, need = self.last, self.ctx, rep.need
             pop = heapq.heappop
             b, c, kv, released = rep.B, rep.C, rep.kv, 0
-            while fin and fin[0][0] <= v:
-                rid = pop(fin)[1]
+            while fin and fin[0] < lim:
+                rid = pop(fin) % m
                 last[rid] = t
                 b -= 1
                 c -= ctx[rid]
@@ -367,7 +372,7 @@ class ClassSim:
                     self._release(rep, rid)
                     continue
                 steps = int(g) - 1 if a == 1.0 else decode_steps(g, a, rid)
-                push(fin, (v + steps, rid))
+                push(fin, (v + steps) * m + rid)
                 rep.B += 1
                 rep.C += ctx[rid]
             pending.clear()
@@ -381,7 +386,7 @@ class ClassSim:
         b = rep.B
         if b > 0:
             rep.step = step = rep.steps.decode_ms(b, rep.C / b)
-            k = fin[0][0] - v
+            k = fin[0] // m - v
             tn = rep.t0 + k * step
             rep.t_next = tn
             self.seq += 1
@@ -440,7 +445,7 @@ class ClassSim:
                 used += 1
                 remaining = decode_steps(int(rng.integers(1, int(g) + 1)) + 1, rep.a, gid)
                 self._reserve(rep, gid)
-                heapq.heappush(rep.fin, (remaining, gid))
+                heapq.heappush(rep.fin, remaining * self.M + gid)
                 rep.B += 1
                 rep.C += self.ctx[gid]
         for rep in self.reps:
@@ -604,12 +609,13 @@ class ClassSim:
                 done = 0
             v = rep.V + done
             for rid in rep.pending:
-                heapq.heappush(rep.fin, (v + decode_steps(self.output[rid], rep.a, rid), rid))
+                steps = decode_steps(self.output[rid], rep.a, rid)
+                heapq.heappush(rep.fin, (v + steps) * self.M + rid)
                 rep.B += 1
                 rep.C += self.ctx[rid]
                 self.joined[rid] = t
             if not rep.fin:
                 continue
             step = rep.pool.steps.decode_ms(rep.B, rep.C / rep.B) if rep.B else 0.0
-            for vf, rid in rep.fin:
+            for vf, rid in (divmod(key, self.M) for key in rep.fin):
                 self.last[rid] = t + max(vf - v, 0) * step
