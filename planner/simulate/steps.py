@@ -52,6 +52,16 @@ class StepModel:
         self._kv_per_token = c.kv_full_held + c.draft_kv_held
         # chunk sums in closed form (chunks_ms): attention affine in the chunk's start
         self._closed = self._plain and 0.0 <= self._one_minus_overlap <= 1.0
+        self._closed_consts = (
+            c.queries_per_seq,
+            c.decode_attn_per_ctx,
+            c.full_layers,
+            c.f_attn_per_ms,
+            self._kv_per_token,
+            c.w_per_ms,
+            c.prefill_attn_per_ctx,
+            c.pp,
+        )
 
     # ------------------------------------------------------------------ pieces
 
@@ -128,15 +138,27 @@ class StepModel:
         c = self.c
         gm, co, pl = self._tokens_parts(batch, chunk)
         b = max(batch, 0.0) / c.pp
-        if b > 0:
-            flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
-            dc = flops / c.f_attn_per_ms
-            dm = b * c.kv_held_bytes(context) / c.w_per_ms
-        else:
-            dc = dm = 0.0
         end = chunk_start + chunk
-        cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
-        cm = c.kv_held_bytes(end) / c.w_per_ms
+        if self._plain:  # context_weight, kv_held_bytes and span without windows, inline
+            q, d_attn, layers, f_attn, kv, w, p_attn, _ = self._closed_consts
+            if b > 0:
+                dc = q * b * d_attn * (layers * context) / f_attn
+                dm = b * (kv * context) / w
+            else:
+                dc = dm = 0.0
+            s_end = layers * end * end / 2.0
+            s_start = layers * chunk_start * chunk_start / 2.0
+            cc = p_attn * (s_end - s_start) / f_attn
+            cm = kv * end / w
+        else:
+            if b > 0:
+                flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
+                dc = flops / c.f_attn_per_ms
+                dm = b * c.kv_held_bytes(context) / c.w_per_ms
+            else:
+                dc = dm = 0.0
+            cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
+            cm = c.kv_held_bytes(end) / c.w_per_ms
         a_d = dc if dc > dm else dm
         a_c = cc if cc > cm else cm
         hi, lo = (a_d, a_c) if a_d > a_c else (a_c, a_d)
@@ -251,14 +273,21 @@ class StepModel:
         branches at both ends of a range are the same, the step *is* that affine function
         over the range (convexity) and its sum is an arithmetic series; otherwise the
         range is split where the two meet. A few ranges per call."""
-        c = self.c
-        fixed = self._fixed_ms(batch, budget)
-        dc, dm = c.decode_attention_parts_ms(batch / c.pp, context, c.queries_per_seq)
+        fixed = self._fixed.get((batch, budget))
+        if fixed is None:
+            fixed = self._fixed_ms(batch, budget)
+        q, d_attn, layers, f_attn, kv, w, p_attn, pp = self._closed_consts
+        b = batch / pp
+        if b > 0:  # StepCoefficients.decode_attention_parts_ms, the same operations
+            dc = q * b * d_attn * (layers * context) / f_attn
+            dm = b * (kv * context) / w
+        else:
+            dc = dm = 0.0
         a_d = dc if dc > dm else dm
         r = self._one_minus_overlap
-        k_c = c.prefill_attn_per_ctx * c.full_layers * budget / c.f_attn_per_ms
+        k_c = p_attn * layers * budget / f_attn
         cc_u, cc_v = k_c * (cached + budget / 2.0), k_c * budget
-        k_m = self._kv_per_token / c.w_per_ms
+        k_m = kv / w
         cm_u, cm_v = k_m * (cached + budget), k_m * budget
 
         def branch(i: int) -> tuple[int, float, float]:
