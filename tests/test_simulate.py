@@ -293,6 +293,43 @@ def test_same_seed_same_result_other_seed_differs():
     assert a != c
 
 
+@pytest.mark.parametrize("burst_cv", [1.0, 3.0])
+def test_decode_joins_done_ahead_of_their_boundary_change_nothing(monkeypatch, burst_cv):
+    """A request joins its decode replica at the replica's next step boundary; done on
+    arrival when nothing else happens at that boundary (ClassSim._join_ahead) instead of
+    at an event there, every request's times and waits are the same, bit for bit, also
+    when replicas fill and requests wait for a decode slot, and so are the statistics
+    (up to rounding: the decode queue's time average is summed in fewer pieces)."""
+    from planner.simulate.scheduler import ClassSim
+
+    r = replica()
+    cls = one_class(
+        [
+            pool(PoolRole.PREFILL, r, 4, link=50.0),
+            pool(PoolRole.DECODE, r, 3, max_batch=44, rate=30.0, step=10.0),
+        ],
+        rate=30.0,
+        prompt=2000,
+        output=300,
+        prompt_sigma=0.7,
+        output_sigma=0.9,
+    )
+    runs = []
+    for ahead in (False, True):
+        monkeypatch.setattr(ClassSim, "JOIN_AHEAD", ahead)
+        runs.append(run_class(cls, np.random.default_rng(3), 300_000.0, burst_cv))
+    off, on = runs
+    assert off.pool_stats[1]["max_queue"] > 0  # requests waited for a decode slot
+    for name in ("first_ms", "last_ms", "wait_ms", "slot_wait_ms", "decode_pool_of"):
+        np.testing.assert_array_equal(getattr(off, name), getattr(on, name))
+    # the decode queue's time average is integrated in fewer pieces: equal up to rounding
+    for a, b in zip(off.pool_stats, on.pool_stats, strict=True):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            assert value == (b[key] if value is None else pytest.approx(b[key], rel=1e-12))
+    assert off.events == on.events
+
+
 def test_classes_in_parallel_processes_give_the_same_result():
     """Classes are independent streams: simulated in two processes (forked: pytest's
     process has one thread) or in one, the result is the same."""

@@ -55,6 +55,7 @@ class _Rep:
         "C",
         "V",
         "a",
+        "ahead",
         "budget",
         "budget_f",
         "cap",
@@ -117,6 +118,7 @@ class _Rep:
         self.qest = 0.0  # estimated prefill work queued (ms)
         self.ver = 0
         self.t_next = INF
+        self.ahead = -1.0  # the last boundary a decode join was done ahead of (ms)
         self.t_acc = 0.0
         self.ib = self.ibusy = self.iq = 0.0
         self.qmax = 0
@@ -124,6 +126,10 @@ class _Rep:
 
 class ClassSim:
     """The event loop of one class's aggregated replicas or decode replicas."""
+
+    #: Join a request at its decode replica's next boundary on arrival when nothing else
+    #: happens there (:meth:`_join_ahead`); off, an event at the boundary does it (tests).
+    JOIN_AHEAD = True
 
     def __init__(
         self,
@@ -173,6 +179,7 @@ class ClassSim:
         self.central_t = 0.0
         self.central_max = 0
         self.events = 0
+        self.events_ahead = 0  # decode joins done ahead of their boundary (_join_ahead)
         # aggregated prefill chunks
         self.new_tokens: list[float] = []
         self.cached: list[float] = []
@@ -521,21 +528,64 @@ class ClassSim:
             self.central_max = max(self.central_max, len(self.central))
             return
         self._reserve(best, rid)
-        best.pending.append(rid)
         if best.B == 0:  # idle: act now
+            best.pending.append(rid)
             self._advance(best, t, 0)
             self._decode_boundary(best, t)
             return
-        # _wake_at_boundary, inline: act at the first step boundary at or after t
+        # it joins at the first step boundary at or after t (_wake_at_boundary)
         k = math.ceil((t - best.t0) / best.step - 1e-9)
         if k < 0:
             k = 0
         tb = best.t0 + k * best.step
+        if (
+            self.JOIN_AHEAD
+            and tb < best.t_next
+            and tb <= self.t_stop
+            and not best.pending
+            and not self.central
+            and self.output[rid] > 1
+        ):
+            self._join_ahead(best, rid, tb, k)
+            return
+        best.pending.append(rid)
         if tb < best.t_next:
             best.ver += 1
             best.t_next = tb
             self.seq += 1
             heapq.heappush(self.heap, (tb, self.seq, best.idx, best.ver, k))
+
+    def _join_ahead(self, rep: _Rep, rid: int, tb: float, k: int) -> None:
+        """Join ``rid`` now at the decode replica's boundary ``tb`` (``k`` steps ahead)
+        instead of at an event there: the replica's boundary at ``tb``, done early.
+
+        Equivalent because nothing else happens at that boundary: no resident finishes
+        at or before it (its next event comes later), nothing waits for a slot (the
+        class's decode queue is empty and so are the replica's pending joins), and the
+        request has tokens to decode. What the router sees until ``tb`` (slots used or
+        promised, KV reserved) is the same; a request routed here before ``tb`` joins at
+        ``tb`` too (its first boundary at or after its arrival), in the same order."""
+        if rep.ahead != tb:  # one event per boundary, however many join there
+            rep.ahead = tb
+            self.events_ahead += 1
+        self._acc(rep, tb)  # the loop's advance to tb
+        v = rep.V + k
+        rep.V, rep.t0 = v, tb
+        self.joined[rid] = tb  # _join
+        g = self.output[rid]
+        steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
+        fin, m = rep.fin, self.M
+        heapq.heappush(fin, (v + steps) * m + rid)
+        rep.B += 1
+        rep.C += self.ctx[rid]
+        rep.ver += 1  # the next event, as _decode_boundary schedules it
+        b = rep.B
+        rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+        kc = fin[0] // m - v
+        tn = tb + kc * step
+        rep.t_next = tn
+        self.seq += 1
+        heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, kc))
 
     # ------------------------------------------------------------------ loop
 
@@ -583,7 +633,7 @@ class ClassSim:
                 arrive(order[i], ta)
                 i += 1
                 events += 1
-        self.events = events
+        self.events = events + self.events_ahead
         self._finish()
 
     def _finish(self) -> None:
