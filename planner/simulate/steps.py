@@ -103,10 +103,18 @@ class StepModel:
         """``roofline.decode_step_ms(batch, context)`` (ms): the cost model's step
         (:meth:`planner.kernels.StepCoefficients.step_ms`) with its token-count kernels
         cached per batch and its attention ``max(compute, KV read)`` inline."""
+        parts = self._decode_parts.get(batch)
+        if parts is not None and self._plain:  # the common case, with fewer lookups
+            gm, co, pl = parts
+            q, d_attn, layers, f_attn, kv_token, w, _, pp = self._closed_consts
+            b = batch / pp
+            compute = q * b * d_attn * (layers * context_tokens) / f_attn
+            memory = b * (kv_token * context_tokens) / w
+            t = gm + (compute if compute > memory else memory) + co
+            return t + pl if pp > 1 else t
         if not self._fast or batch <= 0:
             return self.c.step_ms(batch, context_tokens)
         c = self.c
-        parts = self._decode_parts.get(batch)
         if parts is None:
             parts = self._decode_parts[batch] = self._tokens_parts(batch, 0.0)
         gm, co, pl = parts
