@@ -150,6 +150,7 @@ class ClassSim:
         # decode replicas (disaggregated) or aggregated ones: a ClassSim runs one kind
         self.decode = bool(self.reps) and self.reps[0].is_decode
         self.pool_list = [pi for pi, _ in pools]
+        self.one_pool = len(self.pool_list) == 1 and len(self.reps) > 4
         self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
         self.maxb_list = self.maxb.tolist()
         self.occ = [0] * len(self.reps)  # slots used or promised (_Rep.occ)
@@ -506,11 +507,11 @@ class ClassSim:
     def arrive_decode(self, rid: int, t: float) -> None:
         """A disaggregated request's KV has arrived: pick a decode replica or queue it."""
         best: _Rep | None = None
-        if len(self.pool_list) == 1 and len(self.reps) > 4:
+        occ = self.occ
+        if self.one_pool:
             # One pool: the least occupied replica (first of equals) is the loop's choice
             # below when it is admissible. A decode replica's slots used or promised
             # (occ) are its residents and pending joins.
-            occ = self.occ
             rep = self.reps[occ.index(min(occ))]
             held = rep.B + len(rep.pending)
             if held == 0 or (held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap):
@@ -527,7 +528,10 @@ class ClassSim:
             self.central.append(rid)
             self.central_max = max(self.central_max, len(self.central))
             return
-        self._reserve(best, rid)
+        best.kv += best.need[rid]  # _reserve, inline (no routing penalty on decode)
+        best.occ += 1
+        occ[best.idx] = best.occ
+        self.rep_of[rid] = best.idx
         if best.B == 0:  # idle: act now
             best.pending.append(rid)
             self._advance(best, t, 0)
