@@ -63,8 +63,15 @@ from enum import StrEnum
 
 import numpy as np
 
-from catalog.schema import Dtype, Gpu, Link, LinkKind
+from catalog.schema import Dtype, Gpu, Link
 from planner import architecture as arch
+from planner.collectives import (
+    ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION,
+    ALL_TO_ALL_ASSUMED_LATENCY_US,
+    all_to_all_kernel,
+    all_to_all_ms,
+    allreduce_ms,
+)
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
 #: weights (many small GEMMs, one per expert, each with its own tail). Assumed from
@@ -75,6 +82,19 @@ MOE_BANDWIDTH_EFFICIENCY = 0.75
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
 #: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
 MOE_HALF_EFFICIENCY_TOKENS = 16.0
+
+#: The MoE layer floor (us) assumed for a GPU and engine without a measurement
+#: (:func:`moe_layer_floor_us`): the largest floor measured for that engine on any catalog
+#: GPU (``catalog/measurements/sources/aiconfigurator-kernels.json``: H100, H200, B200 and
+#: GB200, DeepSeek-V3's layer at one token), so an unmeasured GPU never gets a cheaper MoE
+#: layer than a measured one. Engines with no measurement at all take
+#: :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. Checked against the catalog in
+#: tests/test_kernel_floors.py.
+MOE_LAYER_FLOOR_ASSUMED_US = {"sglang": 41.1, "vllm": 53.3, "trtllm": 95.9}
+#: The floor (us) of engines aiconfigurator does not measure (AMD's ATOM, TGI, Gaudi's
+#: vLLM fork): the largest of vLLM's and SGLang's measured floors. Assumed.
+MOE_LAYER_FLOOR_OTHER_ENGINES_US = 53.3
+
 
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
 ACTIVATION_BYTES = 2.0
@@ -117,6 +137,21 @@ def weight_dtype_derates(gpu: Gpu, dtype: Dtype | str) -> tuple[float, float]:
     return (FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)
 
 
+def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:
+    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us), paid once
+    per MoE layer in every step with tokens, on top of the experts' GEMMs
+    (:meth:`StepCoefficients.moe_ms`).
+
+    Measured where the GPU's catalog entry has it (``moe_layer_floor.by_engine_us``, from
+    aiconfigurator's kernel database: the layer's one-token latency minus its experts'
+    weight read at peak HBM bandwidth, e.g. H200 with SGLang 27.6 us, with TensorRT-LLM
+    95.9 us); otherwise assumed: :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
+    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`."""
+    if gpu.moe_layer_floor is not None and engine in gpu.moe_layer_floor.by_engine_us:
+        return gpu.moe_layer_floor.by_engine_us[engine]
+    return MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
+
+
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
     """Share of the dense MFU a grouped expert GEMM reaches at ``m`` tokens per expert:
     ``g(m) = m / (m + MOE_HALF_EFFICIENCY_TOKENS)`` (dimensionless, in [0, 1)); 0 at m = 0.
@@ -124,43 +159,6 @@ def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
     if tokens_per_expert <= 0:
         return 0.0
     return tokens_per_expert / (tokens_per_expert + MOE_HALF_EFFICIENCY_TOKENS)
-
-
-def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
-    """Time of one all-reduce of ``message_bytes`` over ``tp`` ranks on ``link`` (ms).
-
-    Alpha-beta costs with ``a`` = the link's latency and ``b`` = 1 / its per-GPU,
-    per-direction bandwidth:
-
-    * ring: ``2 (tp-1) a + 2 (tp-1)/tp x M b``;
-    * one-shot (every rank reads every peer's buffer): ``a + (tp-1) x M b``;
-    * two-shot (reduce-scatter then all-gather, direct): ``2 a + 2 (tp-1)/tp x M b``.
-
-    On a scale-up link (NVSwitch, xGMI mesh, NVLink bridge) engines pick the fastest
-    (one-shot for small messages: a few microseconds; two-shot or ring for large ones,
-    bandwidth-bound); over PCIe only the ring. 0 when ``tp == 1`` or nothing is sent.
-    """
-    if tp <= 1 or message_bytes <= 0:
-        return 0.0
-    alpha_ms = link.latency_us * 1e-3
-    beta_ms = 1e3 / (link.bandwidth_gb_per_s * 1e9)
-    ring = 2 * (tp - 1) * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
-    if link.kind != LinkKind.SCALE_UP:
-        return ring
-    one_shot = alpha_ms + (tp - 1) * message_bytes * beta_ms
-    two_shot = 2 * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
-    return min(ring, one_shot, two_shot)
-
-
-def all_to_all_ms(link: Link, ranks: int, bytes_per_rank: float) -> float:
-    """One all-to-all over ``ranks`` GPUs on ``link``, each rank sending
-    ``bytes_per_rank`` spread evenly over all ranks (ms):
-    ``latency + bytes_per_rank x (ranks - 1) / ranks / bandwidth``; 0 for one rank."""
-    if ranks <= 1 or bytes_per_rank <= 0:
-        return 0.0
-    return link.latency_us * 1e-3 + bytes_per_rank * (ranks - 1) / ranks / (
-        link.bandwidth_gb_per_s * 1e9 / 1e3
-    )
 
 
 class SpecMethod(StrEnum):
@@ -299,6 +297,7 @@ class StepCoefficients:
     dp: int = 1
     ep: int = 1
     moe_layers: int = 0
+    moe_floor_ms: float = 0.0  # moe_layers x moe_layer_floor_us / 1000
     # speculative decoding (see :class:`Speculation`): query tokens per sequence in a
     # step (k + 1), the drafter's target-layer fraction per step (k x layers / L), and a
     # draft model's own coefficients with its k steps
@@ -366,8 +365,10 @@ class StepCoefficients:
 
     def moe_ms(self, tokens: float) -> float:
         """Grouped expert GEMMs over ``tokens`` tokens (ms; 0 for dense models):
-        ``max(tokens x 2 N_routed / (F_gemm x g(m)), touched x expert bytes /
-        (W_eff x MOE_BANDWIDTH_EFFICIENCY))``, ``m = tokens x k / E``."""
+        ``skew x max(tokens x 2 N_routed / (F_gemm x g(m)), touched x expert bytes /
+        (W_eff x MOE_BANDWIDTH_EFFICIENCY)) + moe_floor_ms``, ``m = tokens x k / E``;
+        ``moe_floor_ms`` is the MoE layers' fixed cost (:func:`moe_layer_floor_us`), which
+        dominates at decode batches of a few sequences."""
         if self.num_experts == 0 or tokens <= 0:
             return 0.0
         m = tokens * self.experts_per_token / self.num_experts
@@ -380,7 +381,7 @@ class StepCoefficients:
             / (self.w_weights_per_ms * MOE_BANDWIDTH_EFFICIENCY)
         )
         skew = EP_LOAD_IMBALANCE if self.ep > 1 else 1.0
-        return skew * max(compute, memory)
+        return skew * max(compute, memory) + self.moe_floor_ms
 
     def decode_attention_parts_ms(
         self, batch: float, context: float, queries: float = 1.0
@@ -422,10 +423,14 @@ class StepCoefficients:
         per layer of ``tokens x hidden x 2`` bytes over the ``tp`` GPUs; with ``dp``
         attention ranks, the all-reduces of a rank's ``tokens / dp`` over its ``tp / dp``
         GPUs, and with ``ep`` two all-to-alls per MoE layer (dispatch, combine) of a
-        rank's ``tokens / dp x k x hidden x 2`` bytes (:func:`all_to_all_ms`)."""
+        rank's ``tokens / dp x k x hidden x 2`` bytes (:func:`all_to_all_ms`). With
+        attention over all ``tp`` GPUs (``dp == 1``) every GPU already holds every token,
+        so expert parallelism needs no all-to-all: each GPU runs its own experts on the
+        tokens routed to them and the layer's all-reduce sums the outputs (TensorRT-LLM's
+        and SGLang's TP-attention + EP-MoE mode)."""
         if self.tp <= 1 or tokens <= 0 or self.link is None:
             return 0.0
-        if self.dp == 1 and self.ep == 1:
+        if self.dp == 1:
             message = tokens * self.hidden_size * ACTIVATION_BYTES
             return 2 * self.num_layers * allreduce_ms(self.link, self.tp, message)
         per_rank = tokens / self.dp * self.hidden_size * ACTIVATION_BYTES
@@ -621,28 +626,39 @@ def coefficients_of(replica) -> StepCoefficients:
         dp=replica.dp,
         ep=replica.ep,
         moe_layers=arch.moe_layer_count(model),
+        moe_floor_ms=(
+            arch.moe_layer_count(model) * moe_layer_floor_us(gpu, replica.engine) * 1e-3
+            if moe
+            else 0.0
+        ),
         **spec_fields,
     )
 
 
 __all__ = [
     "ACTIVATION_BYTES",
+    "ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION",
+    "ALL_TO_ALL_ASSUMED_LATENCY_US",
     "DRAFT_TARGET_LAYERS",
     "EP_LOAD_IMBALANCE",
     "FP4_GEMM_DERATE",
     "FP4_WEIGHT_READ_DERATE",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
+    "MOE_LAYER_FLOOR_ASSUMED_US",
+    "MOE_LAYER_FLOOR_OTHER_ENGINES_US",
     "SpecMethod",
     "Speculation",
     "StepCoefficients",
     "StepKernels",
+    "all_to_all_kernel",
     "all_to_all_ms",
     "allreduce_ms",
     "coefficients_of",
     "decode_tokens_per_s",
     "effective_tpot_ms",
     "grouped_gemm_efficiency",
+    "moe_layer_floor_us",
     "tokens_per_verification_step",
     "verification_steps",
     "weight_dtype_derates",

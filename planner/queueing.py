@@ -277,16 +277,28 @@ def max_utilization_for_wait_batch(
     does. Input the scalar rejects, or a zero budget (another root), is the caller's:
     ``servers`` >= 1 (integers), ``service_s`` > 0, ``wait_budget_s`` > 0, ``quantile``
     in (0, 1)."""
-    c = np.asarray(servers, dtype=float)
-    s = np.asarray(service_s, dtype=float)
-    budget = np.asarray(wait_budget_s, dtype=float)
-    no_wait = 1.0 - np.asarray(quantile, dtype=float)
-    factor = (np.asarray(arrival_cv2, dtype=float) + np.asarray(service_cv2, dtype=float)) / 2.0
-    big = c > _RECURSION_MAX_SERVERS
+    # Queues sorted by servers, most first (the answer is put back in the caller's
+    # order): the big ones (closed form) lead, and step k of the Erlang B recursion
+    # updates only the slice of the others with at least k servers. Each queue sees the
+    # same operations on the same floats as in a loop over all of them: the same answer.
+    c_in = np.asarray(servers, dtype=float)
+    order = np.argsort(-c_in, kind="stable")
+    c = c_in[order]
+    s = np.asarray(service_s, dtype=float)[order]
+    budget = np.asarray(wait_budget_s, dtype=float)[order]
+    no_wait = 1.0 - np.asarray(quantile, dtype=float)[order]
+    factor = ((np.asarray(arrival_cv2, dtype=float) + np.asarray(service_cv2, dtype=float)) / 2.0)[
+        order
+    ]
+    n_big = int(np.count_nonzero(c > _RECURSION_MAX_SERVERS))
     if _gammaln is None:
         _load_special()
     gammaln, pdtr = _gammaln, _pdtr
-    log_factorial = np.where(big, gammaln(c + 1.0), 0.0)
+    c_big = c[:n_big]
+    log_factorial = gammaln(c_big + 1.0)
+    # end of the slice of recursion queues with at least k servers, for k = 1..32
+    c_small = c[n_big:]
+    ends = [n_big + int(np.count_nonzero(c_small >= k)) for k in range(_RECURSION_MAX_SERVERS + 1)]
     steps = int(min(c.max(initial=1.0), _RECURSION_MAX_SERVERS))
 
     def wait_at(rho: np.ndarray) -> np.ndarray:
@@ -294,11 +306,21 @@ def max_utilization_for_wait_batch(
         a = rate * s
         b = np.ones_like(a)
         for k in range(1, steps + 1):
-            b = np.where(k <= c, a * b / (k + a * b), b)
+            end = ends[k]
+            if end <= n_big:
+                break
+            ak, bk = a[n_big:end], b[n_big:end]
+            b[n_big:end] = ak * bk / (k + ak * bk)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            closed = np.exp(c * np.log(a) - a - log_factorial) / pdtr(c, a)
-            b = np.where(big & (a > 0), np.where(pdtr(c, a) > 0, closed, 1.0), b)
-            b = np.where(big & (a <= 0), 0.0, b)
+            if n_big:
+                a_big = a[:n_big]
+                p_big = pdtr(c_big, a_big)
+                closed = np.exp(c_big * np.log(a_big) - a_big - log_factorial) / p_big
+                b[:n_big] = np.where(
+                    a_big > 0,
+                    np.where(p_big > 0, closed, 1.0),
+                    np.where(a_big <= 0, 0.0, np.nan),  # a NaN load: NaN, as the recursion
+                )
             c_wait = np.where(a >= c, 1.0, c * b / (c - a * (1.0 - b)))
             wait = np.log(c_wait / no_wait) / (c / s - rate) * factor
         wait = np.where(c_wait <= no_wait, 0.0, wait)
@@ -312,7 +334,9 @@ def max_utilization_for_wait_batch(
         below = wait_at(mid) - budget <= 0.0
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)
-    return np.where(fits, _RHO_MAX, (lo + hi) / 2.0)
+    out = np.empty_like(c)
+    out[order] = np.where(fits, _RHO_MAX, (lo + hi) / 2.0)
+    return out
 
 
 def littles_law_resident(rate_per_s: float, output_tokens: float, tpot_ms: float) -> float:

@@ -15,7 +15,7 @@ from planner import kernels as kn
 from planner import risk
 from planner import roofline as rl
 from planner.candidates import Candidate, Screening, prune_by_cost_curves, screen_candidates
-from planner.plan import Plan, plan_from_result
+from planner.plan import Plan, plan_assumed_notes, plan_from_result
 from planner.plan.figures import output_tokens_per_hour
 from planner.problem_build import build_problem, parse_request
 from planner.procurement import PoolDemand, plan_tco
@@ -119,6 +119,7 @@ def make_plan(
             resolve_request(request, catalog),
             solver_options_for(request, caps).time_limit_s,
         )
+        robust.assumed_notes = plan_assumed_notes(robust)
         return robust
     resolved = resolve_request(request, catalog)
     uncorrected = screen_candidates(resolved, catalog, deadline=t0 + caps.screening_time_limit_s)
@@ -175,6 +176,7 @@ def make_plan(
     plan.assumptions = assumptions(resolved, catalog, screening)
     plan.assumptions["calibration"] = request.calibration
     attach_tco(plan, request, catalog, problem.candidates, resolved, opts.time_limit_s)
+    plan.assumed_notes = plan_assumed_notes(plan)  # from its classes and assumptions
     t_end = time.perf_counter()
     plan.assumptions["planning_time_s"] = round(t_end - t0, 4)
     if timings is not None:

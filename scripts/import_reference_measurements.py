@@ -207,6 +207,7 @@ HARDWARE_MORE = {
     "NVIDIA L4 24GB (GKE)": ("l4", ""),
     "Intel Gaudi 3 (HL-325L, 128 GiB)": ("gaudi3", ""),
     "NVIDIA A100-SXM4-40GB": ("a100-40gb", ""),
+    "NVIDIA H100 PCIe 80GB": ("h100-pcie-80gb", ""),
 }
 
 #: measurements-more.json model names -> catalog model id, with what the mapping assumes.
@@ -242,6 +243,7 @@ MODELS_MORE = {
         "Llama-3-70B mapped to llama-3.1-70b (same layer shapes; 8K native context)",
     ),
     "meta-llama/Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""),
+    "nvidia/Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
 }
 
 #: measurements-more.json precision -> catalog dtype (weights).

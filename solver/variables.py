@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pulp
 
 from solver.problem import Mode, Objective, PoolRole, Problem
 
 
+@lru_cache(maxsize=65536)
 def safe_name(text: str) -> str:
-    """A row/column name PuLP keeps as is (it rewrites '-', spaces, brackets)."""
+    """A row/column name PuLP keeps as is (it rewrites '-', spaces, brackets);
+    remembered (a candidate's id is asked for by every subproblem holding it)."""
     out = []
     for ch in text:
         out.append(ch if ch.isalnum() or ch == "_" else "_")

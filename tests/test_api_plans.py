@@ -78,10 +78,11 @@ def test_post_stores_the_plan_and_everything_needed_to_reproduce_it(client, db_u
     assert record["gpus_total"] == plan["gpus_total"] > 0
     assert record["runtime_s"] >= 0 and record["gap"] is not None
     assert {p["class"] for p in plan["pools"]} == {"chat"}
-    # the lines the reports print under "Assumed", for clients without a report
-    from planner.report.text import assumed_technique_lines
+    # the lines the reports print under "Assumed", for clients without a report: the
+    # plan's own (planner.plan.notes), stored and answered as make_plan set them
+    from planner.plan.notes import assumed_notes
 
-    assert plan["assumed_notes"] == assumed_technique_lines(plan)
+    assert plan["assumed_notes"] == assumed_notes(plan["classes"], plan["assumptions"])
     disaggregated = [c["name"] for c in plan["classes"] if c.get("mode") == "disaggregated"]
     assert len(plan["assumed_notes"]) >= len(disaggregated)
     assert all(c["meets_slo"] for c in plan["classes"])

@@ -265,11 +265,14 @@ def test_shapes_and_gpus_without_data():
     )
     everything = cb.load_reference_measurements(CAT, include_skipped=True)
     none = fd.gpus_without_data(CAT, everything)
-    assert set(none) == {"h100-pcie-80gb"}
+    assert none == []  # every GPU in the catalog has a measurement
     # L40S at tp 4 runs over PCIe (cost model v2), so MLPerf's L40S points are priced;
-    # Gaudi 3, A100 40GB and L4 from catalog/measurements/sources/measurements-more-2.json
-    for gpu in (H100, "mi300x", "h100-nvl-94gb", "l40s", "gaudi3", "a100-40gb", "l4"):
-        assert gpu not in none
+    # Gaudi 3, A100 40GB, L4 and H100 PCIe (TensorRT-LLM issue #6294) from
+    # catalog/measurements/sources/measurements-more-2.json
+    h100_pcie = [m for m in everything if m.gpu == "h100-pcie-80gb"]
+    assert [(m.id, m.output_tok_s, m.isl, m.osl, m.num_requests) for m in h100_pcie] == [
+        ("x032", 17500.0, 128, 128, 30000)
+    ]
 
 
 # --------------------------------------------------------------------------- fit vs holdout
@@ -303,10 +306,10 @@ def test_a_fit_on_the_fit_split_improves_held_out_a100_kernels(a100_fit_rows):
 
 def test_the_shipped_levels_cut_the_held_out_throughput_optimism():
     """The catalog's levels are set on the fit split's saturated throughputs
-    (scripts/calibrate_defaults.py); on the held-out split's, the analogy factors were
-    optimistic by a median +23%: the shipped factors at least a third less, with no
-    larger median |error| (docs/calibration.md; the median over every held-out value,
-    latencies included, moves from 18.9% to 19.6%)."""
+    (scripts/calibrate_defaults.py). On the held-out split's, the analogy factors are
+    optimistic by a median +7.1% (+23% before the measured kernel floors of
+    tests/test_kernel_floors.py), the shipped factors within the +-5% target (-3.1%), with
+    no larger median |error| (18.2% -> 16.8%; docs/calibration.md)."""
     points = cb.load_reference_measurements(CAT)
     shipped = {g: cb._prior(CAT, g, None) for g in CAT.gpus}
     sat = {m.label for m in points if fd.saturated_throughput(m)}
@@ -318,7 +321,7 @@ def test_the_shipped_levels_cut_the_held_out_throughput_optimism():
     assert len(rows) >= 30
     before = median(r.signed_before for r in rows)
     after = median(r.signed_after for r in rows)
-    assert before > 0.15 and 0 <= after < before * 2 / 3
+    assert before > 0.05 and abs(after) <= 0.05 and after < before
     assert (
         median(abs(r.signed_after) for r in rows)
         <= median(abs(r.signed_before) for r in rows) + 0.01

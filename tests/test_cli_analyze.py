@@ -116,7 +116,15 @@ def test_chunk_budget_json(capsys) -> None:
     }
     assert row["tpot_penalty"] == 0.0 and row["chunks"] == 6
     replica = rl.build_replica(load_catalog(), "llama-2-7b", H100, mfu=0.5, overlap_factor=1.0)
-    assert row["ttft_ms"] == pytest.approx(rl.chunked_prefill_ttft_ms(replica, 4096, 683, 20.1))
+    # perfect overlap: six steps of max(20.1 ms, the chunk's compute at its context)
+    starts = [683 * i for i in range(6)]
+    sizes = [683] * 5 + [4096 - 5 * 683]
+    assert row["ttft_ms"] == pytest.approx(
+        sum(
+            max(20.1, rl.chunk_compute_ms(replica, t, s))
+            for t, s in zip(sizes, starts, strict=True)
+        )
+    )
     assert data["shrinking"]["chunk_tokens"] == [727, 708, 690, 673, 657, 641]
     assert data["replica"]["overlap_factor"] == 1.0
 

@@ -84,6 +84,51 @@ def test_plan_json_is_the_plan_and_nothing_else_on_stdout(capfd, tmp_path):
     assert plan["pools"] and plan["classes"][0]["meets_slo"] is True
 
 
+def test_plan_json_carries_the_lines_the_reports_print_under_assumed(capfd, tmp_path):
+    """``assumed_notes`` is part of every plan document (planner.plan.notes): the CLI's
+    --json has the same lines the text report prints under "Assumed" and the HTML and
+    Markdown reports list under their "Assumed" heading, and the reports read them from
+    the plan (one source)."""
+    import html
+
+    from catalog.loader import load_catalog
+    from planner.report.render import render_plan_report
+
+    ngram = {"method": "ngram", "draft_tokens": 4, "acceptance_length": 1.5}
+    body = small(
+        traffic={
+            "rate_rps": 5,
+            "classes": [
+                {"workload": "chat", "share": 0.5, "speculative": ngram},
+                {"workload": "rag", "share": 0.5},
+            ],
+        },
+        candidates={"gpus": ["h100-sxm5-80gb", "l40s"], "modes": ["disaggregated"]},
+    )
+    path = write(tmp_path, body)
+    assert cli.main(["plan", path, "--json"]) == 0
+    plan = json.loads(capfd.readouterr().out)
+    notes = plan["assumed_notes"]
+    assert [n.split(":")[0] for n in notes] == ["chat", "rag", "chat"]
+    assert "disaggregated TTFT" in notes[0] and "speculative ngram" in notes[2]
+
+    assert cli.main(["plan", path]) == 0
+    text = capfd.readouterr().out
+    block = text.split("\n  Assumed:\n", 1)[1].split("\n\n", 1)[0]
+    assert block.splitlines() == [f"    {n}" for n in notes]
+
+    record = {"id": "p", "created_at": "2026-12-01T00:00:00Z", "request": body, "plan": plan}
+    md, _ = render_plan_report(record, "md", load_catalog())
+    listed = md.split("### Assumed\n", 1)[1].split("\n#", 1)[0]
+    assert [ln[2:] for ln in listed.splitlines() if ln.startswith("- ")] == notes
+    page, _ = render_plan_report(record, "html", load_catalog())
+    assert all(html.escape(n, quote=False) in page for n in notes)
+    # one source: the reports print the plan's lines, not lines of their own
+    mine = {**plan, "assumed_notes": ["chat: assumed by this test"]}
+    md, _ = render_plan_report({**record, "plan": mine}, "md", load_catalog())
+    assert "- chat: assumed by this test" in md and notes[0] not in md
+
+
 def test_plan_reads_stdin(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(SMALL)))
     assert cli.main(["plan", "-", "--json"]) == 0

@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
+from planner.candidates import screen
+from planner.candidates.chunking import chunked_ttft_ms
 from planner.sensitivity import sensitivity
 from planner.service import make_plan
 from planner.simulate import verify as sv
@@ -388,12 +390,45 @@ def test_issue_11_a_corrected_family_does_not_make_without_gpu_x_cheaper():
         assert cost is None or cost >= _total(plan) * (1 - SLACK), name
 
 
-def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas():
+#: Agent turns of 52k-token prompts on GB200 tp8 alone: verifies as planned; with
+#: screening's chunked prefill made 30% optimistic (:func:`_optimistic_chunks`), the
+#: simulated p90 TTFT sits at a latency floor over the SLO.
+GB200_AGENT = {
+    "model": "llama-3.1-70b",
+    "traffic": {
+        "rate_rps": 15,
+        "classes": [
+            {
+                "workload": "agent",
+                "share": 1.0,
+                "prompt_tokens": {"mean_tokens": 40000, "p90_tokens": 52000},
+                "output_tokens": {"mean_tokens": 800, "p90_tokens": 1600},
+                "prefix_hit_rate": 0.6,
+            }
+        ],
+    },
+    "slo": {"ttft_ms": 800, "tpot_ms": 40, "percentile": 90},
+    "candidates": {"modes": ["aggregated"], "dtypes": ["fp8"], "gpus": ["gb200-per-gpu"]},
+}
+
+
+def _optimistic_chunks(monkeypatch) -> None:
+    """Screening prices chunked prompts 30% under what the simulation runs (the kind of
+    gap that max(decode step, chunk) pricing left before chunks were priced as mixed
+    steps, made large enough to miss): the miss the correction tests need."""
+    monkeypatch.setattr(
+        screen, "chunked_ttft_ms", lambda prompt, steps: 0.7 * chunked_ttft_ms(prompt, steps)
+    )
+
+
+def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas(monkeypatch):
     """A miss whose latency stays put after its family was derated (the pools grew) is a
     service-time floor: the family is excluded (factor 0, its candidates rejected), not
-    derated again, and the stop reason says so. The end-to-end half rests on the known
-    screening/simulation TTFT gap of long chunked prompts on GB200 (KNOWN_CORRECTIONS in
-    tests/test_simulate_verify.py): when that gap is closed, plan a floor another way."""
+    derated again, and the stop reason says so. End to end, a screening that prices long
+    chunked prompts 30% under what the simulation runs (:func:`_optimistic_chunks`)
+    plans an agent class on GB200 whose p90 prompt's prefill alone is over the TTFT SLO
+    in simulation: more replicas cannot fix it. With the
+    screening's own pricing the same request verifies as planned."""
     fc = FamilyCorrection(
         class_name="agent",
         role="aggregated",
@@ -409,25 +444,43 @@ def test_a_family_excluded_at_its_latency_floor_buys_no_more_replicas():
     assert sv.latency_floor(fc, 790.0) is None  # it fell: load, derate again
     assert sv.latency_floor(fc.model_copy(update={"learned": "inherited"}), 815.0) is None
     assert sv.latency_floor(fc.model_copy(update={"metric_ms": None}), 815.0) is None
-    doc = {
-        "model": "llama-3.1-70b",
-        "traffic": {
-            "rate_rps": 15,
-            "classes": [
-                {
-                    "workload": "agent",
-                    "share": 1.0,
-                    "prompt_tokens": {"mean_tokens": 40000, "p90_tokens": 52000},
-                    "output_tokens": {"mean_tokens": 800, "p90_tokens": 1600},
-                    "prefix_hit_rate": 0.6,
-                }
-            ],
-        },
-        "slo": {"ttft_ms": 800, "tpot_ms": 40, "percentile": 90},
-        "candidates": {"modes": ["aggregated"], "dtypes": ["fp8"], "gpus": ["gb200-per-gpu"]},
-    }
-    plan = make_plan(doc, CAT, alternatives=False, verify=True)
+    plan = make_plan(GB200_AGENT, CAT, alternatives=False, verify=True)
+    assert plan.verification.passed and plan.verification.correction is None
+    _optimistic_chunks(monkeypatch)
+    plan = make_plan(GB200_AGENT, CAT, alternatives=False, verify=True)
     corr = plan.verification.correction
     assert corr is not None and "excluded at its latency floor" in corr.note
     # stopped at the floor instead of re-solving to MAX_CORRECTIONS at ever higher cost
     assert corr.iterations <= 2
+
+
+def test_a_costlier_correction_that_attains_no_more_leaves_the_original_plan(monkeypatch):
+    """The GB200 agent plan, screened 30% optimistic on chunked prompts
+    (:func:`_optimistic_chunks`), misses at its latency floor; the correction's re-solve
+    costs more ($944.32/h against $799.04/h when written) and attains no more:
+    the original plan is returned with the corrections it was solved with (none), and
+    the verification says what was tried. Planned again on those corrections, without
+    simulation, the model gives the same fleet: alternatives and variants reuse them."""
+    from planner.report.text import render_plan_text
+
+    _optimistic_chunks(monkeypatch)
+    plan = make_plan(GB200_AGENT, CAT, alternatives=False, verify=True)
+    ver = plan.verification
+    fix = ver.correction
+    assert fix is not None and fix.kept == "original"
+    assert plan.cost_usd_per_hour == fix.original_cost_usd_per_hour
+    assert fix.cost_usd_per_hour is not None and fix.cost_usd_per_hour > plan.cost_usd_per_hour
+    first, tried = fix.rounds[0], fix.rounds[1]
+    assert first.kept and not tried.kept
+    assert round(tried.attainment["agent"], 3) <= round(first.attainment["agent"], 3)
+    assert ver.corrections == []  # what the returned plan was solved with
+    assert fix.tried_corrections and all(c.learned == "this plan" for c in fix.tried_corrections)
+    assert "correction tried" in fix.note and "the original plan is kept" in fix.note
+    assert f"${plan.cost_usd_per_hour:,.2f}/h plan is kept" in ver.summary
+    text = render_plan_text(plan.to_json_dict())
+    assert "Correction tried, original kept:" in text and "tried, not applied:" in text
+    again = make_plan(
+        GB200_AGENT, CAT, alternatives=False, verify=False, corrections=ver.corrections
+    )
+    assert again.cost_usd_per_hour == plan.cost_usd_per_hour
+    assert [(p.id, p.replicas) for p in again.pools] == [(p.id, p.replicas) for p in plan.pools]

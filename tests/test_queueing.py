@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner import queueing as q
 from planner.errors import PlanningError
@@ -118,3 +121,31 @@ def test_validation() -> None:
         q.mmc_wait_quantile_s(1.0, 1.0, 2, 1.0)
     with pytest.raises(PlanningError, match="service_s"):
         q.mmc_mean_wait_s(1.0, 0.0, 2)
+
+
+@given(
+    servers=st.lists(st.integers(1, 80), min_size=2, max_size=30),
+    service_s=st.lists(st.floats(1e-3, 10.0), min_size=2, max_size=30),
+    budget_s=st.lists(st.floats(1e-4, 30.0), min_size=2, max_size=30),
+    quantile=st.sampled_from([0.5, 0.9, 0.99]),
+    cs2=st.floats(0.0, 4.0),
+)
+def test_batched_root_search_does_not_depend_on_its_companions(
+    servers, service_s, budget_s, quantile, cs2
+) -> None:
+    """Each queue of max_utilization_for_wait_batch gets the same float alone as in a
+    batch of queues with other server counts (sorted by servers, the recursion steps
+    only the slice that needs them: per queue the same operations)."""
+    k = min(len(servers), len(service_s), len(budget_s))
+    args = (
+        np.array(servers[:k], dtype=float),
+        np.array(service_s[:k]),
+        np.full(k, quantile),
+        np.array(budget_s[:k]),
+        np.full(k, cs2),
+        np.ones(k),
+    )
+    together = q.max_utilization_for_wait_batch(*args).tolist()
+    for i in range(k):
+        alone = q.max_utilization_for_wait_batch(*(a[i : i + 1] for a in args))
+        assert alone.tolist() == [together[i]]

@@ -725,10 +725,10 @@ def test_gpu_colours_are_the_same_in_every_chart() -> None:
 
 
 def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
-    from planner.report.text import (
+    from planner.plan.notes import (
         MEASURED_DISAGG_TTFT_EXTRA_MS,
-        assumed_technique_lines,
         disaggregated_ttft_line,
+        notes_of,
     )
 
     tight = {"name": "chat", "mode": "disaggregated", "ttft_ms": 900.0, "slo": {"ttft_ms": 1000}}
@@ -736,5 +736,6 @@ def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
     assert "beyond the 1,000 ms SLO" in (disaggregated_ttft_line(tight) or "")
     assert "within the 1,000 ms SLO" in (disaggregated_ttft_line(roomy) or "")
     assert disaggregated_ttft_line({**tight, "mode": "aggregated"}) is None
-    lines = assumed_technique_lines({"classes": [tight, {**tight, "mode": "aggregated"}]})
+    # a document stored before plans carried assumed_notes: computed the same way
+    lines = notes_of({"classes": [tight, {**tight, "mode": "aggregated"}]})
     assert len(lines) == 1 and lines[0].startswith("chat: disaggregated TTFT 900 ms")

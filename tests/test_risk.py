@@ -135,11 +135,36 @@ def test_shipped_provenance():
     # GB200 rests on disaggregated runs of one publisher: measured, at the analogy spread
     gb = cat.gpus["gb200-per-gpu"].efficiency
     assert gb.points >= 10 and gb.sigma_log == ANALOGY_SIGMA_LOG
-    pcie = cat.gpus["h100-pcie-80gb"].efficiency  # no priceable measurement
+    # H100 PCIe rests on one point (TensorRT-LLM issue #6294): its level is measured, its
+    # spread stays the analogy's; no shipped GPU is unmeasured any more
+    pcie = cat.gpus["h100-pcie-80gb"].efficiency
     assert (pcie.provenance, pcie.points, pcie.sigma_log) == (
-        Provenance.ANALOGY,
-        0,
+        Provenance.SCALED,
+        1,
         ANALOGY_SIGMA_LOG,
+    )
+    assert all(p.measured for p in prov.values())
+
+
+def _unmeasured_pcie_catalog():
+    """The shipped catalog with H100 PCIe's factors set back to the unmeasured analogy
+    (MFU 0.5 / MBU 0.7 x ANALOGY_LEVEL_SCALE, no points, the analogy spread), as it
+    shipped before its one measurement: the unmeasured GPU these tests need."""
+    base = load_catalog()
+    pcie = base.gpus["h100-pcie-80gb"]
+    eff = pcie.efficiency.model_copy(
+        update={
+            "provenance": Provenance.ANALOGY,
+            "points": 0,
+            "sigma_log": ANALOGY_SIGMA_LOG,
+            "level_scale": ANALOGY_LEVEL_SCALE,
+            "prefill_mfu": round(0.5 * ANALOGY_LEVEL_SCALE, 4),
+            "decode_mbu": round(0.7 * ANALOGY_LEVEL_SCALE, 4),
+        }
+    )
+    gpus = {**base.gpus, "h100-pcie-80gb": pcie.model_copy(update={"efficiency": eff})}
+    return build_catalog(
+        {"gpus": gpus, "models": base.models, "workloads": base.workloads, "links": base.links}
     )
 
 
@@ -312,7 +337,9 @@ def test_default_confidence_is_recorded_in_the_plan():
 
 def test_plan_bands_follow_from_its_pools():
     plan = make_plan(
-        _small(0.8, candidates={"gpus": ["h100-pcie-80gb"], "tp": [1]}), alternatives=False
+        _small(0.8, candidates={"gpus": ["h100-pcie-80gb"], "tp": [1]}),
+        _unmeasured_pcie_catalog(),
+        alternatives=False,
     )
     assert plan.unmeasured_gpus == ["h100-pcie-80gb"]
     assert plan.cost_band_usd_per_hour is not None
@@ -454,8 +481,9 @@ def test_analyze_capacity_shows_provenance_and_band():
     )
     lo, hi = f.requests_per_s_band
     assert f"90% band            requests/s {lo:,.3f}-{hi:,.3f}" in text
-    b = capacity_analysis(cat, CapacityRequest(gpu="h100-pcie-80gb", **base))
-    pcie = cat.gpus["h100-pcie-80gb"].efficiency
+    unmeasured = _unmeasured_pcie_catalog()
+    b = capacity_analysis(unmeasured, CapacityRequest(gpu="h100-pcie-80gb", **base))
+    pcie = unmeasured.gpus["h100-pcie-80gb"].efficiency
     want = (
         f"set by analogy x{pcie.level_scale:.2f} (no measurement), "
         f"sigma_log {ANALOGY_SIGMA_LOG:.3f}"
@@ -471,11 +499,11 @@ def test_report_shows_band_and_per_gpu_provenance():
     from planner.report.markdown import render_markdown
     from planner.report.plan_document import plan_document
 
-    cat = load_catalog()
+    cat = _unmeasured_pcie_catalog()
     req = _small(0.8, candidates={"gpus": ["h100-pcie-80gb", "h100-sxm5-80gb"], "tp": [1]})
     req["constraints"] = {"max_gpus": {"h100-sxm5-80gb": 1}}  # so both are bought
     req["operations"] = {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0}
-    plan = make_plan(req, alternatives=False).to_json_dict()
+    plan = make_plan(req, cat, alternatives=False).to_json_dict()
     assert set(plan["gpus_by_type"]) == {"h100-pcie-80gb", "h100-sxm5-80gb"}
     md = render_markdown(plan_document({"plan": plan, "request": req}, cat, with_charts=False))
     lo, hi = plan["cost_band_usd_per_hour"]

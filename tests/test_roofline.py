@@ -401,22 +401,47 @@ def test_chunk_of_at_least_one_token_under_a_tiny_budget(llama: rl.Replica) -> N
 
 
 def test_fixed_chunk_ttft(llama: rl.Replica) -> None:
-    chunks = [683] * 5 + [4096 - 5 * 683]
-    expected, s = 0.0, 0
-    for t in chunks:
-        expected += max(20.0, rl.chunk_compute_ms(llama, t, s))
-        s += t
-    assert rl.chunked_prefill_ttft_ms(llama, 4096, 683, 20.0) == pytest.approx(expected)
-    # When the decode step dominates, TTFT is ceil(P/T) steps of it.
-    assert rl.chunked_prefill_ttft_ms(llama, 4096, 256, 100.0) == pytest.approx(16 * 100.0)
-    # Later fixed chunks are slower (attention grows).
-    assert rl.chunk_compute_ms(llama, 683, 3 * 683) > rl.chunk_compute_ms(llama, 683, 0)
+    """Each chunk rides one mixed step (GEMMs over decodes and chunk, shared attention,
+    overhead). llama-2-7b bf16 on one H100: 2N = 13.477 GFLOP/token, F = 494.7 TFLOP/s,
+    W = 2,345 GB/s, 512 KiB of KV per token, o = 0.8, 2 ms per step; 4,096 tokens in
+    four chunks of 1,024."""
+    c = llama.coefficients
+    gemm_all = 4096 * 13_476_831_232 / 494.7e12 * 1e3  # 111.59 ms, all chunks compute-bound
+    attention_all = 16_384 * 32 * 4096**2 / 2 / 494.7e12 * 1e3  # causal: 8.890 ms
+    assert gemm_all + attention_all == pytest.approx(rl.chunk_compute_ms(llama, 4096, 0))
+    # no decodes: the whole prompt's prefill compute and one overhead per step (each
+    # chunk's attention compute is over its KV read: 0.556 > 0.229 ms at the first)
+    assert c.chunk_attention_parts_ms(1024, 0)[0] > c.chunk_attention_parts_ms(1024, 0)[1]
+    assert rl.chunked_prefill_ttft_ms(llama, 4096, 1024, 0, 0.0) == pytest.approx(
+        gemm_all + attention_all + 4 * 2.0
+    )
+    assert rl.chunked_prefill_ttft_ms(llama, 4096, 1024, 0, 0.0) == pytest.approx(128.475, abs=1e-3)
+    # 32 decodes at context 2,048: GEMMs over 1,056 tokens (28.77 ms), the decodes' KV
+    # read a_d = 32 x 2,048 x 512 KiB / W = 14.65 ms over every chunk's attention
+    # (<= 3.89 ms), which hides o of it: 4 (28.77 + 14.65 + 2) + 0.2 x 8.89
+    gemm_step = 1056 * 13_476_831_232 / 494.7e12 * 1e3
+    a_d = 32 * 2048 * 524_288 / 2_345e9 * 1e3
+    assert a_d == pytest.approx(14.652, abs=1e-3)
+    expected = 4 * (gemm_step + a_d + 2.0) + 0.2 * attention_all
+    assert expected == pytest.approx(183.460, abs=1e-3)
+    assert rl.chunked_prefill_ttft_ms(llama, 4096, 1024, 32, 2048.0) == pytest.approx(expected)
+    # a remainder chunk is a step of its own: 4,100 tokens take five steps
+    assert rl.chunked_prefill_ttft_ms(llama, 4100, 1024, 32, 2048.0) == pytest.approx(
+        expected + rl.mixed_step_ms(llama, 32, 2048.0, 4, 4096)
+    )
+    # later fixed chunks are slower (attention grows)
+    assert rl.mixed_step_ms(llama, 0, 0.0, 683, 3 * 683) > rl.mixed_step_ms(llama, 0, 0.0, 683, 0)
 
 
 def test_shrinking_schedule_ttft(llama: rl.Replica) -> None:
+    """With no decodes, any schedule of compute-bound chunks costs the prompt's prefill
+    compute plus one step overhead per chunk: 120.48 + 6 x 2 ms."""
     chunks = rl.shrinking_chunk_schedule(llama, 4096, 20.1)
-    ttft = rl.shrinking_schedule_ttft_ms(llama, 4096, 20.1, 20.1)
-    assert ttft == pytest.approx(20.1 * len(chunks))
+    assert chunks == [727, 708, 690, 673, 657, 641]
+    ttft = rl.shrinking_schedule_ttft_ms(llama, 4096, 20.1, 0, 0.0)
+    assert ttft == pytest.approx(rl.chunk_compute_ms(llama, 4096, 0) + 6 * 2.0)
+    # each chunk's compute is within the budget, so each step within budget + overhead
+    assert ttft <= 6 * (20.1 + 2.0)
 
 
 def test_chunk_kv_reread_exact() -> None:

@@ -176,6 +176,9 @@ def test_skipping_hands_the_milp_the_same_candidates(both_ways) -> None:
         assert all(r.reason == "dominated" and "at least $" in r.detail for r in new)
         full_pruned = {c.id for c in full.pruned}
         assert {c.id for c in fast.pruned} <= full_pruned
+        # rejected for TPOT at batch 1 without screening: the screening's rejections
+        tpot = [r for r in full.rejections if r.reason == "tpot_unreachable"]
+        assert [r for r in fast.rejections if r.reason == "tpot_unreachable"] == tpot
         skipped += len(new)
     assert skipped > 0
 

@@ -1,12 +1,12 @@
 """Fast screening equals the scalar reference, float for float (issue 14, "Fast plans").
 
-Screening was sped up without changing a number: each prompt's chunk computes are
-priced once per configuration instead of once per batch tried
-(:func:`planner.candidates.chunked_prompt`), the TPOT search shares the batch search's
-cached steps, the queueing root search evaluates the G/G/c wait without re-validating
-its input, and a capacity curve is tabulated once per replica count. These tests
-recompute each piece the way screening did before (the references below are the
-former code) and require exact equality, not a tolerance.
+Screening was sped up without changing a number: each prompt's chunks are priced once
+per configuration instead of once per batch tried
+(:func:`planner.candidates.chunked_prompt`; the mixed steps once per batch), the TPOT
+search shares the batch search's cached steps, the queueing root search evaluates the
+G/G/c wait without re-validating its input, and a capacity curve is tabulated once per
+replica count. These tests recompute each piece the way screening did before (the
+references below are the former code) and require exact equality, not a tolerance.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from planner.candidates import (
     fast_chunked_ttft_ms,
     screen_candidates,
     segments_for,
-    sum_max_linear,
 )
 from planner.candidates.chunking import _expect
 from planner.capacity import decode_slots, largest_batch
@@ -48,20 +47,24 @@ REPLICAS = [
 
 
 def reference_chunked_ttft_ms(
-    replica: rl.Replica, prompt_tokens: float, budget_tokens: int, step_ms: float, cached: float
+    replica: rl.Replica,
+    prompt_tokens: float,
+    budget_tokens: int,
+    batch: int,
+    context_tokens: float,
+    cached: float,
 ) -> float:
-    """fast_chunked_ttft_ms as it was: the chunk computes priced on every call."""
+    """The chunked prefill as the simulator runs it, chunk by chunk: the mixed step of
+    ``batch`` decodes carrying each chunk in turn (``roofline.mixed_step_ms``)."""
     new = max(prompt_tokens - cached, 0.0)
     if new <= 0:
         return 0.0
     k = math.ceil(new / budget_tokens)
-    last = new - (k - 1) * budget_tokens
-    tail = max(step_ms, rl.chunk_compute_ms(replica, last, cached + (k - 1) * budget_tokens))
-    if k == 1:
-        return tail
-    c0 = rl.chunk_compute_ms(replica, budget_tokens, cached)
-    c1 = rl.chunk_compute_ms(replica, budget_tokens, cached + (k - 2) * budget_tokens)
-    return sum_max_linear(step_ms, c0, c1, k - 1) + tail
+    total = 0.0
+    for i in range(k):
+        t = budget_tokens if i < k - 1 else new - (k - 1) * budget_tokens
+        total += rl.mixed_step_ms(replica, batch, context_tokens, t, cached + i * budget_tokens)
+    return total
 
 
 def reference_max_utilization(
@@ -99,12 +102,20 @@ def reference_max_utilization(
     prompt=st.floats(1.0, 200_000.0),
     hit=st.floats(0.0, 1.0),
     budget=st.sampled_from([16, 256, 512, 1000, 2048, 8192]),
-    step=st.floats(0.0, 500.0),
+    batch=st.integers(1, 500),
+    context=st.floats(0.0, 100_000.0),
 )
-def test_chunked_prompt_is_the_per_call_chunked_ttft(replica, prompt, hit, budget, step) -> None:
-    expected = reference_chunked_ttft_ms(replica, prompt, budget, step, prompt * hit)
-    assert chunked_ttft_ms(chunked_prompt(replica, prompt, budget, prompt * hit), step) == expected
-    assert fast_chunked_ttft_ms(replica, prompt, budget, step, prompt * hit) == expected
+def test_chunked_prompt_is_the_per_call_chunked_ttft(
+    replica, prompt, hit, budget, batch, context
+) -> None:
+    """Pricing a prompt's chunks once (chunked_prompt) and the steps once per batch
+    (MixedSteps) gives the per-call figure to the float, and the per-chunk loop to
+    rounding (its closed form sums in another order)."""
+    fast = fast_chunked_ttft_ms(replica, prompt, budget, batch, context, prompt * hit)
+    steps = rl.MixedSteps(replica, batch, context)
+    assert chunked_ttft_ms(chunked_prompt(replica, prompt, budget, prompt * hit), steps) == fast
+    expected = reference_chunked_ttft_ms(replica, prompt, budget, batch, context, prompt * hit)
+    assert fast == pytest.approx(expected, rel=1e-10)
 
 
 @settings(max_examples=300, deadline=None)
@@ -154,7 +165,8 @@ def screened():
 def test_aggregated_batch_and_service_equal_the_scalar_screening(screened) -> None:
     """Every aggregated candidate's batch, step and service figures, recomputed the way
     screening did before (decode_slots, then capacity_maximizing_batch over
-    fast_chunked_ttft_ms per prompt node and batch), are equal to the float."""
+    fast_chunked_ttft_ms per prompt node and batch, each call pricing its chunks and
+    steps afresh), are equal to the float."""
     req, sc = screened
     classes = {c.name: c for c in req.classes}
     checked = 0
@@ -182,8 +194,10 @@ def test_aggregated_batch_and_service_equal_the_scalar_screening(screened) -> No
         )
         assert best is not None
 
-        def service_at(b: int, p: float, replica=replica, budget=budget, h=h) -> float:
-            return reference_chunked_ttft_ms(replica, p, budget, step_at(b), p * h)
+        def service_at(
+            b: int, p: float, replica=replica, budget=budget, h=h, ctx=fig.decode_context_tokens
+        ) -> float:
+            return fast_chunked_ttft_ms(replica, p, budget, b, ctx, p * h)
 
         def decode_rps(b: int, fig=fig, a=a) -> float:
             return kn.decode_tokens_per_s(b, step_at(b), a) / fig.output_mean_tokens
@@ -203,6 +217,12 @@ def test_aggregated_batch_and_service_equal_the_scalar_screening(screened) -> No
         assert cand.step_ms == kn.effective_tpot_ms(step_at(b), a)
         assert (cand.service_mean_ms, cand.service_cv2) == (mean, cv2)
         assert cand.service_q_ms == q_service_at(b)
+        # and the percentile prompt's chunks are the simulator's mixed steps at b
+        p_q = fig.prompt_q_tokens
+        assert cand.service_q_ms == pytest.approx(
+            reference_chunked_ttft_ms(replica, p_q, budget, b, fig.decode_context_tokens, p_q * h),
+            rel=1e-10,
+        )
         checked += 1
     assert checked >= 20
 

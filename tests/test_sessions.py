@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from catalog.loader import load_catalog
@@ -107,6 +107,7 @@ def test_an_infeasible_low_hit_region_moves_the_search_up() -> None:
     st.floats(1.01, 20.0),
     st.floats(1.0, 500.0),
 )
+@example(0.3125, 25.0, 26.56 / 25.0, 33.0)
 def test_effective_hit_rate_falls_with_think_time(
     nominal: float, think_s: float, longer: float, capacity: float
 ) -> None:
@@ -115,7 +116,11 @@ def test_effective_hit_rate_falls_with_think_time(
     long = ses.effective_hit_rate(
         nominal, Sessions(think_time_s=think_s * longer, turns=10), state_at
     )
-    assert 0.0 <= long <= short <= nominal
+    # to the search's resolution: each answer is a bisection point of its own bracket, so
+    # two nearby think times may land one step apart either way (hypothesis found nominal
+    # 0.3125, capacity 33, 25 s vs 26.56 s: 0.03688 -> 0.03745)
+    step = nominal / 2**ses.FIXED_POINT_STEPS
+    assert 0.0 <= long <= short + step and short <= nominal
 
 
 # --------------------------------------------------------------------------- plans
@@ -149,10 +154,13 @@ def test_pools_that_count_on_session_hits_say_how_to_route(catalog: Catalog) -> 
 
 
 def test_infeasible_sessions_say_why(catalog: Catalog) -> None:
-    plan = _plan(catalog, 3600)
+    # ten hours between turns: the prefixes left room for 54% hits of the nominal 92%, and
+    # a p90 prompt then needs 5,068 ms, over the 5,000 ms SLO (the best fleet's figure: a
+    # threshold by construction, so the margin is small; 3,600 s was 0.3% inside it)
+    plan = _plan(catalog, 36000)
     assert not plan.status.has_solution
     text = " ".join(plan.infeasible_reasons)
-    assert "idle sessions' prefixes (3600 s between turns)" in text
+    assert "idle sessions' prefixes (36000 s between turns)" in text
 
 
 def test_the_simulation_uses_the_hits_the_plan_counts_on(catalog: Catalog) -> None:

@@ -330,11 +330,11 @@ def test_the_procurement_report_lists_the_assumed_speculation():
     plan = make_plan(req, CAT, alternatives=False, verify=False)
     record = {"id": "p", "created_at": "2026-12-01T00:00:00Z", "request": req}
     md, _ = render_plan_report({**record, "plan": plan.to_json_dict()}, "md", CAT)
-    assert "### Speculative decoding and FP4" in md
+    assert "### Assumed" in md
     assert "- agent: speculative eagle3" in md
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
     md, _ = render_plan_report({**record, "plan": without.to_json_dict()}, "md", CAT)
-    assert "Speculative decoding and FP4" not in md
+    assert "### Assumed" not in md
 
 
 @pytest.mark.parametrize(

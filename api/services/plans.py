@@ -32,7 +32,6 @@ from api.settings import Settings
 from catalog.schema import Catalog
 from planner.plan import Plan
 from planner.problem_build import parse_request
-from planner.report.text import assumed_technique_lines
 from planner.request import PlanRequest
 from planner.service import SolverLimits, make_plan
 from planner.simulate import simulate_plan
@@ -60,11 +59,10 @@ def build_plan_record(
     raw: Mapping[str, Any], request: PlanRequest, plan: Plan, caps: SolverLimits
 ) -> PlanRecord:
     """A new (unsaved) record for ``plan``, made from ``request`` (posted as ``raw``);
-    its document carries ``assumed_notes``, the lines the reports print under "Assumed"
-    (:func:`planner.report.text.assumed_technique_lines`), for clients that show the plan
+    its document is the plan's JSON, ``assumed_notes`` included (the lines the reports
+    print under "Assumed", :mod:`planner.plan.notes`), for clients that show the plan
     without a report (the web page)."""
     doc = plan.to_json_dict()
-    doc["assumed_notes"] = assumed_technique_lines(doc)
     normalized = request.model_dump(mode="json")
     return PlanRecord(
         status=PlanStatus(plan.status.value),

@@ -47,9 +47,10 @@ def schedule_ttft_ms(
 
     ``sum_i overlapped_step_ms(decode_step_ms, chunk_compute_ms(T_i, s_i), o)``,
     chunk i starting at context ``s_i = start + T_0 + ... + T_{i-1}`` (late chunks
-    attend to more context and take longer). With ``o = 1`` this is
-    :func:`planner.roofline.chunked_prefill_ttft_ms` for fixed chunks and
-    :func:`planner.roofline.shrinking_schedule_ttft_ms` for the shrinking schedule.
+    attend to more context and take longer). This is DOMAIN.md section 3's first-order
+    table, the decode part held at the TPOT budget; screening and the simulator price
+    each chunk as the whole mixed step of a decode batch
+    (:func:`planner.roofline.chunked_prefill_ttft_ms`).
     """
     total, s = 0.0, start_tokens
     for t in chunks:

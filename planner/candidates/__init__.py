@@ -10,7 +10,8 @@ For each class k and each (GPU, TP, dtype) the planner considers three roles:
 * ``aggregated`` (chunked prefill, stall-free batching) for every chunk
   budget T: the batch B that maximizes the replica's capacity within the TPOT
   SLO and the KV cache (:func:`capacity_maximizing_batch`); a prompt takes
-  ceil(P_new / T) such steps.
+  ceil(P_new / T) such steps, each a mixed step of the batch and one of its chunks
+  (:func:`chunked_ttft_ms`).
 
 A configuration is rejected when the model does not fit, a single sequence's
 KV does not fit, the TPOT SLO is out of reach even at batch 1, or the
@@ -29,9 +30,10 @@ from planner.candidates.chunking import (
     ChunkedPrompt,
     capacity_maximizing_batch,
     chunked_prompt,
+    chunked_ttft_floor_ms,
     chunked_ttft_ms,
     fast_chunked_ttft_ms,
-    sum_max_linear,
+    full_chunks_attention_ms,
 )
 from planner.candidates.links import (
     RACK_SCALE_DOMAIN,
@@ -89,10 +91,12 @@ __all__ = [
     "attach_capacity",
     "capacity_maximizing_batch",
     "chunked_prompt",
+    "chunked_ttft_floor_ms",
     "chunked_ttft_ms",
     "dominates",
     "dp_ep_options",
     "fast_chunked_ttft_ms",
+    "full_chunks_attention_ms",
     "kv_dtype_for",
     "kv_dtype_options",
     "kv_exposed_ms",
@@ -112,6 +116,5 @@ __all__ = [
     "segments_for",
     "speculative_label",
     "speculative_replica",
-    "sum_max_linear",
     "tp_options",
 ]

@@ -25,13 +25,13 @@ context; ``b / decode_step(b)`` grows with ``b``: what :func:`largest_batch` and
   ``decode_rps(b) = b a / (G step(b)) <= b / (G decode_step(b)) x a
   <= b_dec / (G tpot_dec)`` (requests/s; ``tpot_dec`` = the decode step per output
   token at ``b_dec``);
-* prefill: a prompt of ``P`` tokens with ``P h`` cached takes
-  ``n = ceil(P (1 - h) / T)`` chunks of at least one step each, and a step is no
-  shorter than at batch 1 with the chunk's context at ``h = 0`` (``P / 2``) when the
-  class has sessions (its nominal context otherwise); ``n`` only falls as ``h``
-  rises, and reloading prefixes from a host tier only adds, so
-  ``prefill_rps(b) <= 1000 / (E[n(P, nominal)] x step_min)`` (requests/s; ``E`` over
-  the prompt's quadrature nodes).
+* prefill: a prompt of ``P`` tokens with ``P h`` cached takes the mixed steps of its
+  ``ceil(P (1 - h) / T)`` chunks, no shorter in sum than
+  :func:`planner.candidates.chunking.chunked_ttft_floor_ms` of its ``P (1 - h)`` new
+  tokens at batch 1 (for any batch and start context), which only grows as ``h``
+  falls; reloading prefixes from a host tier only adds, so
+  ``prefill_rps(b) <= 1000 / E[floor(P (1 - nominal))]`` (requests/s; ``E`` over the
+  prompt's quadrature nodes).
 
 Hence ``usd_per_rps >= cost / max(min(decode bound, prefill bound) x risk_derate,
 1e-12)``: the floor. A configuration the floor does not skip gets a tighter one before
@@ -58,15 +58,20 @@ changes is the record of what was dropped: a skipped configuration is a
 beat it (one per configuration, where its screening might have added two or three
 pruned candidates, one per session batch cap; or, rarely, a ``ttft_unreachable``
 rejection, which its floor being beaten makes moot). Configurations the screening
-rejects at once (KV memory, the TPOT SLO at batch 1) are screened as before.
+rejects at once for KV memory are screened as before; those it rejects for the TPOT
+SLO at batch 1 get that rejection without screening (:func:`aggregated_rejected_at_once`:
+the same record). :func:`screen_deferred` runs the skipping.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+from catalog.schema import Dtype
 from planner import kernels as kn
 from planner import roofline as rl
+from planner.candidates.chunking import chunked_ttft_floor_ms
 from planner.candidates.model import KEEP_PER_GPU, Candidate, ClassFigures, Rejection
 from planner.candidates.prune import dominates
 from planner.capacity import largest_batch
@@ -89,14 +94,15 @@ def aggregated_usd_per_rps_floor(
     cost_usd_per_hour: float,
     risk_derate: float,
     mixed_slots: bool = False,
+    step_nominal_ms: float | None = None,
 ) -> float | None:
     """A floor on the cost per request/s ($/h per rps) of every candidate screening an
     aggregated configuration could give (see the module docstring for the proof):
-    ``cost / max(min(b_dec / (G tpot_dec / 1000), 1000 / (E[n] step_min)) x
+    ``cost / max(min(b_dec / (G tpot_dec / 1000), 1000 / E[prefill_min]) x
     risk_derate, 1e-12)``, with ``decode = (b_dec, tpot_dec ms)`` the replica's
-    decode-only slots (:func:`planner.capacity.decode_slots` at the class's TPOT SLO),
-    ``n = ceil(P (1 - h) / T)`` chunks of a prompt of ``P`` tokens at the nominal hit
-    rate ``h`` and ``step_min`` (ms) a mixed step at batch 1. None when screening
+    decode-only slots (:func:`planner.capacity.decode_slots` at the class's TPOT SLO)
+    and ``prefill_min`` (ms) :func:`chunked_ttft_floor_ms` of a prompt of ``P`` tokens
+    at the nominal hit rate ``h`` at batch 1. None when screening
     rejects the configuration at once (no decode slots, or a mixed step at batch 1
     over the TPOT SLO): then it is screened, to keep its rejection.
 
@@ -104,23 +110,23 @@ def aggregated_usd_per_rps_floor(
     ``kn.decode_tokens_per_s(b0, step0(b0), a) / G`` at ``b0``, the largest batch whose
     mixed step ``step0`` (chunk context at ``h = 0`` with sessions, nominal otherwise)
     meets the TPOT SLO: the screened batch ``b`` meets it with a step no shorter than
-    ``step0(b)``, so ``b <= b0``, and ``b / step0(b)`` grows with ``b``."""
+    ``step0(b)``, so ``b <= b0``, and ``b / step0(b)`` grows with ``b``.
+
+    ``step_nominal_ms``: the mixed step at batch 1 with the nominal chunk context when
+    the caller has it (ms; computed here otherwise)."""
     if decode is None:
         return None
     slo = cls.slo
     a = kn.tokens_per_verification_step(replica.speculative)
-    step_nominal = rl.mixed_step_ms(
-        replica, 1, fig.decode_context_tokens, budget_tokens, fig.chunk_context_tokens
+    step_nominal = (
+        step_nominal_ms
+        if step_nominal_ms is not None
+        else rl.mixed_step_ms(
+            replica, 1, fig.decode_context_tokens, budget_tokens, fig.chunk_context_tokens
+        )
     )
     if kn.effective_tpot_ms(step_nominal, a) > slo.tpot_ms:
         return None  # screening's tpot_unreachable
-    step_min = (
-        rl.mixed_step_ms(
-            replica, 1, fig.decode_context_tokens, budget_tokens, fig.prompt_mean_tokens / 2.0
-        )
-        if has_sessions(cls, fig)
-        else step_nominal
-    )
     b_dec, tpot_dec_ms = decode
     decode_rps = b_dec / (fig.output_mean_tokens * tpot_dec_ms / 1000.0)
     if mixed_slots:
@@ -137,11 +143,12 @@ def aggregated_usd_per_rps_floor(
                 decode_rps, kn.decode_tokens_per_s(b0, step0(b0), a) / fig.output_mean_tokens
             )
     h = fig.prefix_hit_rate
-    chunks = sum(
-        w * math.ceil(max(p - p * h, 0.0) / budget_tokens)
+    steps = rl.MixedSteps(replica, 1, fig.decode_context_tokens)
+    prefill_ms = sum(
+        w * chunked_ttft_floor_ms(steps, max(p - p * h, 0.0), budget_tokens)
         for p, w in zip(fig.prompt_nodes_tokens, fig.prompt_weights, strict=True)
     )
-    prefill_rps = 1000.0 / (chunks * step_min) if chunks > 0 and step_min > 0 else math.inf
+    prefill_rps = 1000.0 / prefill_ms if prefill_ms > 0 else math.inf
     return cost_usd_per_hour / max(min(decode_rps, prefill_rps) * risk_derate, 1e-12)
 
 
@@ -183,9 +190,131 @@ def skipped_rejection(
     )
 
 
+def mixed_tpot_rejection(
+    cls: ResolvedClass, replica: rl.Replica, budget: int, step1_ms: float
+) -> Rejection:
+    """An aggregated configuration whose mixed step at batch 1 (``step1_ms``, a chunk
+    of ``budget`` tokens at the class's nominal chunk context) is over the TPOT SLO per
+    output token: ``tpot_unreachable``."""
+    a = kn.tokens_per_verification_step(replica.speculative)
+    return Rejection(
+        cls.name,
+        PoolRole.AGGREGATED,
+        replica.gpu.id,
+        replica.tp,
+        replica.weight_dtype.value,
+        budget,
+        "tpot_unreachable",
+        f"a mixed step with a {budget}-token chunk takes {step1_ms / a:.1f} ms per "
+        f"output token at batch 1, over the TPOT SLO {cls.slo.tpot_ms:g} ms",
+    )
+
+
+def aggregated_rejected_at_once(
+    cls: ResolvedClass, fig: ClassFigures, replica: rl.Replica, budget: int, b_mem: int
+) -> tuple[Rejection | None, float | None]:
+    """(the rejection, None) when screening an aggregated configuration would reject it
+    for its TPOT at batch 1, else (None, that mixed step in ms, when computed), without
+    screening: what :func:`planner.candidates.screen._screen_with_sessions` returns then.
+    :func:`planner.candidates.screen._screen_config`
+    rejects it for KV memory first (one sequence does not fit: left to it, None), then
+    for a mixed step at batch 1, with the chunk context at the nominal hit rate, over
+    the TPOT SLO: a class with sessions is screened at the nominal rate first
+    (:func:`planner.candidates.sessions.effective_hit_rate`), rejected there, and that
+    rejection (its figures ``fig.at_hit(nominal)``, the same floats as ``fig``) is the
+    outcome (the capped batches are not tried when the full one keeps every hit).
+    ``b_mem``: :func:`planner.roofline.max_resident_batch` of the replica at the class's
+    decode context (the same for every chunk budget: the caller's, once)."""
+    if b_mem < 1:
+        return None, None
+    step1 = rl.mixed_step_ms(
+        replica, 1, fig.decode_context_tokens, budget, fig.chunk_context_tokens
+    )
+    a = kn.tokens_per_verification_step(replica.speculative)
+    if kn.effective_tpot_ms(step1, a) > cls.slo.tpot_ms:
+        return mixed_tpot_rejection(cls, replica, budget, step1), step1
+    return None, step1
+
+
+#: An aggregated configuration left for its floor: (floor $/h per rps, enumeration
+#: index, replica, chunk budget tokens, dtype).
+Deferred = tuple[float, int, rl.Replica, int, Dtype]
+
+
+def screen_deferred(
+    cls: ResolvedClass,
+    results: list[tuple[int, list[Candidate | Rejection]]],
+    deferred: list[Deferred],
+    screen: Callable[[rl.Replica, int, Dtype], list[Candidate | Rejection]],
+    tighter_floor: Callable[[rl.Replica, int, Dtype], float | None],
+    check_time: Callable[[], None],
+) -> None:
+    """Screen (``screen``) or skip the ``deferred`` aggregated configurations of one
+    class on one GPU type, adding their outcomes to ``results`` (enumeration index,
+    outcomes; the configurations screened so far): in enumeration order up to the first
+    aggregated candidate, then in increasing order of floor, each skipped whose floor
+    (or ``tighter_floor``) is above the bar of :func:`kept_ahead`, and the skipped ones
+    checked against the final bar (the module docstring's proof). A skipped one is a
+    :func:`skipped_rejection`."""
+    # aggregated candidates so far: the group prune compares (one class, role, GPU type)
+    group = [
+        (i, o)
+        for i, outs in results
+        for o in outs
+        if isinstance(o, Candidate) and o.config.role == PoolRole.AGGREGATED
+    ]
+    first = min((i for i, _ in group), default=math.inf)
+    # prune lists its groups in the order of their first candidate, which fixes the
+    # MILP's order of candidates (and so which of equal-cost fleets it returns): the
+    # first aggregated candidate is found by screening in enumeration order, unskipped
+    order = sorted(deferred, key=lambda d: d[1])
+    while order and order[0][1] < first:
+        floor, index, replica, budget, dtype = order.pop(0)
+        outs = screen(replica, budget, dtype)
+        results.append((index, outs))
+        group += [(index, o) for o in outs if isinstance(o, Candidate)]
+        first = min((i for i, _ in group), default=math.inf)
+
+    def limit() -> float:  # the cost per request/s a floor must exceed to skip
+        ahead = kept_ahead([o for _, o in group])
+        return ahead[-1].usd_per_rps * (1 + 1e-9) if len(ahead) == KEEP_PER_GPU else math.inf
+
+    def screen_at(index: int, replica: rl.Replica, budget: int, dtype: Dtype) -> None:
+        outs = screen(replica, budget, dtype)
+        results.append((index, outs))
+        group.extend((index, o) for o in outs if isinstance(o, Candidate))
+
+    skipped: list[Deferred] = []
+    bar = limit()
+    for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
+        check_time()
+        if bar < math.inf and floor <= bar:
+            # not skipped by its floor: a tighter one (ten or so more steps) may
+            floor = max(floor, tighter_floor(replica, budget, dtype) or floor)
+        if floor > bar:
+            skipped.append((floor, index, replica, budget, dtype))
+            continue
+        screen_at(index, replica, budget, dtype)
+        bar = limit()
+    # a candidate screened after a skip may have changed which ones prune keeps (one
+    # that dominates them): every skipped floor must be above the final bar, else it is
+    # screened after all, until none is below
+    while back := [d for d in skipped if d[0] <= bar]:
+        for d in back:
+            skipped.remove(d)
+            screen_at(*d[1:])
+        bar = limit()
+    ahead = kept_ahead([o for _, o in group])
+    for floor, index, replica, budget, _ in skipped:
+        results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
+
+
 __all__ = [
+    "aggregated_rejected_at_once",
     "aggregated_usd_per_rps_floor",
     "has_sessions",
     "kept_ahead",
+    "mixed_tpot_rejection",
+    "screen_deferred",
     "skipped_rejection",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -150,6 +150,13 @@ def speculative_label(replica: rl.Replica) -> str | None:
     return None if spec is None else f"{spec.method.value}k{spec.draft_tokens}"
 
 
+@lru_cache(maxsize=64)
+def _normal_quantile(q: float) -> float:
+    """``NormalDist().inv_cdf(q)`` (standard normal quantile), remembered: a class's
+    SLO percentile is asked for at every replica count of every candidate."""
+    return NormalDist().inv_cdf(q)
+
+
 @dataclass
 class Candidate:
     """A screened pool configuration for one class, with its predicted behaviour.
@@ -285,7 +292,7 @@ class Candidate:
         if self.config.max_batch is None or self.step_ms is None:
             return math.inf
         slots = self.config.max_batch * replicas
-        z = NormalDist().inv_cdf(self.quantile)
+        z = _normal_quantile(self.quantile)
         v = queueing.resident_peakedness(self.arrival_cv2)
         residents = max(0.0, slots - z * math.sqrt(v * slots))
         return residents / (self.output_mean_tokens * self.step_ms / 1000.0) * self.risk_derate

@@ -212,6 +212,7 @@ def attach_capacities(cands: list[Candidate]) -> list[Rejection | Exception | No
                 out[i] = err
         return out
     tables: list[dict[int, float]] = [{} for _ in cands]
+    queues = _PrefillQueues(cands)
     active: dict[int, tuple] = {}
     for i, c in enumerate(cands):
         steps = _capacity_steps(c, tables[i])
@@ -221,7 +222,7 @@ def attach_capacities(cands: list[Candidate]) -> list[Rejection | Exception | No
             out[i] = done.value
     while active:
         asks = [(i, n) for i, (_, need) in active.items() for n in need]
-        failed = _fill_prefill_tables(cands, tables, asks)
+        failed = queues.fill(tables, asks)
         for i in list(active):
             steps, _ = active.pop(i)
             if i in failed:
@@ -236,43 +237,73 @@ def attach_capacities(cands: list[Candidate]) -> list[Rejection | Exception | No
     return out
 
 
-def _fill_prefill_tables(
-    cands: list[Candidate], tables: list[dict[int, float]], asks: list[tuple[int, int]]
-) -> dict[int, Exception]:
-    """Put ``cands[i].prefill_capacity_rps(n)`` (requests/s) in ``tables[i][n]`` for each
-    asked (i, n): ``n x rho x 1000 / service_mean_ms x risk_derate`` with the rhos of
-    :func:`planner.queueing.max_utilization_for_wait_batch`; returns the errors of
-    candidates whose scalar curve raised."""
-    batch: list[tuple[int, int]] = []
-    failed: dict[int, Exception] = {}
-    for i, n in asks:
-        c = cands[i]
-        if (
-            type(c).prefill_capacity_rps is Candidate.prefill_capacity_rps
-            and c.service_mean_ms is not None
-            and c.service_mean_ms > 0
-            and c.wait_budget_ms > 0
-            and n >= 1
-        ):
-            batch.append((i, n))
-            continue
-        try:
-            tables[i][n] = c.prefill_capacity_rps(n)
-        except Exception as err:  # a faulty entry fails its own candidate only
-            failed[i] = err
-    if batch:
-        cs = [cands[i] for i, _ in batch]
-        rho = queueing.max_utilization_for_wait_batch(
-            np.array([n for _, n in batch], dtype=float),
-            np.array([c.service_mean_ms / 1000.0 for c in cs]),  # type: ignore[operator]
-            np.array([c.quantile for c in cs]),
-            np.array([c.wait_budget_ms / 1000.0 for c in cs]),
-            np.array([c.service_cv2 or 0.0 for c in cs]),
-            np.array([c.arrival_cv2 for c in cs]),
-        )
-        for (i, n), c, r in zip(batch, cs, rho.tolist(), strict=True):
-            tables[i][n] = n * r * 1000.0 / c.service_mean_ms * c.risk_derate
-    return failed
+class _PrefillQueues:
+    """The prefill queues of many candidates as arrays, read once (service ms, quantile,
+    wait budget, squared CVs, risk derate), for :meth:`fill`."""
+
+    def __init__(self, cands: list[Candidate]) -> None:
+        self.cands = cands
+        n = len(cands)
+        self.batchable = np.zeros(n, dtype=bool)
+        self.service_ms = np.ones(n)
+        self.quantile = np.full(n, 0.5)
+        self.budget_ms = np.ones(n)
+        self.service_cv2 = np.zeros(n)
+        self.arrival_cv2 = np.ones(n)
+        self.derate = np.ones(n)
+        for i, c in enumerate(cands):
+            mean, budget = c.service_mean_ms, c.wait_budget_ms
+            if (
+                type(c).prefill_capacity_rps is Candidate.prefill_capacity_rps
+                and mean is not None
+                and mean > 0
+                and budget > 0
+            ):
+                self.batchable[i] = True
+                self.service_ms[i] = mean
+                self.quantile[i] = c.quantile
+                self.budget_ms[i] = budget
+                self.service_cv2[i] = c.service_cv2 or 0.0
+                self.arrival_cv2[i] = c.arrival_cv2
+                self.derate[i] = c.risk_derate
+        self.batchable_list: list[bool] = self.batchable.tolist()
+
+    def fill(
+        self, tables: list[dict[int, float]], asks: list[tuple[int, int]]
+    ) -> dict[int, Exception]:
+        """Put ``cands[i].prefill_capacity_rps(n)`` (requests/s) in ``tables[i][n]`` for
+        each asked (i, n): ``n x rho x 1000 / service_mean_ms x risk_derate`` with the
+        rhos of :func:`planner.queueing.max_utilization_for_wait_batch` (the same
+        operations in the same order as one by one: the same floats); a candidate the
+        batch does not take uses its scalar curve. Returns the errors of candidates
+        whose scalar curve raised."""
+        batch: list[tuple[int, int]] = []
+        failed: dict[int, Exception] = {}
+        batchable = self.batchable_list
+        for i, n in asks:
+            if batchable[i] and n >= 1:
+                batch.append((i, n))
+                continue
+            try:
+                tables[i][n] = self.cands[i].prefill_capacity_rps(n)
+            except Exception as err:  # a faulty entry fails its own candidate only
+                failed[i] = err
+        if batch:
+            idx = np.array([i for i, _ in batch])
+            ns = np.array([n for _, n in batch], dtype=float)
+            mean_ms = self.service_ms[idx]
+            rho = queueing.max_utilization_for_wait_batch(
+                ns,
+                mean_ms / 1000.0,
+                self.quantile[idx],
+                self.budget_ms[idx] / 1000.0,
+                self.service_cv2[idx],
+                self.arrival_cv2[idx],
+            )
+            rps = ns * rho * 1000.0 / mean_ms * self.derate[idx]
+            for (i, n), x in zip(batch, rps.tolist(), strict=True):
+                tables[i][n] = x
+        return failed
 
 
 def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
@@ -287,8 +318,10 @@ def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
         return math.inf if infinite else (0.0 if n <= 0 else prefill_at[n])
 
     def asks(*ns: int) -> list[int]:
-        ups = {max(n - k, 0) for n in ns}
-        return [] if infinite else sorted(u for u in ups if u > 0 and u not in prefill_at)
+        if infinite:
+            return []
+        ups = {n - k for n in ns}
+        return sorted(u for u in ups if u > 0 and u not in prefill_at)
 
     decode = cand.decode_capacity_rps
     planned = cand.with_margin(lambda n: min(prefill(n), decode(n)))

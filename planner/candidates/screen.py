@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -14,7 +13,12 @@ from catalog.schema import Catalog, Dtype
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
-from planner.candidates.bounds import aggregated_usd_per_rps_floor, kept_ahead, skipped_rejection
+from planner.candidates.bounds import (
+    aggregated_rejected_at_once,
+    aggregated_usd_per_rps_floor,
+    mixed_tpot_rejection,
+    screen_deferred,
+)
 from planner.candidates.chunking import (
     _expect,
     _expect_mean,
@@ -34,7 +38,6 @@ from planner.candidates.links import (
     tp_options,
 )
 from planner.candidates.model import (
-    KEEP_PER_GPU,
     Candidate,
     ClassFigures,
     PoolConfig,
@@ -79,6 +82,7 @@ def _screen_config(
     batch_cap: int | None = None,
     reload: tuple[float, float] = (0.0, 0.0),
     pair_links: dict[str, str] | None = None,
+    slots: tuple[tuple[int, float] | None] | None = None,
 ) -> Candidate | Rejection:
     """Screen one configuration; a prefill one is priced on ``link_option`` (a link and
     the decode GPU types it pairs with, :func:`prefill_link_options`); an aggregated
@@ -86,7 +90,9 @@ def _screen_config(
     sessions' prefixes). ``reload`` = (mean, percentile) ms that reloading prefixes
     from a KV host tier adds to a request's prefill (:mod:`planner.candidates.sessions`).
     ``pair_links`` is :func:`pair_link_ids` of the GPU type when the caller has it
-    (the same for every configuration of one GPU type: computed once)."""
+    (the same for every configuration of one GPU type: computed once). ``slots``: a
+    decode pool's :func:`decode_slots` (in a 1-tuple) when the caller has them (the
+    aggregated floor of the same replica asked for them)."""
     reload_mean_ms, reload_q_ms = reload
     gpu, tp, dtype, pp = replica.gpu.id, replica.tp, replica.weight_dtype, replica.pp
     par = {"pp": pp, "dp": replica.dp, "ep": replica.ep}
@@ -99,7 +105,10 @@ def _screen_config(
     spec_label = speculative_label(replica)
     # output tokens per engine step and sequence: the acceptance length with speculation
     a = kn.tokens_per_verification_step(replica.speculative)
-    b_mem = rl.max_resident_batch(replica, fig.decode_context_tokens)
+    # KV-limited batch: decode and aggregated pools only (a prefill pool holds no batch)
+    b_mem = (
+        rl.max_resident_batch(replica, fig.decode_context_tokens) if role != PoolRole.PREFILL else 0
+    )
     cand = Candidate(
         class_name=cls.name,
         config=PoolConfig(
@@ -125,7 +134,11 @@ def _screen_config(
             f"than the {rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after weights",
         )
     if role == PoolRole.DECODE:
-        best = decode_slots(replica, fig.decode_context_tokens, slo.tpot_ms)
+        best = (
+            slots[0]
+            if slots is not None
+            else decode_slots(replica, fig.decode_context_tokens, slo.tpot_ms)
+        )
         if best is None:
             step1 = kn.effective_tpot_ms(
                 rl.decode_step_ms(replica, 1, fig.decode_context_tokens), a
@@ -185,21 +198,19 @@ def _screen_config(
     # the cached steps: the same search over the same step times
     best = largest_batch(b_mem, lambda b: kn.effective_tpot_ms(step_at(b), a), slo.tpot_ms)
     if best is None:
-        return reject(
-            "tpot_unreachable",
-            f"a mixed step with a {budget}-token chunk takes {step_of(1) / a:.1f} ms per "
-            f"output token at batch 1, over the TPOT SLO {slo.tpot_ms:g} ms",
-        )
+        return mixed_tpot_rejection(cls, replica, budget, step_of(1))
     b_tpot = min(best[0], batch_cap) if batch_cap else best[0]
-    # each prompt's chunk computes do not depend on the batch: priced once here, then
-    # only the step changes (chunked_ttft_ms(chunked_prompt(..)) = fast_chunked_ttft_ms)
+    # each prompt's chunk attention does not depend on the batch: priced once here, then
+    # only the steps change (chunked_ttft_ms(chunked_prompt(..)) = fast_chunked_ttft_ms)
     prompts = {
         p: chunked_prompt(replica, p, budget, p * h)
         for p in (*fig.prompt_nodes_tokens, fig.prompt_q_tokens)
     }
+    steps_at = functools.cache(lambda b: rl.MixedSteps(replica, b, fig.decode_context_tokens))
 
+    @functools.cache
     def service_at(b: int, p: float) -> float:
-        return chunked_ttft_ms(prompts[p], step_at(b))
+        return chunked_ttft_ms(prompts[p], steps_at(b))
 
     def decode_rps(b: int) -> float:
         # B x a / (G x step): a tokens per sequence and step with speculation
@@ -221,7 +232,7 @@ def _screen_config(
     step = step_at(b)
 
     def service_agg(p: float) -> float:
-        return chunked_ttft_ms(prompts[p], step)
+        return service_at(b, p)
 
     mean, cv2 = _expect(fig, service_agg)
     mean += reload_mean_ms
@@ -250,8 +261,10 @@ def _screen_with_sessions(
     budget: int | None,
     link_option: tuple | None,
     pair_links: dict[str, str] | None = None,
+    slots: tuple[tuple[int, float] | None] | None = None,
 ) -> list[Candidate | Rejection]:
-    """Screen one configuration at the prefix hit rate it can count on.
+    """Screen one configuration at the prefix hit rate it can count on (``slots``: a
+    decode pool's decode slots when known, see :func:`_screen_config`).
 
     Classes without sessions (or without hits), and decode pools, are screened at the
     nominal rate. Otherwise the pool's hit rate is the fixed point of
@@ -261,7 +274,16 @@ def _screen_with_sessions(
     h = fig.prefix_hit_rate
     if role == PoolRole.DECODE or cls.sessions is None or cls.sessions.turns <= 1 or h <= 0:
         out = _screen_config(
-            catalog, req, cls, fig, replica, role, budget, link_option, pair_links=pair_links
+            catalog,
+            req,
+            cls,
+            fig,
+            replica,
+            role,
+            budget,
+            link_option,
+            pair_links=pair_links,
+            slots=slots,
         )
         if isinstance(out, Candidate) and role != PoolRole.DECODE:
             out.effective_prefix_hit_rate = h
@@ -491,6 +513,7 @@ def _screen_gpu(
                 )
                 continue
             spec_replica = speculative_replica(catalog, cls, replica)
+            known: tuple[tuple[int, float] | None] | None = None  # decode_slots(spec_replica)
             for role in roles:
                 role_replica = replica if role == PoolRole.PREFILL else spec_replica
                 budgets = req.chunk_budgets if role == PoolRole.AGGREGATED else (None,)
@@ -504,12 +527,24 @@ def _screen_gpu(
                     if skip_by_floor and role == PoolRole.AGGREGATED
                     else None
                 )
-                if role == PoolRole.AGGREGATED:
+                if skip_by_floor and role == PoolRole.AGGREGATED:
+                    b_mem = rl.max_resident_batch(role_replica, fig.decode_context_tokens)
                     slots_of[id(role_replica)] = slots
+                    # the decode role's replica is this one (spec_replica): the same slots
+                    known = (slots,)
                 for budget in budgets:
                     for link in links:
                         considered += 1
                         index = len(results) + len(deferred)
+                        step1 = None
+                        if skip_by_floor and budget is not None:
+                            # aggregated: rejected for TPOT at batch 1, without screening
+                            at_once, step1 = aggregated_rejected_at_once(
+                                cls, fig, role_replica, budget, b_mem
+                            )
+                            if at_once is not None:
+                                results.append((index, [at_once]))
+                                continue
                         floor = (
                             aggregated_usd_per_rps_floor(
                                 cls,
@@ -519,6 +554,7 @@ def _screen_gpu(
                                 slots,
                                 replica_cost_usd_per_hour(catalog, gpu_id, role_replica.gpus),
                                 derate,
+                                step_nominal_ms=step1,
                             )
                             if slots is not None and budget is not None
                             else None
@@ -527,60 +563,27 @@ def _screen_gpu(
                             deferred.append((floor, index, role_replica, budget, dtype))
                             continue
                         outs = _screen_with_sessions(
-                            catalog, req, cls, fig, role_replica, role, budget, link, pair_links
+                            catalog,
+                            req,
+                            cls,
+                            fig,
+                            role_replica,
+                            role,
+                            budget,
+                            link,
+                            pair_links,
+                            known if role == PoolRole.DECODE else None,
                         )
                         results.append((index, finish(outs, dtype)))
-    # aggregated candidates so far: the group prune compares (one class, role, GPU type)
-    group = [
-        (i, o)
-        for i, outs in results
-        for o in outs
-        if isinstance(o, Candidate) and o.config.role == PoolRole.AGGREGATED
-    ]
-    first = min((i for i, _ in group), default=math.inf)
-    # prune lists its groups in the order of their first candidate, which fixes the
-    # MILP's order of candidates (and so which of equal-cost fleets it returns): the
-    # first aggregated candidate is found by screening in enumeration order, unskipped
-    order = sorted(deferred, key=lambda d: d[1])
-    while order and order[0][1] < first:
-        floor, index, replica, budget, dtype = order.pop(0)
-        outs = finish(screen_aggregated(replica, budget), dtype)
-        results.append((index, outs))
-        group += [(index, o) for o in outs if isinstance(o, Candidate)]
-        first = min((i for i, _ in group), default=math.inf)
-
-    def limit() -> float:  # the cost per request/s a floor must exceed to skip
-        ahead = kept_ahead([o for _, o in group])
-        return ahead[-1].usd_per_rps * (1 + 1e-9) if len(ahead) == KEEP_PER_GPU else math.inf
-
-    def screen(index: int, replica: rl.Replica, budget: int, dtype: Dtype) -> None:
-        outs = finish(screen_aggregated(replica, budget), dtype)
-        results.append((index, outs))
-        group.extend((index, o) for o in outs if isinstance(o, Candidate))
-
-    skipped: list[tuple[float, int, rl.Replica, int, Dtype]] = []
-    bar = limit()
-    for floor, index, replica, budget, dtype in sorted(order, key=lambda d: (d[0], d[1])):
-        check_time()
-        if bar < math.inf and floor <= bar:
-            # not skipped by its floor: a tighter one (ten or so more steps) may
-            floor = max(floor, tighter_floor(replica, budget, dtype) or floor)
-        if floor > bar:
-            skipped.append((floor, index, replica, budget, dtype))
-            continue
-        screen(index, replica, budget, dtype)
-        bar = limit()
-    # a candidate screened after a skip may have changed which ones prune keeps (one
-    # that dominates them): every skipped floor must be above the final bar, else it is
-    # screened after all, until none is below
-    while back := [d for d in skipped if d[0] <= bar]:
-        for d in back:
-            skipped.remove(d)
-            screen(*d[1:])
-        bar = limit()
-    ahead = kept_ahead([o for _, o in group])
-    for floor, index, replica, budget, _ in skipped:
-        results.append((index, [skipped_rejection(cls, replica, budget, floor, ahead)]))
+    # aggregated configurations left for their floors: screened, or skipped
+    screen_deferred(
+        cls,
+        results,
+        deferred,
+        lambda replica, budget, dtype: finish(screen_aggregated(replica, budget), dtype),
+        tighter_floor,
+        check_time,
+    )
     kept: list[Candidate] = []
     rejections: list[Rejection] = []
     for _, outs in sorted(results, key=lambda r: r[0]):

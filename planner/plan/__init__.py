@@ -6,8 +6,9 @@ the cost model (``roofline``, ``queueing``), whose docstring gives the
 formula and units.
 
 One module a job: ``models`` (the data), ``figures`` (per-pool predictions, $/token),
-``launch`` (engine arguments), ``assemble`` (``plan_from_result``) and ``explain``
-(binding limits, infeasibility, why-not). Every name is importable from
+``launch`` (engine arguments), ``assemble`` (``plan_from_result``), ``explain``
+(binding limits, infeasibility, why-not) and ``notes`` (what the plan assumed:
+``assumed_notes``). Every name is importable from
 ``planner.plan`` itself.
 """
 
@@ -53,9 +54,17 @@ from planner.plan.models import (
     SolverInfo,
     WhyNot,
 )
+from planner.plan.notes import (
+    MEASURED_DISAGG_TTFT_EXTRA_MS,
+    assumed_notes,
+    disaggregated_ttft_line,
+    notes_of,
+    plan_assumed_notes,
+)
 
 __all__ = [
     "HOURS_PER_MONTH",
+    "MEASURED_DISAGG_TTFT_EXTRA_MS",
     "Alternative",
     "BindingConstraint",
     "ClassPlan",
@@ -71,16 +80,20 @@ __all__ = [
     "SloOut",
     "SolverInfo",
     "WhyNot",
+    "assumed_notes",
     "binding_detail",
     "cost_per_million_tokens",
+    "disaggregated_ttft_line",
     "fill_gpu_seconds",
     "gpus_per_node",
     "infeasibility_reasons",
     "kv_pairs",
     "launch_settings",
     "nodes_per_replica",
+    "notes_of",
     "operations_cost",
     "percentile_batch",
+    "plan_assumed_notes",
     "plan_from_result",
     "plan_margins",
     "pool_capacities",

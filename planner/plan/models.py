@@ -260,6 +260,12 @@ class Plan(Out):
     relaxation: dict[str, float] = {}
     solver: SolverInfo
     assumptions: dict[str, Any] = {}
+    assumed_notes: list[str] = Field(
+        default_factory=list,
+        description="What the plan assumed rather than measured, one line each (the TTFT "
+        "of disaggregated classes, speculative decoding, FP4 weights): the lines the "
+        "reports print under 'Assumed' (planner.plan.notes)",
+    )
     verification: Verification | None = Field(
         default=None,
         description="The planned fleet simulated under load (planner.simulate.verify)",

@@ -371,7 +371,19 @@ def verification_blocks(plan: Mapping[str, Any]) -> list[Block]:
         )
     )
     corr = _map(v.get("correction"))
-    if corr:
+    if corr and corr.get("kept") == "original":
+        out.append(
+            Para(
+                [
+                    Strong("Correction tried, original kept: "),
+                    f"{s(corr.get('note'))} (kept {usd(corr.get('original_cost_usd_per_hour'))}/h; "
+                    f"tried {usd(corr.get('cost_usd_per_hour'))}/h, "
+                    f"{num(corr.get('iterations'))} iterations).",
+                ],
+                kind="note",
+            )
+        )
+    elif corr:
         out.append(
             Para(
                 [
@@ -383,6 +395,13 @@ def verification_blocks(plan: Mapping[str, Any]) -> list[Block]:
                 kind="note",
             )
         )
+    tried = [
+        f"{s(f.get('class'))} {s(f.get('role'))} on {s(f.get('gpu'))} {s(f.get('side'))} "
+        f"curve x{num(f.get('factor'), 3)}"
+        for f in map(_map, _list(corr.get("tried_corrections")))
+    ]
+    if tried:
+        out.append(Para([Strong("Tried, not applied: "), "; ".join(tried) + "."], kind="note"))
     fixes = _list(v.get("corrections"))
     if fixes:
         out.append(

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from catalog.schema import Catalog
+from planner.plan.notes import notes_of
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.alternatives import (
@@ -459,10 +460,11 @@ def plan_document(
     tt = traffic_table(plan)
     if tt:
         assumptions += [Heading("Traffic figures per class"), tt]
-    techniques = _text.assumed_technique_lines(plan)
-    if techniques:
-        # speculative decoding's acceptance and FP4's efficiency are assumptions, not fits
-        assumptions += [Heading("Speculative decoding and FP4"), Bullets([[t] for t in techniques])]
+    notes = notes_of(plan)
+    if notes:
+        # the plan's assumed_notes (the plain-text report's "Assumed" lines): the TTFT of
+        # disaggregated classes, speculative acceptance and FP4 efficiency are assumed
+        assumptions += [Heading("Assumed"), Bullets([[t] for t in notes])]
     sp = solver_para(plan)
     if sp:
         assumptions.append(sp)

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
+from planner.plan.notes import notes_of
 from solver.problem import has_solution
 
 RULE = "-"
@@ -413,70 +414,9 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
 
 
 def _assumed_block(plan: Mapping[str, Any]) -> list[str]:
-    lines = assumed_technique_lines(plan)
+    """The plan's ``assumed_notes`` (planner.plan.notes), under "Assumed"."""
+    lines = notes_of(plan)
     return ["", "  Assumed:", *[f"    {line}" for line in lines]] if lines else []
-
-
-#: TTFT that measured multi-node disaggregated deployments show beyond the planner's own
-#: prediction of it (ms, rounded down): InferenceMAX's DeepSeek-V3 runs on B200, GB200 and
-#: H200 at 11 or more users measured 221-12,670 ms where the cost model predicts 40-520 ms;
-#: the least excess is +165 ms (GB200, 24 users; 221 against 56 ms). Hand-over, router and
-#: scheduling delays (planner.calibration.disagg), which the planner's disaggregated TTFT
-#: (queue + prefill + KV transfer) does not include.
-MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
-
-
-def disaggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
-    """A caveat for a disaggregated class: its predicted TTFT, its SLO and whether
-    :data:`MEASURED_DISAGG_TTFT_EXTRA_MS` more would still meet it (None for other
-    classes)."""
-    if c.get("mode") != "disaggregated":
-        return None
-    ttft, slo = c.get("ttft_ms"), _map(c.get("slo")).get("ttft_ms")
-    if not (_is_num(ttft) and _is_num(slo)):
-        return None
-    extra = MEASURED_DISAGG_TTFT_EXTRA_MS
-    verdict = "within" if ttft + extra <= slo else "beyond"
-    return (
-        f"{_s(c.get('name'))}: disaggregated TTFT {ms(ttft)} ms is queue + prefill + KV "
-        f"transfer as priced; measured multi-node disaggregated deployments (InferenceMAX) add "
-        f"{extra:,.0f} ms or more of hand-over, router and scheduling delay, which would be "
-        f"{verdict} the {ms(slo)} ms SLO: check it on your stack"
-    )
-
-
-def assumed_technique_lines(plan: Mapping[str, Any]) -> list[str]:
-    """What the plan assumed about speculative decoding (per class), FP4 weights
-    (``assumptions.classes.<name>.speculative``, ``assumptions.fp4``) and the TTFT of
-    disaggregated classes (:func:`disaggregated_ttft_line`), one line each."""
-    assumptions = _map(plan.get("assumptions"))
-    lines = [
-        line
-        for c in _list(plan.get("classes"))
-        if (line := disaggregated_ttft_line(_map(c))) is not None
-    ]
-    for name, c in _map(assumptions.get("classes")).items():
-        sp = _map(_map(c).get("speculative"))
-        if sp:
-            drafter = f" ({_s(sp.get('draft_repo'))})" if sp.get("draft_repo") else ""
-            lines.append(
-                f"{_s(name)}: speculative {_s(sp.get('method'))}{drafter}, "
-                f"{_s(sp.get('draft_tokens'))} draft tokens, assumed acceptance length "
-                f"{_s(sp.get('acceptance_length'))}: {_s(sp.get('note'))}"
-            )
-    fp4 = _map(assumptions.get("fp4"))
-    if fp4:
-        derates = "; ".join(
-            f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
-            f"x{_s(_map(d).get('weight_read_derate'))}, factors {_s(_map(d).get('provenance'))}"
-            for g, d in _map(fp4.get("gpus")).items()
-        )
-        lines.append(
-            f"fp4: checkpoint {_s(fp4.get('checkpoint'))} ({_s(fp4.get('format'))}, "
-            f"{_s(fp4.get('bits_per_weight'))} bits per weight, KV {_s(fp4.get('kv_dtype'))}); "
-            f"{derates}: {_s(fp4.get('note'))}"
-        )
-    return lines
 
 
 def _verification(plan: Mapping[str, Any]) -> list[str]:
@@ -491,7 +431,13 @@ def _verification(plan: Mapping[str, Any]) -> list[str]:
         out.append(f"  {where}{_s(c.get('name'))}: {_s(c.get('verdict'))}")
     corr = _map(v.get("correction"))
     if corr:
-        out.append(f"  Corrected: {_s(corr.get('note'))}")
+        kept = "Correction tried, original kept" if corr.get("kept") == "original" else "Corrected"
+        out.append(f"  {kept}: {_s(corr.get('note'))}")
+        for f in map(_map, _list(corr.get("tried_corrections"))):
+            out.append(
+                f"    tried, not applied: {_s(f.get('class'))} {_s(f.get('role'))} on "
+                f"{_s(f.get('gpu'))} {_s(f.get('side'))} curve x{f.get('factor', 1.0):.3f}"
+            )
     fixes = [_map(f) for f in _list(v.get("corrections"))]
     if fixes:
         out.append(

@@ -15,8 +15,11 @@ One module a job: ``replica`` (the replica, building it, its memory), ``steps``
 Every name is importable from ``planner.roofline`` itself.
 """
 
-from planner.roofline.chunks import _largest_chunk_within as _largest_chunk_within
 from planner.roofline.chunks import (
+    MixedSteps,
+    chunk_attention_linear_ms,
+    chunk_attention_parts_array_ms,
+    chunk_attention_parts_ms,
     chunk_compute_ms,
     chunk_kv_reread_bytes,
     chunk_kv_reread_tokens,
@@ -26,6 +29,7 @@ from planner.roofline.chunks import (
     shrinking_chunk_schedule,
     shrinking_schedule_ttft_ms,
 )
+from planner.roofline.chunks import _largest_chunk_within as _largest_chunk_within
 from planner.roofline.replica import (
     ACTIVATION_BYTES,
     DEFAULT_ACTIVATION_RESERVE_GB,
@@ -78,10 +82,14 @@ __all__ = [
     "MAX_DRAFT_TOKENS",
     "MIN_FIT_CONTEXT_TOKENS",
     "PP_OPTIONS",
+    "MixedSteps",
     "Replica",
     "build_replica",
     "check_memory_fit",
     "check_speculation",
+    "chunk_attention_linear_ms",
+    "chunk_attention_parts_array_ms",
+    "chunk_attention_parts_ms",
     "chunk_compute_ms",
     "chunk_kv_reread_bytes",
     "chunk_kv_reread_tokens",

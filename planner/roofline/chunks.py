@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from catalog.schema import Dtype, Model
 from planner import architecture as arch
 from planner.errors import PlanningError
@@ -109,12 +111,137 @@ def shrinking_chunk_schedule(
     return chunks
 
 
+class MixedSteps:
+    """The mixed steps of one replica at one decode batch and decode context, as a
+    function of the chunk they carry: ``step_ms(T, s)`` equals
+    :func:`mixed_step_ms` ``(replica, decode_batch, decode_context_tokens, T, s)`` (ms),
+    split in two parts so that many chunks of one prompt are priced from one setup:
+
+    * ``fixed_ms(T)``: everything that depends on the step's token count alone, over
+      ``n = B / pp x q + T`` tokens (``q`` query tokens per decode, k + 1 with
+      speculative decoding): weight GEMMs, expert GEMMs, TP collectives, the step
+      overhead, pipeline hand-overs (``pp > 1``) and the drafter's work per step (ms);
+    * ``attention_ms(cc, cm)``: the decodes' attention (compute ``dc``, KV read
+      ``dm``, at the decode batch and context) and the chunk's (compute ``cc``, KV read
+      ``cm``: :func:`chunk_attention_parts_ms`) in one launch,
+      ``max(max(a_d, a_c) + (1 - o) min(a_d, a_c), dc + cc)`` with ``a = max(compute,
+      memory)`` and overlap factor ``o`` (:meth:`planner.kernels.StepCoefficients
+      .shared_attention_ms`).
+
+    The simulator runs a prompt's chunk steps with these inputs
+    (:meth:`planner.simulate.steps.StepModel.chunk_steps_ms`: ``B`` the decodes resident
+    while the prompt prefills, at their mean context)."""
+
+    def __init__(self, replica: Replica, decode_batch: float, decode_context_tokens: float) -> None:
+        c = self.coefficients = replica.coefficients
+        b = max(decode_batch, 0.0) / c.pp
+        self.decode_batch = decode_batch
+        self.decode_context_tokens = decode_context_tokens
+        self.decode_tokens = b * c.queries_per_seq
+        dc, dm = c.decode_attention_parts_ms(b, decode_context_tokens, c.queries_per_seq)
+        self.decode_compute_ms, self.decode_memory_ms = dc, dm
+        self.decode_attention_ms = dc if dc > dm else dm
+        self.one_minus_overlap = 1.0 - c.overlap
+        self.draft_ms = c.draft_ms(b, decode_context_tokens)
+        self._fixed: dict[float, float] = {}
+
+    def fixed_ms(self, chunk_tokens: float) -> float:
+        """The step's token-count kernels with a chunk of ``chunk_tokens`` (ms, cached
+        per chunk size): ``gemm(n) + moe(n) + comm(n) + overhead [+ pipeline(n)] +
+        draft``, ``n = B / pp x q + T`` (collectives and overhead only when ``n > 0``)."""
+        got = self._fixed.get(chunk_tokens)
+        if got is None:
+            c = self.coefficients
+            n = self.decode_tokens + max(chunk_tokens, 0.0)
+            got = c.gemm_ms(n) + c.moe_ms(n)
+            if n > 0:
+                got += c.comm_ms(n) + c.overhead_ms
+                if c.pp > 1:
+                    got += c.pipeline_ms(n)
+            got += self.draft_ms
+            self._fixed[chunk_tokens] = got
+        return got
+
+    def attention_ms(self, chunk_compute_ms: float, chunk_memory_ms: float) -> float:
+        """Decode and chunk attention in one launch (ms) from the chunk's (compute, KV
+        read) parts: ``max(max(a_d, a_c) + (1 - o) min(a_d, a_c), dc + cc)``."""
+        a_d = self.decode_attention_ms
+        a_c = chunk_compute_ms if chunk_compute_ms > chunk_memory_ms else chunk_memory_ms
+        hi, lo = (a_d, a_c) if a_d > a_c else (a_c, a_d)
+        t = hi + self.one_minus_overlap * lo
+        both = self.decode_compute_ms + chunk_compute_ms
+        return t if t > both else both
+
+    def step_ms(self, chunk_tokens: float, chunk_start_tokens: float) -> float:
+        """The mixed step carrying a chunk of ``chunk_tokens`` after
+        ``chunk_start_tokens`` cached tokens (ms): ``fixed_ms(T) + attention_ms(cc, cm)``,
+        equal to :func:`mixed_step_ms` (to rounding; tests/test_chunk_steps.py)."""
+        return self.fixed_ms(chunk_tokens) + self.attention_ms(
+            *self.coefficients.chunk_attention_parts_ms(chunk_tokens, chunk_start_tokens)
+        )
+
+
+def chunk_attention_parts_ms(
+    replica: Replica, chunk_tokens: float, start_tokens: float
+) -> tuple[float, float]:
+    """(compute, KV read) of the attention of a chunk of ``chunk_tokens`` after
+    ``start_tokens`` cached tokens (ms), the chunk's part of :meth:`MixedSteps
+    .attention_ms`: ``prefill_attn_per_ctx x (span(s + T) - span(s)) / F_attn`` (each
+    token attends to all earlier ones on full layers, to the last ``window`` on
+    sliding-window ones) and ``kv_held_bytes(s + T) / W_eff``."""
+    return replica.coefficients.chunk_attention_parts_ms(chunk_tokens, start_tokens)
+
+
+def chunk_attention_linear_ms(
+    replica: Replica, chunk_tokens: float
+) -> tuple[float, float, float, float] | None:
+    """:func:`chunk_attention_parts_ms` of a chunk of ``chunk_tokens`` as lines in its
+    start context ``s`` (tokens), for replicas without sliding-window layers (nor a
+    draft model's cache): ``(cc_0, cc', cm_0, cm')`` (ms, ms per token) with
+
+    ``compute(s) = cc_0 + s cc' = prefill_attn_per_ctx x L x T (s + T / 2) / F_attn``
+    (``span(s + T) - span(s)`` with ``span(x) = L x^2 / 2``, ``L`` the layers) and
+    ``KV read(s) = cm_0 + s cm' = kv_per_token (s + T) / W_eff``. None with sliding
+    windows (both are then piecewise)."""
+    c = replica.coefficients
+    if c.windowed_layers or c.kv_windowed_held or c.draft is not None:
+        return None
+    per = c.prefill_attn_per_ctx * c.full_layers * chunk_tokens / c.f_attn_per_ms
+    kv = (c.kv_full_held + c.draft_kv_held) / c.w_per_ms
+    return per * chunk_tokens / 2.0, per, kv * chunk_tokens, kv
+
+
+def chunk_attention_parts_array_ms(
+    replica: Replica, chunk_tokens: float, starts_tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`chunk_attention_parts_ms` of equal chunks of ``chunk_tokens`` at many
+    start contexts (ms; arrays like ``starts_tokens``), vectorized."""
+    c = replica.coefficients
+    ends = starts_tokens + chunk_tokens
+
+    def span(x: np.ndarray) -> np.ndarray:  # StepCoefficients.span over an array
+        out = c.full_layers * x * x / 2.0
+        if c.windowed_layers:
+            w = c.window_tokens
+            out = out + c.windowed_layers * np.where(x <= w, x * x / 2.0, w * w / 2.0 + w * (x - w))
+        return out
+
+    compute = c.prefill_attn_per_ctx * (span(ends) - span(starts_tokens)) / c.f_attn_per_ms
+    return compute, c.kv_held_array(ends) / c.w_per_ms
+
+
 def _ttft_of_chunks(
-    replica: Replica, chunks: list[int], start_tokens: int, decode_step_ms: float
+    replica: Replica,
+    chunks: list[int],
+    start_tokens: int,
+    decode_batch: float,
+    decode_context_tokens: float,
 ) -> float:
+    """Sum of the mixed steps that carry ``chunks`` one after another from
+    ``start_tokens`` (ms), each with ``decode_batch`` decodes at ``decode_context_tokens``."""
     total, s = 0.0, start_tokens
     for t in chunks:
-        total += max(decode_step_ms, chunk_compute_ms(replica, t, s))
+        total += mixed_step_ms(replica, decode_batch, decode_context_tokens, t, s)
         s += t
     return total
 
@@ -123,14 +250,20 @@ def chunked_prefill_ttft_ms(
     replica: Replica,
     prompt_tokens: int,
     budget_tokens: int,
-    decode_step_ms: float,
+    decode_batch: float,
+    decode_context_tokens: float,
     cached_tokens: int = 0,
 ) -> float:
-    """TTFT of a prompt prefilled in fixed chunks of ``budget_tokens`` (ms, no queueing).
+    """TTFT of a prompt prefilled in fixed chunks of ``budget_tokens`` on a stall-free
+    replica (ms, no queueing), one chunk per mixed step:
 
-    ``sum over the ceil((P - cached) / T) chunks of max(decode_step_ms,
-    chunk_compute_ms(T_i, s_i))``, where chunk i starts at ``s_i`` and the last
-    chunk holds the remainder. Later chunks see more context and take longer.
+    ``sum over the ceil((P - cached) / T) chunks of mixed_step_ms(B, s_d, T_i, s_i)``,
+    chunk i starting at ``s_i = cached + i T``, the last one holding the remainder,
+    each step carrying ``B = decode_batch`` decodes at mean context
+    ``s_d = decode_context_tokens`` (tokens). Later chunks see more context and take
+    longer. The exact loop: the simulator's chunk steps
+    (:meth:`planner.simulate.steps.StepModel.chunk_steps_ms`) and screening's closed
+    form (:func:`planner.candidates.chunked_ttft_ms`) are held to it by tests.
     """
     if budget_tokens < 1:
         raise PlanningError.for_field("budget_tokens", f"must be >= 1, got {budget_tokens}")
@@ -139,20 +272,22 @@ def chunked_prefill_ttft_ms(
     new = int(prompt_tokens) - int(cached_tokens)
     full, rest = divmod(new, int(budget_tokens))
     chunks = [int(budget_tokens)] * full + ([rest] if rest else [])
-    return _ttft_of_chunks(replica, chunks, int(cached_tokens), decode_step_ms)
+    return _ttft_of_chunks(replica, chunks, int(cached_tokens), decode_batch, decode_context_tokens)
 
 
 def shrinking_schedule_ttft_ms(
     replica: Replica,
     prompt_tokens: int,
     tpot_budget_ms: float,
-    decode_step_ms: float,
+    decode_batch: float,
+    decode_context_tokens: float,
     cached_tokens: int = 0,
 ) -> float:
-    """TTFT of the :func:`shrinking_chunk_schedule` (ms, no queueing):
-    ``sum over its chunks of max(decode_step_ms, chunk_compute_ms(T(s), s))``."""
+    """TTFT of the :func:`shrinking_chunk_schedule` (ms, no queueing): ``sum over its
+    chunks of mixed_step_ms(B, s_d, T(s), s)``, each step carrying ``B =
+    decode_batch`` decodes at mean context ``s_d = decode_context_tokens``."""
     chunks = shrinking_chunk_schedule(replica, prompt_tokens, tpot_budget_ms, cached_tokens)
-    return _ttft_of_chunks(replica, chunks, int(cached_tokens), decode_step_ms)
+    return _ttft_of_chunks(replica, chunks, int(cached_tokens), decode_batch, decode_context_tokens)
 
 
 def chunk_kv_reread_tokens(prompt_tokens: float, budget_tokens: float) -> float:

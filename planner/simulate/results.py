@@ -150,9 +150,22 @@ class FamilyCorrection(Out):
         return (self.class_name, self.role, self.gpu, self.side)
 
 
+class CorrectionRound(Out):
+    """One plan the correction solved and simulated; round 0 is the plan as first
+    solved (under the inherited corrections only)."""
+
+    round: int
+    cost_usd_per_hour: float | None
+    passed: bool | None
+    attainment: dict[str, float] = Field(
+        description="per class, the share of simulated requests meeting both SLOs"
+    )
+    kept: bool = Field(description="the plan returned")
+
+
 class Correction(Out):
     """How the optimizer corrected a plan whose simulation missed (the corrections
-    themselves are ``Verification.corrections``)."""
+    the plan returned was solved with are ``Verification.corrections``)."""
 
     iterations: int
     derate: dict[str, dict[str, float]] | None = Field(
@@ -161,9 +174,26 @@ class Correction(Out):
         "that applied to all its pools",
     )
     original_cost_usd_per_hour: float | None
-    cost_usd_per_hour: float | None
+    cost_usd_per_hour: float | None = Field(
+        description="the best corrected plan's cost (the one compared with the original; "
+        "the plan returned when ``kept`` is 'corrected'); null when none could be solved"
+    )
     original: list[ClassVerification]
     note: str
+    kept: str = Field(
+        default="corrected",
+        description="'corrected' (the plan returned is a re-solve under "
+        "verification.corrections) or 'original' (the plan as first solved: no corrected "
+        "fleet could be solved, or none attained more of its SLOs)",
+    )
+    rounds: list[CorrectionRound] = Field(
+        default=[], description="every plan solved and simulated, the original first"
+    )
+    tried_corrections: list[FamilyCorrection] = Field(
+        default=[],
+        description="corrections the simulation asked for that the plan returned was not "
+        "solved with (its plan was not kept); variants do not inherit them",
+    )
 
 
 class Verification(Out):

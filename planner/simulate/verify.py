@@ -19,14 +19,20 @@ decode slot curve when TPOT misses) has its curve scaled by a factor f < 1
 in the model or set aside by cross-GPU pruning (:func:`corrected_screening`).
 The whole model is then solved again and the new plan simulated, until it
 verifies (at most :data:`MAX_CORRECTIONS` solves, each simulated). Factors only
-shrink, so the plan returned is the optimum of the model with the corrections
-it lists (``verification.corrections``: family, side, factor, why).
+shrink, so each plan solved is the optimum of the model with the corrections so
+far. The plan returned is the best of the original and every re-solve
+(:mod:`planner.simulate.outcome`): one that verifies, else the one attaining most
+of its SLOs, the cheaper on a tie, so a correction that costs more and attains no
+more is stated (``verification.correction``: every round's cost and attainment,
+the corrections tried) but not kept. ``verification.corrections`` lists the
+corrections the returned plan was solved with (family, side, factor, why).
 
 The corrections are reused: the alternatives and "why not" rows are solved on
 the corrected model, and a variant of the request (``make_plan(...,
 corrections=)``: sensitivity rows, what-ifs) starts from them (:func:`as_corrections`)
-and may only add to them. A correction that cannot be solved (a fleet limit
-binds) leaves the plan as solved, with the miss stated.
+and may only add to them; corrections tried for a plan that was not kept are not
+inherited. A correction that cannot be solved (a fleet limit binds) leaves the
+plan as solved, with the miss stated.
 """
 
 from __future__ import annotations
@@ -41,10 +47,17 @@ from catalog.schema import Catalog
 from planner.candidates import Candidate, Screening, attach_capacity, prune_by_cost_curves
 from planner.errors import PlanningError
 from planner.request import ResolvedRequest, VerifySpec, resolve_request
+from planner.simulate.outcome import (
+    Key,
+    Tried,
+    attainments,
+    best_tried,
+    correction_record,
+    kept_because,
+)
 from planner.simulate.results import (
     ClassSimulation,
     ClassVerification,
-    Correction,
     FamilyCorrection,
     SimulationResult,
     Verification,
@@ -198,9 +211,6 @@ MAX_CORRECTIONS = 6
 #: Pool roles whose capacity curve a side's factor scales.
 _SIDE_ROLES = {"prefill": ("prefill", "aggregated"), "decode": ("decode", "aggregated")}
 _MODE_OF_ROLE = {"aggregated": "aggregated", "prefill": "disaggregated", "decode": "disaggregated"}
-
-#: A correction's key: (class, role, GPU type, side).
-Key = tuple[str, str, str, str]
 
 
 @dataclass
@@ -411,10 +421,14 @@ def correct(
 
     ``screening`` is the uncorrected one; ``inherited`` the corrections ``plan``
     was solved with. Every round re-solves from the uncorrected screening under
-    all corrections so far, so the plan returned is the optimum of the corrected
-    model. Returns (plan, its verification, replan's output or None when the
-    original plan stands, the corrections that plan was solved with). ``simulate``
-    (a Plan -> its Verification) defaults to :func:`verify_plan`."""
+    all corrections so far, so each plan is the optimum of the model with the
+    corrections of its round. The plan returned is the best of the original and
+    every re-solve (:func:`best_tried`): one that verifies, else the one attaining
+    most of its SLOs, the cheaper on a tie (a correction that costs more and
+    attains no more is reported, not kept). Returns (that plan, its verification
+    with the ``correction`` section, replan's output or None when the original
+    plan stands, the corrections that plan was solved with). ``simulate`` (a Plan
+    -> its Verification) defaults to :func:`verify_plan`."""
 
     def check(p: Any) -> Verification:
         if simulate is not None:
@@ -422,8 +436,8 @@ def correct(
         return verify_plan(p.to_json_dict(), request, catalog, spec)
 
     corr: dict[Key, FamilyCorrection] = dict(inherited or {})
+    tried = [Tried(0, plan, first, None, dict(corr))]
     ver, current = first, plan
-    last = None
     why = "no pool to derate"
     rounds = 0
     while rounds < MAX_CORRECTIONS:
@@ -445,47 +459,27 @@ def correct(
             break
         ver = check(out[0])
         current = out[0]
-        last = (out, ver, dict(corr), rounds)
+        tried.append(Tried(rounds, out[0], ver, out, dict(corr)))
         if _clear(ver):
             break
     else:
         why = f"at most {MAX_CORRECTIONS} re-solves"
-    if last is None:
-        learned = [c for k, c in corr.items() if (inherited or {}).get(k) is not c]
-        shown = ", ".join(
-            f"{c.class_name} {c.role} on {c.gpu} {c.side} x{c.factor:.3g}" for c in learned
+    kept = best_tried(tried)
+    kept.ver.correction = correction_record(tried, kept, corr, rounds, why)
+    if kept.round and not kept.ver.passed:
+        kept.ver.summary += (
+            f"; the corrected plan is kept (${kept.cost_usd_per_hour:,.2f}/h, was "
+            f"${plan.cost_usd_per_hour or 0:,.2f}/h): {kept_because(kept, tried[0])}, "
+            f"{attainments(kept.ver, first)}"
         )
-        first.correction = Correction(
-            iterations=rounds,
-            original_cost_usd_per_hour=plan.cost_usd_per_hour,
-            cost_usd_per_hour=None,
-            original=first.classes,
-            note=f"no corrected fleet could be solved ({why}); the plan stands as solved "
-            "and misses as stated" + (f" (the simulation asked for {shown})" if shown else ""),
+    elif not kept.round and len(tried) > 1:
+        best = best_tried(tried[1:])
+        kept.ver.summary += (
+            f"; correction tried at ${best.cost_usd_per_hour:,.2f}/h attained no more, "
+            f"{attainments(best.ver, first)}: the original "
+            f"${plan.cost_usd_per_hour or 0:,.2f}/h plan is kept"
         )
-        return plan, first, None, dict(inherited or {})
-    out, ver, factors, done = last
-    new_plan = out[0]
-    state = (
-        "meets its targets"
-        if ver.passed
-        else f"still misses after {done} re-solve{'s' if done > 1 else ''} (stopped: {why})"
-    )
-    fams = len([c for c in factors.values() if c.learned == "this plan"])
-    ver.correction = Correction(
-        iterations=rounds,
-        original_cost_usd_per_hour=plan.cost_usd_per_hour,
-        cost_usd_per_hour=new_plan.cost_usd_per_hour,
-        original=first.classes,
-        note=(
-            f"the solved plan missed ({first.summary}); the capacity curves of {fams} pool "
-            f"famil{'y' if fams == 1 else 'ies'} (class, role, GPU type) were derated as "
-            f"listed and the whole model re-solved; the corrected plan {state} "
-            f"at ${new_plan.cost_usd_per_hour or 0:,.2f}/h "
-            f"(was ${plan.cost_usd_per_hour or 0:,.2f}/h)"
-        ),
-    )
-    return new_plan, ver, out, factors
+    return kept.plan, kept.ver, kept.out, kept.corrections
 
 
 def _clear(ver: Verification) -> bool:
@@ -508,12 +502,13 @@ def verify_and_correct(
     """make_plan's verification step: simulate ``plan`` (solved from ``screening``
     under the ``inherited`` corrections); on a miss (and ``verify.correct``), learn
     corrections and re-solve (:func:`correct`). Returns (plan, problem, result,
-    screening, simulated seconds): the corrected ones when a correction was solved,
-    else the inputs (``screening`` corrected by ``inherited``). The plan returned
+    screening, simulated seconds) of the plan :func:`correct` keeps: a corrected
+    one's, else the inputs (``screening`` corrected by ``inherited``), so the
+    alternatives are solved on the model the returned plan was solved on. That plan
     carries its ``verification`` section with the corrections it was solved with.
     Correction solves share the request's solver time (``deadline``, perf_counter
     seconds, moved later by the time spent simulating): once it is used up the
-    last plan solved stands."""
+    best plan solved so far stands."""
     import time
     from dataclasses import replace
 

@@ -1,0 +1,113 @@
+"""What a plan assumed rather than measured, one line each: the plan's ``assumed_notes``.
+
+Three kinds, from the plan's own document: the TTFT of a disaggregated class
+(:func:`disaggregated_ttft_line`: the planner prices queue + prefill + KV transfer,
+measured multi-node deployments show more), speculative decoding per class
+(``assumptions.classes.<name>.speculative``: the acceptance length is the request's)
+and FP4 weights (``assumptions.fp4``: efficiency factors assumed where no FP4
+measurement backs them). ``make_plan`` sets ``Plan.assumed_notes`` from
+:func:`assumed_notes`, so every plan document carries them (the CLI's ``--json``, the
+stored plan, the API response); the reports print the same lines under "Assumed"
+(:func:`notes_of`), and the web page lists them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
+
+#: TTFT that measured multi-node disaggregated deployments show beyond the planner's own
+#: prediction of it (ms, rounded down): InferenceMAX's DeepSeek-V3 runs on B200, GB200 and
+#: H200 at 11 or more users measured 221-12,670 ms where the cost model predicts 40-520 ms;
+#: the least excess is +165 ms (GB200, 24 users; 221 against 56 ms). Hand-over, router and
+#: scheduling delays (planner.calibration.disagg), which the planner's disaggregated TTFT
+#: (queue + prefill + KV transfer) does not include.
+MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
+
+#: What a missing value prints as (as in the plain-text report).
+_MISSING = "-"
+
+
+def _is_num(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _ms(value: Any) -> str:
+    """Milliseconds as the reports print them: whole above 100, one decimal below."""
+    if not _is_num(value):
+        return _MISSING
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def _s(value: Any) -> str:
+    return _MISSING if value is None or value == "" else str(value)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def disaggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
+    """A caveat for a disaggregated class (its plan JSON): its predicted TTFT, its SLO
+    and whether :data:`MEASURED_DISAGG_TTFT_EXTRA_MS` more would still meet it (None
+    for other classes)."""
+    if c.get("mode") != "disaggregated":
+        return None
+    ttft, slo = c.get("ttft_ms"), _map(c.get("slo")).get("ttft_ms")
+    if not (_is_num(ttft) and _is_num(slo)):
+        return None
+    extra = MEASURED_DISAGG_TTFT_EXTRA_MS
+    verdict = "within" if ttft + extra <= slo else "beyond"
+    return (
+        f"{_s(c.get('name'))}: disaggregated TTFT {_ms(ttft)} ms is queue + prefill + KV "
+        f"transfer as priced; measured multi-node disaggregated deployments (InferenceMAX) add "
+        f"{extra:,.0f} ms or more of hand-over, router and scheduling delay, which would be "
+        f"{verdict} the {_ms(slo)} ms SLO: check it on your stack"
+    )
+
+
+def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> list[str]:
+    """The plan's assumed lines from its classes (plan JSON of each) and ``assumptions``:
+    one per disaggregated class (:func:`disaggregated_ttft_line`), one per class with
+    speculative decoding, one for FP4 weights."""
+    lines = [line for c in classes if (line := disaggregated_ttft_line(_map(c))) is not None]
+    for name, c in _map(assumptions.get("classes")).items():
+        sp = _map(_map(c).get("speculative"))
+        if sp:
+            drafter = f" ({_s(sp.get('draft_repo'))})" if sp.get("draft_repo") else ""
+            lines.append(
+                f"{_s(name)}: speculative {_s(sp.get('method'))}{drafter}, "
+                f"{_s(sp.get('draft_tokens'))} draft tokens, assumed acceptance length "
+                f"{_s(sp.get('acceptance_length'))}: {_s(sp.get('note'))}"
+            )
+    fp4 = _map(assumptions.get("fp4"))
+    if fp4:
+        derates = "; ".join(
+            f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
+            f"x{_s(_map(d).get('weight_read_derate'))}, factors {_s(_map(d).get('provenance'))}"
+            for g, d in _map(fp4.get("gpus")).items()
+        )
+        lines.append(
+            f"fp4: checkpoint {_s(fp4.get('checkpoint'))} ({_s(fp4.get('format'))}, "
+            f"{_s(fp4.get('bits_per_weight'))} bits per weight, KV {_s(fp4.get('kv_dtype'))}); "
+            f"{derates}: {_s(fp4.get('note'))}"
+        )
+    return lines
+
+
+def plan_assumed_notes(plan: Any) -> list[str]:
+    """:func:`assumed_notes` of a :class:`planner.plan.Plan` (what ``make_plan`` sets
+    as its ``assumed_notes``)."""
+    classes = [c.model_dump(mode="json", by_alias=True) for c in plan.classes]
+    return assumed_notes(classes, plan.assumptions)
+
+
+def notes_of(doc: Mapping[str, Any]) -> list[str]:
+    """A plan document's ``assumed_notes``; a document stored before plans carried
+    them gets them computed from its classes and assumptions, the same way."""
+    notes = doc.get("assumed_notes")
+    if isinstance(notes, list):
+        return [str(n) for n in notes]
+    classes = doc.get("classes")
+    return assumed_notes(classes if isinstance(classes, list) else [], _map(doc.get("assumptions")))

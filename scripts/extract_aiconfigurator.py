@@ -1,0 +1,218 @@
+"""Extract kernel floors from aiconfigurator's per-operation silicon database into
+``catalog/measurements/sources/aiconfigurator-kernels.json``.
+
+aiconfigurator (github.com/ai-dynamo/aiconfigurator, Apache-2.0) ships kernel timings
+measured on NVIDIA GPUs per serving engine (``aic-core/src/aiconfigurator_core/systems/
+data/<system>/<op>/<engine>/<version>/*.parquet``). Two small-batch facts the cost model
+needs are read from it:
+
+* **all-reduce floor** (``custom_allreduce_perf``): the engine's custom all-reduce of a
+  small bf16 message (at most :data:`SMALL_MESSAGE_ELEMENTS` elements, a decode step's
+  activations) over ``tp`` GPUs: the median latency (us) per GPU, engine and tp, inside
+  a CUDA graph (how decode steps run) and, where the database has it, eager (how
+  prefill passes run: 20-30 us, launch included).
+* **MoE layer floor** (``moe_perf``): a DeepSeek-V3 routed-expert layer (hidden 7,168,
+  expert FFN 2,048, 256 experts, top-8, fp8 block-scaled, ``moe_tp_size`` 8, one token):
+  its latency minus the time to read the 8 experts' weights at the GPU's peak HBM
+  bandwidth, ``floor_us = latency(1 token) - 8 x 3 x 7168 x 2048 / 8 B / peak``: the
+  part of the layer no weight read explains (routing, permutes, launches, quantization).
+
+* **expert-parallel all-to-all** (``wideep_deepep_ll_perf``, SGLang 0.5.12's DeepEP
+  low-latency kernels, one node of 8 GPUs, DeepSeek-V3's hidden 7,168 and top-8 of 256):
+  the per-operation latency at one token (mean of dispatch and combine) and the share of
+  the scale-up link's bandwidth the pair reaches at 1,024 tokens,
+  ``f = 2 x B x 7/8 / (link GB/s x (S(1024) - S(1)))`` with ``B = 1024 x 8 x 7168 x 2``
+  bytes per rank and ``S`` = dispatch + combine (see :func:`all_to_all_fit`).
+
+The repository never reads aiconfigurator at run or test time: this script reads a
+checkout (``git show`` of the parquet files, so a bare mirror works) and needs
+``pyarrow``, which is not a dependency of fleetplan (install it in a scratch venv)::
+
+    python scripts/extract_aiconfigurator.py /path/to/aiconfigurator [--out PATH]
+
+The summary functions (:func:`allreduce_floors`, :func:`moe_floor_us`) take plain row
+dicts and are tested without pyarrow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
+DATA = "aic-core/src/aiconfigurator_core/systems/data"
+
+#: aiconfigurator system directory -> (catalog GPU id, peak HBM bandwidth TB/s, scale-up
+#: link id, its per-direction GB/s).
+SYSTEMS = {
+    "h100_sxm": ("h100-sxm5-80gb", 3.35, "nvlink4", 450.0),
+    "h200_sxm": ("h200-sxm-141gb", 4.8, "nvlink4", 450.0),
+    "b200_sxm": ("b200", 8.0, "nvlink5", 900.0),
+    "gb200": ("gb200-per-gpu", 8.0, "nvlink5", 900.0),
+}
+#: The DeepEP low-latency table read (the only collected version).
+DEEPEP_VERSION = "0.5.12"
+EP_RANKS = 8
+EP_TOKENS = 1024
+#: Bytes one rank sends in a dispatch (or combine) of :data:`EP_TOKENS` tokens: each token
+#: to its 8 experts, 7,168 bf16 values each.
+EP_BYTES_PER_RANK = EP_TOKENS * 8 * 7168 * 2
+#: The newest collected version of each engine read (the directory names in the database).
+ENGINE_VERSIONS = {"sglang": "0.5.14", "vllm": "0.24.0", "trtllm": "1.3.0rc20"}
+
+#: A decode step's all-reduce: at most this many bf16 elements (a few tokens of a 7K
+#: hidden state).
+SMALL_MESSAGE_ELEMENTS = 8192
+
+#: DeepSeek-V3's routed-expert layer shape in moe_perf.
+DEEPSEEK_MOE = {"hidden_size": 7168, "inter_size": 2048, "num_experts": 256, "topk": 8}
+MOE_TP = 8
+#: Weight bytes of the experts one token touches, per GPU of the tp-8 layer (fp8: one
+#: byte per parameter; gate, up and down projections).
+ONE_TOKEN_EXPERT_BYTES_PER_GPU = 8 * 3 * 7168 * 2048 / MOE_TP
+
+
+def allreduce_floors(rows: Iterable[dict[str, Any]], eager: bool = False) -> dict[str, float]:
+    """Median latency (us) of bf16 all-reduces of at most :data:`SMALL_MESSAGE_ELEMENTS`
+    elements, per GPU count (keys "2", "4", "8"), of the rows run in a CUDA graph
+    (``backend`` ending in ``_graph``; TensorRT-LLM's rows name no backend and are taken
+    as graph) or, with ``eager``, of the eager rows; the database's latencies are in ms."""
+    by_tp: dict[int, list[float]] = {}
+    for r in rows:
+        if r.get("allreduce_dtype") != "bfloat16" or r["message_size"] > SMALL_MESSAGE_ELEMENTS:
+            continue
+        if str(r.get("backend") or "graph").endswith("_eager") != eager:
+            continue
+        by_tp.setdefault(int(r["num_gpus"]), []).append(float(r["latency"]) * 1e3)
+    return {str(tp): round(statistics.median(v), 2) for tp, v in sorted(by_tp.items()) if v}
+
+
+def moe_one_token_us(rows: Iterable[dict[str, Any]]) -> float | None:
+    """Latency (us) of the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8, no
+    expert parallelism) for one token: the mean over the database's routing
+    distributions; None when the database has no such row."""
+    got = [
+        float(r["latency"]) * 1e3
+        for r in rows
+        if r.get("moe_dtype") == "fp8_block"
+        and all(r.get(k) == v for k, v in DEEPSEEK_MOE.items())
+        and r.get("moe_tp_size") == MOE_TP
+        and r.get("moe_ep_size") == 1
+        and r.get("num_tokens") == 1
+    ]
+    return round(statistics.fmean(got), 2) if got else None
+
+
+def moe_floor_us(one_token_us: float, peak_tb_per_s: float) -> float:
+    """The MoE layer's floor (us): ``latency(1 token) - ONE_TOKEN_EXPERT_BYTES_PER_GPU /
+    peak HBM bandwidth`` (44 MB per GPU at tp 8; 1 TB/s = 1e6 bytes/us), never below 0."""
+    read_us = ONE_TOKEN_EXPERT_BYTES_PER_GPU / (peak_tb_per_s * 1e6)
+    return round(max(one_token_us - read_us, 0.0), 1)
+
+
+def all_to_all_fit(rows: Iterable[dict[str, Any]], link_gb_per_s: float) -> dict[str, float] | None:
+    """(``latency_us``, ``bandwidth_fraction``) of DeepEP's low-latency dispatch and
+    combine for DeepSeek-V3's shape on one 8-GPU node: the mean of the two at one token
+    (us per operation), and ``2 x EP_BYTES_PER_RANK x 7/8 / (link bytes/us x (S(1024) -
+    S(1)))`` with ``S`` = dispatch + combine (us); None without both rows."""
+    by_tokens = {
+        r["num_token"]: float(r["dispatch_avg_t_us"]) + float(r["combine_avg_t_us"])
+        for r in rows
+        if r.get("hidden_size") == 7168
+        and r.get("num_topk") == 8
+        and r.get("num_experts") == 256
+        and r.get("node_num") == 1
+    }
+    if 1 not in by_tokens or EP_TOKENS not in by_tokens or by_tokens[EP_TOKENS] <= by_tokens[1]:
+        return None
+    moved = 2 * EP_BYTES_PER_RANK * (EP_RANKS - 1) / EP_RANKS
+    fraction = moved / (link_gb_per_s * 1e3 * (by_tokens[EP_TOKENS] - by_tokens[1]))
+    return {"latency_us": round(by_tokens[1] / 2, 1), "bandwidth_fraction": round(fraction, 2)}
+
+
+def _parquet(repo: Path, path: str) -> list[dict[str, Any]] | None:
+    import pyarrow.parquet as pq  # type: ignore[import-not-found]  # only this script needs it
+
+    out = subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{path}"], capture_output=True)
+    if out.returncode != 0:
+        return None
+    rows: list[dict[str, Any]] = pq.read_table(io.BytesIO(out.stdout)).to_pylist()
+    return rows
+
+
+def _commit(repo: Path) -> str:
+    out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True)
+    return out.stdout.decode().strip()
+
+
+def extract(repo: Path) -> dict[str, Any]:
+    """The summary document for an aiconfigurator checkout at ``repo``."""
+    gpus: dict[str, Any] = {}
+    for system, (gpu, peak, link, link_gb_per_s) in SYSTEMS.items():
+        entry: dict[str, Any] = {
+            "system": system,
+            "peak_hbm_tb_per_s": peak,
+            "scale_up_link": link,
+            "engines": {},
+        }
+        ll = _parquet(
+            repo, f"{DATA}/{system}/comm/sglang/{DEEPEP_VERSION}/wideep_deepep_ll_perf.parquet"
+        )
+        if ll and (fit := all_to_all_fit(ll, link_gb_per_s)):
+            entry["deepep_low_latency"] = dict(fit, sglang_version=DEEPEP_VERSION)
+        for engine, version in ENGINE_VERSIONS.items():
+            e: dict[str, Any] = {"version": version}
+            ar = _parquet(
+                repo, f"{DATA}/{system}/comm/{engine}/{version}/custom_allreduce_perf.parquet"
+            )
+            if ar:
+                e["allreduce_small_us"] = allreduce_floors(ar)
+                if eager := allreduce_floors(ar, eager=True):
+                    e["allreduce_small_eager_us"] = eager
+            moe = _parquet(repo, f"{DATA}/{system}/moe/{engine}/{version}/moe_perf.parquet")
+            one = moe_one_token_us(moe) if moe else None
+            if one is not None:
+                e["moe_layer_one_token_us"] = one
+                e["moe_layer_floor_us"] = moe_floor_us(one, peak)
+            entry["engines"][engine] = e
+        gpus[gpu] = entry
+    return {
+        "description": (
+            "Kernel floors read from aiconfigurator's per-operation silicon database "
+            "(github.com/ai-dynamo/aiconfigurator, Apache-2.0) by "
+            "scripts/extract_aiconfigurator.py: per catalog GPU and serving engine, the "
+            "median latency of small bf16 all-reduces (<= 8,192 elements) per GPU count "
+            "in a CUDA graph (and eager, where measured), "
+            "and the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8) at one token "
+            "with its floor (latency minus the experts' weight read at peak HBM bandwidth), "
+            "and DeepEP's low-latency all-to-all (per-operation latency at one token, "
+            "bandwidth share at 1,024 tokens). "
+            "Kernel benchmarks, not serving runs: the cost model's collective latency and "
+            "MoE layer floor come from here (catalog/data/links, catalog/data/gpus)."
+        ),
+        "source": f"https://github.com/ai-dynamo/aiconfigurator/tree/{_commit(repo)}/{DATA}",
+        "gpus": gpus,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("repo", type=Path, help="an aiconfigurator checkout or bare mirror")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    doc = extract(args.repo)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

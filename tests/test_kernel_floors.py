@@ -1,0 +1,216 @@
+"""Kernel floors measured in aiconfigurator's database: the MoE layer's fixed cost per
+GPU and engine (planner.kernels.moe_layer_floor_us) and the scale-up links' collective
+latency, against the extracted file catalog/measurements/sources/aiconfigurator-kernels.json
+(scripts/extract_aiconfigurator.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from catalog.loader import load_catalog
+from planner import kernels
+from planner import roofline as rl
+from planner.kernels import coefficients_of, moe_layer_floor_us
+from tests.script_support import load_script
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRACTED = json.loads(
+    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
+)
+CAT = load_catalog()
+extract = load_script("extract_aiconfigurator")
+
+#: B200 and GB200 take their vLLM floor for TensorRT-LLM: the database's DeepGEMM layer is
+#: contradicted by TensorRT-LLM's serving runs (see the GPUs' moe_layer_floor.source).
+OVERRIDDEN = {("b200", "trtllm"): "vllm", ("gb200-per-gpu", "trtllm"): "vllm"}
+
+
+def test_catalog_floors_are_the_extracted_ones():
+    for gpu, entry in EXTRACTED["gpus"].items():
+        got = CAT.gpus[gpu].moe_layer_floor
+        assert got is not None, gpu
+        for engine, figures in entry["engines"].items():
+            want = figures["moe_layer_floor_us"]
+            if (gpu, engine) in OVERRIDDEN:
+                want = entry["engines"][OVERRIDDEN[gpu, engine]]["moe_layer_floor_us"]
+                assert "contradicted" in got.source
+            assert got.by_engine_us[engine] == pytest.approx(want), (gpu, engine)
+
+
+def test_assumed_floors_are_the_largest_measured():
+    measured: dict[str, list[float]] = {}
+    for gpu in CAT.gpus.values():
+        if gpu.moe_layer_floor is not None:
+            for engine, us in gpu.moe_layer_floor.by_engine_us.items():
+                measured.setdefault(engine, []).append(us)
+    assert set(measured) == set(kernels.MOE_LAYER_FLOOR_ASSUMED_US)
+    for engine, values in measured.items():
+        assert kernels.MOE_LAYER_FLOOR_ASSUMED_US[engine] == max(values)
+    assert (
+        max(max(measured["vllm"]), max(measured["sglang"]))
+        == kernels.MOE_LAYER_FLOOR_OTHER_ENGINES_US
+    )
+
+
+def test_an_unmeasured_gpu_never_gets_a_cheaper_moe_layer():
+    mi300x = CAT.gpus["mi300x"]
+    assert mi300x.moe_layer_floor is None
+    for engine in ("vllm", "sglang", "trtllm", "atom"):
+        floor = moe_layer_floor_us(mi300x, engine)
+        for gpu in CAT.gpus.values():
+            if gpu.moe_layer_floor is not None and engine in gpu.moe_layer_floor.by_engine_us:
+                assert floor >= gpu.moe_layer_floor.by_engine_us[engine]
+    assert moe_layer_floor_us(CAT.gpus["h200-sxm-141gb"], "sglang") == 27.6
+    assert moe_layer_floor_us(mi300x, "atom") == 53.3
+
+
+def test_deepseek_decode_step_pays_58_layer_floors():
+    """DeepSeek-V3 on 8 x H200 with SGLang: 58 MoE layers x 27.6 us = 1.6008 ms per step,
+    whatever the batch; Llama (dense) pays none."""
+    replica = rl.build_replica(
+        CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", engine="sglang"
+    )
+    c = coefficients_of(replica)
+    assert c.moe_layers == 58
+    assert c.moe_floor_ms == pytest.approx(58 * 27.6e-3)
+    bare = dataclasses.replace(c, moe_floor_ms=0.0)
+    for batch in (1, 4, 64):
+        assert c.step_ms(batch, 2000) - bare.step_ms(batch, 2000) == pytest.approx(1.6008)
+    assert c.moe_ms(0) == 0.0  # an idle step pays nothing
+    dense = rl.build_replica(CAT, "llama-3.1-70b", "h200-sxm-141gb", tp=8, dtype="fp8")
+    assert coefficients_of(dense).moe_floor_ms == 0.0
+
+
+def _median_tp8(systems: tuple[str, ...]) -> float:
+    return statistics.median(
+        e["allreduce_small_us"]["8"]
+        for gpu, entry in EXTRACTED["gpus"].items()
+        if entry["system"] in systems
+        for e in entry["engines"].values()
+        if "8" in e.get("allreduce_small_us", {})
+    )
+
+
+def test_nvlink_latency_is_the_measured_small_allreduce():
+    assert CAT.links["nvlink4"].latency_us == pytest.approx(
+        _median_tp8(("h100_sxm", "h200_sxm")), abs=0.05
+    )
+    assert CAT.links["nvlink5"].latency_us == pytest.approx(_median_tp8(("b200_sxm",)), abs=0.05)
+    measured = max(CAT.links[k].latency_us for k in ("nvlink3", "nvlink4", "nvlink5"))
+    for unmeasured in ("infinity-fabric-mi300", "gaudi3-roce"):
+        assert CAT.links[unmeasured].latency_us >= measured
+
+
+def test_allreduce_floors_filter_graph_small_bf16_rows():
+    rows = [
+        {
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": 8,
+            "message_size": 128,
+            "latency": 0.003,
+            "backend": "x_graph",
+        },
+        {
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": 8,
+            "message_size": 8192,
+            "latency": 0.005,
+            "backend": "x_graph",
+        },
+        {"allreduce_dtype": "bfloat16", "num_gpus": 8, "message_size": 8192, "latency": 0.004},
+        {"allreduce_dtype": "bfloat16", "num_gpus": 8, "message_size": 16384, "latency": 0.9},
+        {
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": 8,
+            "message_size": 128,
+            "latency": 0.03,
+            "backend": "x_eager",
+        },
+        {"allreduce_dtype": "float32", "num_gpus": 8, "message_size": 128, "latency": 0.9},
+        {"allreduce_dtype": "bfloat16", "num_gpus": 2, "message_size": 128, "latency": 0.002},
+    ]
+    assert extract.allreduce_floors(rows) == {"2": 2.0, "8": 4.0}
+    assert extract.allreduce_floors(rows, eager=True) == {"8": 30.0}
+
+
+def test_moe_floor_arithmetic():
+    """H200 (4.8 TB/s): 8 experts x 3 x 7,168 x 2,048 / 8 GPUs = 44,040,192 bytes read in
+    9.175 us; a 36.75 us layer leaves 27.575 -> 27.6 us."""
+    assert extract.ONE_TOKEN_EXPERT_BYTES_PER_GPU == 44_040_192
+    assert extract.moe_floor_us(36.75, 4.8) == 27.6
+    assert extract.moe_floor_us(5.0, 4.8) == 0.0
+    row = dict(extract.DEEPSEEK_MOE, moe_dtype="fp8_block", moe_tp_size=8, moe_ep_size=1)
+    rows = [
+        dict(row, num_tokens=1, latency=0.030),
+        dict(row, num_tokens=1, latency=0.040),
+        dict(row, num_tokens=2, latency=0.9),
+        dict(row, num_tokens=1, latency=0.9, moe_ep_size=8),
+    ]
+    assert extract.moe_one_token_us(rows) == 35.0
+    assert extract.moe_one_token_us([]) is None
+
+
+def test_all_to_all_is_deepeps_measured_kernel():
+    """DeepSeek-V3 decode on 8 x H200 with EP 8: one dispatch of 4 tokens x 8 experts x
+    7,168 bf16 values per rank = 458,752 bytes: 13.8 us + 458,752 x 7/8 / (450 GB/s x
+    0.67) = 13.8 + 1.331 us."""
+    link = CAT.links["nvlink4"]
+    got = kernels.all_to_all_ms(link, 8, 458_752) * 1e3
+    assert got == pytest.approx(13.8 + 458_752 * 7 / 8 / (450e3 * 0.67))
+    for lid in ("nvlink4", "nvlink5"):
+        fit = [
+            e["deepep_low_latency"]
+            for e in EXTRACTED["gpus"].values()
+            if e["scale_up_link"] == lid and "deepep_low_latency" in e
+        ]
+        kernel = CAT.links[lid].all_to_all
+        assert kernel is not None and len(fit) == 2
+        assert kernel.latency_us == max(f["latency_us"] for f in fit)  # the slower GPU
+        assert kernel.bandwidth_fraction == min(f["bandwidth_fraction"] for f in fit)
+
+
+def test_unmeasured_links_never_get_a_faster_all_to_all():
+    measured = [lk.all_to_all for lk in CAT.links.values() if lk.all_to_all is not None]
+    assert max(m.latency_us for m in measured) == kernels.ALL_TO_ALL_ASSUMED_LATENCY_US
+    assert (
+        min(m.bandwidth_fraction for m in measured) == kernels.ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION
+    )
+    xgmi = CAT.links["infinity-fabric-mi300"]
+    assert xgmi.all_to_all is None
+    assert kernels.all_to_all_kernel(xgmi) == (22.1, 0.67)
+    # the same bytes over xGMI (448 GB/s) take longer than over measured NVLink 4 (450)
+    assert kernels.all_to_all_ms(xgmi, 8, 1e6) > kernels.all_to_all_ms(CAT.links["nvlink4"], 8, 1e6)
+
+
+def test_all_to_all_fit_arithmetic():
+    row = {"hidden_size": 7168, "num_topk": 8, "num_experts": 256, "node_num": 1}
+    rows = [
+        dict(row, num_token=1, dispatch_avg_t_us=12.0, combine_avg_t_us=13.0),
+        dict(row, num_token=1024, dispatch_avg_t_us=200.0, combine_avg_t_us=400.0),
+        dict(row, num_token=1, node_num=2, dispatch_avg_t_us=99.0, combine_avg_t_us=99.0),
+    ]
+    fit = extract.all_to_all_fit(rows, 450.0)
+    moved = 2 * 1024 * 8 * 7168 * 2 * 7 / 8
+    assert fit == {"latency_us": 12.5, "bandwidth_fraction": round(moved / (450e3 * 575.0), 2)}
+    assert extract.all_to_all_fit(rows[:1], 450.0) is None
+
+
+def test_attention_tp_with_expert_parallel_moe_has_no_all_to_all():
+    """tp 8 attention with EP 8 experts (TensorRT-LLM's `--tp 8 --ep 8`): every GPU holds
+    every token, so the step's collectives are the 2 x 61 all-reduces of tp 8, as
+    without EP; with DP attention (dp 8) each rank dispatches its own tokens."""
+    tp = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8")
+    ep = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", ep=8)
+    wide = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", dp=8, ep=8)
+    for tokens in (1.0, 64.0, 576.0):
+        assert ep.coefficients.comm_ms(tokens) == tp.coefficients.comm_ms(tokens)
+        link = CAT.links["nvlink4"]
+        routed = tokens / 8 * 7168 * 2 * 8
+        assert wide.coefficients.comm_ms(tokens) == pytest.approx(
+            2 * 58 * kernels.all_to_all_ms(link, 8, routed)
+        )
