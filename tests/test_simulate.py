@@ -103,11 +103,46 @@ def test_step_model_equals_the_cost_model(model, gpu, tp, dtype):
             for first in (0, count // 2, count - 1):
                 got = sm.chunk_steps_ms(batch, ctx, budget, count, last, cached, first)
                 assert got == pytest.approx(want[first:], rel=1e-12)
+                for steps in {1, min(2, count - first), (count - first + 1) // 2, count - first}:
+                    span = sm.chunks_ms(batch, ctx, budget, count, last, cached, first, steps)
+                    assert span == pytest.approx(sum(want[first : first + steps]), rel=1e-12)
     tokens = np.array([1.0, 100.0, 4096.0, 131072.0])
     assert sm.kv_bytes_array(tokens) == pytest.approx(
         [arch.kv_bytes_for_sequence(r.model, t, r.kv_dtype) for t in tokens], rel=1e-12
     )
     assert sm.prefill_ms(4000, 1000) == rl.prefill_ms(r, 4000, 1000)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "dtype"),
+    [
+        ("llama-3.1-8b", "h100-sxm5-80gb", 1, "fp8"),
+        ("llama-3.1-70b", "mi300x", 8, "fp8"),
+        ("llama-3.1-405b", "h100-sxm5-80gb", 8, "fp8"),
+    ],
+)
+def test_chunk_sums_in_closed_form_equal_the_steps(model, gpu, tp, dtype):
+    """StepModel.chunks_ms sums a prompt's full chunks in closed form (the step is a
+    convex, piecewise affine function of the chunk's index): equal to the sum of the cost
+    model's steps, over prompts whose chunks go from memory- to compute-bound and whose
+    attention crosses the decodes' (several affine pieces per prompt)."""
+    r = replica(model, gpu, tp, dtype)
+    sm = StepModel(r)
+    assert sm._closed
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        batch = int(rng.integers(0, 300))
+        ctx = float(rng.uniform(100.0, 120_000.0))
+        budget = int(rng.choice([64, 256, 512, 2048, 8192]))
+        new = float(rng.integers(1, 100_000))
+        cached = float(rng.choice([0.0, rng.uniform(0.0, 100_000.0)]))
+        count, last = chunk_count(new, budget)
+        sizes, starts = chunk_plan(new, cached, budget)
+        want = [rl.mixed_step_ms(r, batch, ctx, t, s) for t, s in zip(sizes, starts, strict=True)]
+        first = int(rng.choice([0, rng.integers(0, count)]))
+        steps = int(rng.integers(1, count - first + 1))
+        got = sm.chunks_ms(batch, ctx, budget, count, last, cached, first, steps)
+        assert got == pytest.approx(math.fsum(want[first : first + steps]), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- closed forms
@@ -256,6 +291,43 @@ def test_same_seed_same_result_other_seed_differs():
     c = simulate(cls, 8000, seed=12).model_dump(exclude={"wall_time_s"})
     assert a == b
     assert a != c
+
+
+@pytest.mark.parametrize("burst_cv", [1.0, 3.0])
+def test_decode_joins_done_ahead_of_their_boundary_change_nothing(monkeypatch, burst_cv):
+    """A request joins its decode replica at the replica's next step boundary; done on
+    arrival when nothing else happens at that boundary (ClassSim._join_ahead) instead of
+    at an event there, every request's times and waits are the same, bit for bit, also
+    when replicas fill and requests wait for a decode slot, and so are the statistics
+    (up to rounding: the decode queue's time average is summed in fewer pieces)."""
+    from planner.simulate.scheduler import ClassSim
+
+    r = replica()
+    cls = one_class(
+        [
+            pool(PoolRole.PREFILL, r, 4, link=50.0),
+            pool(PoolRole.DECODE, r, 3, max_batch=44, rate=30.0, step=10.0),
+        ],
+        rate=30.0,
+        prompt=2000,
+        output=300,
+        prompt_sigma=0.7,
+        output_sigma=0.9,
+    )
+    runs = []
+    for ahead in (False, True):
+        monkeypatch.setattr(ClassSim, "JOIN_AHEAD", ahead)
+        runs.append(run_class(cls, np.random.default_rng(3), 300_000.0, burst_cv))
+    off, on = runs
+    assert off.pool_stats[1]["max_queue"] > 0  # requests waited for a decode slot
+    for name in ("first_ms", "last_ms", "wait_ms", "slot_wait_ms", "decode_pool_of"):
+        np.testing.assert_array_equal(getattr(off, name), getattr(on, name))
+    # the decode queue's time average is integrated in fewer pieces: equal up to rounding
+    for a, b in zip(off.pool_stats, on.pool_stats, strict=True):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            assert value == (b[key] if value is None else pytest.approx(b[key], rel=1e-12))
+    assert off.events == on.events
 
 
 def test_classes_in_parallel_processes_give_the_same_result():

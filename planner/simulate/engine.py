@@ -241,13 +241,12 @@ def run_class(
         cached = all_prompt * hit
         sim.new_tokens = (all_prompt - cached).tolist()
         sim.cached = cached.tolist()
+        est = {}
         for pi, pool in agg:
             t_budget = pool.chunk_budget_tokens or 1
             chunks = np.ceil((all_prompt - cached) / t_budget - 1e-9)
-            sim.est[pi] = chunks * (pool.step_ms or 0.0)
-        sim.est_matrix = np.column_stack([sim.est[pi] for pi, _ in agg])
-        col = {pi: k for k, (pi, _) in enumerate(agg)}
-        sim.est_col = np.array([col[r.pi] for r in sim.reps])
+            est[pi] = chunks * (pool.step_ms or 0.0)
+        sim.set_estimates(est)
         used = sim.warm_start(rng, ghosts, cls.prompt, cls.output, hit)
         ghosts = ghosts[len(used) :]
         t_agg = arr[idx] + delay[idx]  # a reload comes before the request's first chunk

@@ -48,16 +48,18 @@ def decode_steps(output_tokens: float, tokens_per_step: float, rid: int) -> int:
 
 class _Rep:
     """State of one replica. Between events it runs uniform decode steps of ``step``
-    ms, or the remaining chunk steps of the prefill ``pf`` (cumulative ``cum``)."""
+    ms, or the remaining chunk steps of the prefill ``pf`` (chunks ``ci`` of ``nch``)."""
 
     __slots__ = (
         "B",
         "C",
         "V",
         "a",
+        "ahead",
         "budget",
+        "budget_f",
+        "cap",
         "ci",
-        "cum",
         "fin",
         "ib",
         "ibusy",
@@ -69,6 +71,7 @@ class _Rep:
         "maxb",
         "nch",
         "need",
+        "occ",
         "pending",
         "pf",
         "pi",
@@ -89,20 +92,24 @@ class _Rep:
         self.steps = pool.steps
         self.is_decode = pool.role == PoolRole.DECODE
         self.budget = pool.chunk_budget_tokens or 1
+        self.budget_f = float(self.budget)
         self.need: list[float] = []  # KV bytes per request on this pool (ClassSim.need)
         self.maxb = pool.max_batch or 1
+        self.cap = pool.steps.kv_capacity_bytes
         # output tokens a sequence advances per step: the acceptance length with
         # speculative decoding (planner.kernels.tokens_per_verification_step), else 1
         self.a = kn.tokens_per_verification_step(pool.steps.replica.speculative)
         self.B = 0  # resident decodes
         self.C = 0.0  # sum of their contexts (tokens)
         self.kv = 0.0  # KV bytes held or reserved
-        self.fin: list[tuple[int, int]] = []  # (step count at which it finishes, request)
+        self.occ = 0  # decode slots used or promised (ClassSim.occ)
+        # residents by the step count at which they finish, then id: a heap of
+        # ``steps x ClassSim.M + request`` (one int: cheaper to compare than a pair)
+        self.fin: list[int] = []
         self.V = 0  # steps done at t0
         self.t0 = 0.0  # last step boundary (ms)
         self.step = 0.0
         self.pf = -1  # request being prefilled (aggregated)
-        self.cum: list[float] = []  # cumulative durations of its remaining chunk steps
         self.nch = 0  # chunks of pf, and the size of its last
         self.last = 0.0
         self.ci = 0  # chunks of pf done
@@ -111,6 +118,7 @@ class _Rep:
         self.qest = 0.0  # estimated prefill work queued (ms)
         self.ver = 0
         self.t_next = INF
+        self.ahead = -1.0  # the last boundary a decode join was done ahead of (ms)
         self.t_acc = 0.0
         self.ib = self.ibusy = self.iq = 0.0
         self.qmax = 0
@@ -118,6 +126,10 @@ class _Rep:
 
 class ClassSim:
     """The event loop of one class's aggregated replicas or decode replicas."""
+
+    #: Join a request at its decode replica's next boundary on arrival when nothing else
+    #: happens there (:meth:`_join_ahead`); off, an event at the boundary does it (tests).
+    JOIN_AHEAD = True
 
     def __init__(
         self,
@@ -135,13 +147,16 @@ class ClassSim:
             for _ in range(pool.replicas):
                 self.reps.append(_Rep(len(self.reps), pi, pool))
         self.pool_ids = np.array([r.pi for r in self.reps])
+        # decode replicas (disaggregated) or aggregated ones: a ClassSim runs one kind
+        self.decode = bool(self.reps) and self.reps[0].is_decode
         self.pool_list = [pi for pi, _ in pools]
-        self.pool_col = np.array([self.pool_list.index(r.pi) for r in self.reps], dtype=int)
+        self.one_pool = len(self.pool_list) == 1 and len(self.reps) > 4
         self.maxb = np.array([r.maxb for r in self.reps], dtype=float)
         self.maxb_list = self.maxb.tolist()
-        self.cap = np.array([r.pool.steps.kv_capacity_bytes for r in self.reps])
-        self.occ = np.zeros(len(self.reps))  # slots used or promised
-        self.kvs = np.zeros(len(self.reps))
+        self.occ = [0] * len(self.reps)  # slots used or promised (_Rep.occ)
+        # routing penalty of a replica with no free slot: _FULL where occ >= max batch
+        self.pen = np.zeros(len(self.reps))
+        self._score = np.zeros(len(self.reps))
         self.work_end = np.zeros(len(self.reps))
         self.output = output
         self.ctx = ctx.tolist()
@@ -151,6 +166,7 @@ class ClassSim:
         }
         for rep in self.reps:
             rep.need = self.need[rep.pi]
+        self.M = n_total  # request ids are below it (residents' heap keys, _Rep.fin)
         self.first = [math.nan] * n_total
         self.last = [math.nan] * n_total
         self.started = [math.nan] * n_total
@@ -164,12 +180,30 @@ class ClassSim:
         self.central_t = 0.0
         self.central_max = 0
         self.events = 0
+        self.events_ahead = 0  # decode joins done ahead of their boundary (_join_ahead)
         # aggregated prefill chunks
         self.new_tokens: list[float] = []
         self.cached: list[float] = []
-        self.est: dict[int, np.ndarray] = {}
+        self.est: dict[int, list[float]] = {}
         self.est_matrix = np.zeros((0, 1))
         self.est_col = np.zeros(0, dtype=int)
+        self.est_one: list[float] | None = None  # one pool: its estimates
+
+    def set_estimates(self, est: dict[int, np.ndarray]) -> None:
+        """Estimated prefill time of every request on each aggregated pool (pool index
+        -> ms per request), which the router adds to a replica's queued work."""
+        self.est = {pi: e.tolist() for pi, e in est.items()}
+        self.est_matrix = np.column_stack([est[pi] for pi in self.pool_list])
+        col = {pi: k for k, pi in enumerate(self.pool_list)}
+        self.est_col = np.array([col[r.pi] for r in self.reps])
+        self.est_one = self.est[self.pool_list[0]] if len(self.pool_list) == 1 else None
+
+    def _occupy(self, rep: _Rep, slots: int) -> None:
+        """Add ``slots`` (negative: free them) to the replica's used or promised slots."""
+        rep.occ += slots
+        self.occ[rep.idx] = rep.occ
+        if not self.decode:
+            self.pen[rep.idx] = _FULL if rep.occ >= rep.maxb else 0.0
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -191,27 +225,6 @@ class ClassSim:
         self.central_t = t
         if hi > lo and self.central:
             self.central_iq += len(self.central) * (hi - lo)
-
-    def _schedule(self, rep: _Rep) -> None:
-        """Push the replica's next event: a decode completion or the end of its prefill."""
-        rep.ver += 1
-        if rep.pf >= 0:
-            cum = rep.cum
-            k = len(cum)
-            if rep.fin:
-                kc = rep.fin[0][0] - rep.V
-                if kc < k:
-                    k = kc
-            t = rep.t0 + cum[k - 1]
-        elif rep.B > 0:
-            k = rep.fin[0][0] - rep.V
-            t = rep.t0 + k * rep.step
-        else:
-            rep.t_next = INF
-            return
-        rep.t_next = t
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, rep.idx, rep.ver, k))
 
     def _wake_at_boundary(self, rep: _Rep, t: float) -> None:
         """Make the replica act at its first step boundary at or after ``t``."""
@@ -244,38 +257,38 @@ class ClassSim:
             self._release(rep, rid)
             return
         steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
-        heapq.heappush(rep.fin, (rep.V + steps, rid))
+        heapq.heappush(rep.fin, (rep.V + steps) * self.M + rid)
         rep.B += 1
         rep.C += self.ctx[rid]
 
     def _release(self, rep: _Rep, rid: int) -> None:
         rep.kv -= rep.need[rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] -= 1
+        self._occupy(rep, -1)
 
     def _admissible(self, rep: _Rep, rid: int, held: int) -> bool:
         if held == 0:
             return True  # an empty replica always takes one sequence
-        cap = rep.steps.kv_capacity_bytes
-        return held < rep.maxb and rep.kv + rep.need[rid] <= cap
+        return held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap
 
     def _boundary(self, rep: _Rep, t: float) -> None:
-        """Everything that happens at a step boundary, then the next segment."""
-        fin = rep.fin
-        if fin and fin[0][0] <= rep.V:
+        """Everything that happens at a step boundary, then the next segment and its
+        event: the end of the prefill (or its chunks up to the next decode completion),
+        or the next decode completion."""
+        fin, m = rep.fin, self.M
+        lim = (rep.V + 1) * m  # residents finishing at or before step V
+        if fin and fin[0] < lim:
             last, ctx, need = self.last, self.ctx, rep.need
-            pop, v = heapq.heappop, rep.V
+            pop = heapq.heappop
             b, c, kv, released = rep.B, rep.C, rep.kv, 0
-            while fin and fin[0][0] <= v:
-                rid = pop(fin)[1]
+            while fin and fin[0] < lim:
+                rid = pop(fin) % m
                 last[rid] = t
                 b -= 1
                 c -= ctx[rid]
                 kv -= need[rid]
                 released += 1
             rep.B, rep.C, rep.kv = b, c, kv
-            self.kvs[rep.idx] = kv
-            self.occ[rep.idx] -= released
+            self._occupy(rep, -released)
         if rep.B == 0:
             rep.C = 0.0
         if rep.pf >= 0 and rep.ci >= rep.nch:
@@ -298,31 +311,100 @@ class ClassSim:
             if self._admissible(rep, rid, rep.B):
                 rep.queue.popleft()
                 rep.pf = rid
-                rep.qest -= float(self.est[rep.pi][rid])
+                rep.qest -= self.est[rep.pi][rid]
                 rep.kv += rep.need[rid]
-                self.kvs[rep.idx] = rep.kv
                 self.started[rid] = t
                 rep.nch, rep.last = chunk_count(self.new_tokens[rid], rep.budget)
                 rep.ci = 0
+        # the next event: the end of the prefill's chunks or the next decode completion
+        rep.ver += 1
+        b = rep.B
         if rep.pf >= 0:
-            ctx = rep.C / rep.B if rep.B else 0.0
-            rep.cum = rep.steps.chunk_cumulative_ms(
-                rep.B,
-                ctx,
-                float(rep.budget),
+            k = rep.nch - rep.ci
+            if fin:
+                kc = fin[0] // m - rep.V
+                if kc < k:
+                    k = kc
+            tn = rep.t0 + rep.steps.chunks_ms(
+                b,
+                rep.C / b if b else 0.0,
+                rep.budget_f,
                 rep.nch,
                 rep.last,
                 self.cached[rep.pf],
                 rep.ci,
+                k,
             )
-        elif rep.B > 0:
-            rep.step = rep.steps.decode_ms(rep.B, rep.C / rep.B)
-        self._schedule(rep)
+        elif b > 0:
+            rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+            k = fin[0] // m - rep.V
+            tn = rep.t0 + k * step
+        else:
+            rep.t_next = INF
+            return
+        rep.t_next = tn
+        self.seq += 1
+        heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, k))
+
+    def _decode_boundary(self, rep: _Rep, t: float) -> None:
+        """:meth:`_boundary` of a decode replica (no prefill, no queue of its own): the
+        same operations in the same order."""
+        fin, m = rep.fin, self.M
+        v = rep.V
+        lim = (v + 1) * m  # residents finishing at or before step v
+        if fin and fin[0] < lim:
+            last, ctx, need = self.last, self.ctx, rep.need
+            pop = heapq.heappop
+            b, c, kv, released = rep.B, rep.C, rep.kv, 0
+            while fin and fin[0] < lim:
+                rid = pop(fin) % m
+                last[rid] = t
+                b -= 1
+                c -= ctx[rid]
+                kv -= need[rid]
+                released += 1
+            rep.B, rep.C, rep.kv = b, c, kv
+            rep.occ -= released
+            self.occ[rep.idx] = rep.occ
+        if rep.B == 0:
+            rep.C = 0.0
+        pending = rep.pending
+        if pending:
+            output, ctx, push = self.output, self.ctx, heapq.heappush
+            joined, a = self.joined, rep.a
+            for rid in pending:  # _join, inline
+                g = output[rid]
+                joined[rid] = t
+                if g <= 1:
+                    self.last[rid] = t
+                    self._release(rep, rid)
+                    continue
+                steps = int(g) - 1 if a == 1.0 else decode_steps(g, a, rid)
+                push(fin, (v + steps) * m + rid)
+                rep.B += 1
+                rep.C += ctx[rid]
+            pending.clear()
+        if self.central:
+            self._acc_central(t)
+            while self.central and self._admissible(rep, self.central[0], rep.B):
+                rid = self.central.popleft()
+                self._reserve(rep, rid)
+                self._join(rep, rid, t)
+        rep.ver += 1
+        b = rep.B
+        if b > 0:
+            rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+            k = fin[0] // m - v
+            tn = rep.t0 + k * step
+            rep.t_next = tn
+            self.seq += 1
+            heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, k))
+        else:
+            rep.t_next = INF
 
     def _reserve(self, rep: _Rep, rid: int) -> None:
         rep.kv += rep.need[rid]
-        self.kvs[rep.idx] = rep.kv
-        self.occ[rep.idx] += 1
+        self._occupy(rep, 1)
         self.rep_of[rid] = rep.idx
 
     # ------------------------------------------------------------------ warm start
@@ -371,7 +453,7 @@ class ClassSim:
                 used += 1
                 remaining = decode_steps(int(rng.integers(1, int(g) + 1)) + 1, rep.a, gid)
                 self._reserve(rep, gid)
-                heapq.heappush(rep.fin, (remaining, gid))
+                heapq.heappush(rep.fin, remaining * self.M + gid)
                 rep.B += 1
                 rep.C += self.ctx[gid]
         for rep in self.reps:
@@ -389,22 +471,25 @@ class ClassSim:
             ests = est.tolist() if isinstance(est, np.ndarray) else [est] * len(self.reps)
             r, best = 0, INF
             for i, (w, o, b, e) in enumerate(
-                zip(self.work_end.tolist(), self.occ.tolist(), self.maxb_list, ests, strict=True)
+                zip(self.work_end.tolist(), self.occ, self.maxb_list, ests, strict=True)
             ):
                 score = (w if w > t else t) + e + (_FULL if o >= b else 0.0)
                 if score < best:
                     r, best = i, score
-        else:
-            est = self._est_for(rid)
-            score = np.maximum(self.work_end, t) + est
-            full = self.occ >= self.maxb
-            if full.any():
-                score = np.where(full, score + _FULL, score)
+        else:  # max(work_end, t) + estimate, + _FULL where full (pen); in place
+            score = self._score
+            np.maximum(self.work_end, t, out=score)
+            if self.est_one is not None:
+                score += self.est_one[rid]
+            else:
+                score += self.est_matrix[rid][self.est_col]
+            score += self.pen
             r = int(score.argmin())
         rep = self.reps[r]
-        e = float(self.est[rep.pi][rid])
-        self.work_end[r] = max(float(self.work_end[r]), t) + e
-        self.occ[r] += 1
+        e = self.est[rep.pi][rid]
+        w = float(self.work_end[r])
+        self.work_end[r] = (w if w > t else t) + e
+        self._occupy(rep, 1)
         rep.qest += e
         self.rep_of[rid] = r
         self._acc(rep, t)
@@ -422,12 +507,14 @@ class ClassSim:
     def arrive_decode(self, rid: int, t: float) -> None:
         """A disaggregated request's KV has arrived: pick a decode replica or queue it."""
         best: _Rep | None = None
-        if len(self.pool_list) == 1 and len(self.reps) > 4:
+        occ = self.occ
+        if self.one_pool:
             # One pool: the least occupied replica (first of equals) is the loop's choice
             # below when it is admissible. A decode replica's slots used or promised
             # (occ) are its residents and pending joins.
-            rep = self.reps[int(self.occ.argmin())]
-            if self._admissible(rep, rid, rep.B + len(rep.pending)):
+            rep = self.reps[occ.index(min(occ))]
+            held = rep.B + len(rep.pending)
+            if held == 0 or (held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap):
                 best = rep
         if best is None:
             best_occ = INF
@@ -441,25 +528,84 @@ class ClassSim:
             self.central.append(rid)
             self.central_max = max(self.central_max, len(self.central))
             return
-        self._reserve(best, rid)
-        best.pending.append(rid)
-        if best.B == 0 and best.pf < 0:
+        best.kv += best.need[rid]  # _reserve, inline (no routing penalty on decode)
+        best.occ += 1
+        occ[best.idx] = best.occ
+        self.rep_of[rid] = best.idx
+        if best.B == 0:  # idle: act now
+            best.pending.append(rid)
             self._advance(best, t, 0)
-            self._boundary(best, t)
-        else:
-            self._wake_at_boundary(best, t)
+            self._decode_boundary(best, t)
+            return
+        # it joins at the first step boundary at or after t (_wake_at_boundary)
+        k = math.ceil((t - best.t0) / best.step - 1e-9)
+        if k < 0:
+            k = 0
+        tb = best.t0 + k * best.step
+        if (
+            self.JOIN_AHEAD
+            and tb < best.t_next
+            and tb <= self.t_stop
+            and not best.pending
+            and not self.central
+            and self.output[rid] > 1
+        ):
+            self._join_ahead(best, rid, tb, k)
+            return
+        best.pending.append(rid)
+        if tb < best.t_next:
+            best.ver += 1
+            best.t_next = tb
+            self.seq += 1
+            heapq.heappush(self.heap, (tb, self.seq, best.idx, best.ver, k))
+
+    def _join_ahead(self, rep: _Rep, rid: int, tb: float, k: int) -> None:
+        """Join ``rid`` now at the decode replica's boundary ``tb`` (``k`` steps ahead)
+        instead of at an event there: the replica's boundary at ``tb``, done early.
+
+        Equivalent because nothing else happens at that boundary: no resident finishes
+        at or before it (its next event comes later), nothing waits for a slot (the
+        class's decode queue is empty and so are the replica's pending joins), and the
+        request has tokens to decode. What the router sees until ``tb`` (slots used or
+        promised, KV reserved) is the same; a request routed here before ``tb`` joins at
+        ``tb`` too (its first boundary at or after its arrival), in the same order."""
+        if rep.ahead != tb:  # one event per boundary, however many join there
+            rep.ahead = tb
+            self.events_ahead += 1
+        self._acc(rep, tb)  # the loop's advance to tb
+        v = rep.V + k
+        rep.V, rep.t0 = v, tb
+        self.joined[rid] = tb  # _join
+        g = self.output[rid]
+        steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
+        fin, m = rep.fin, self.M
+        heapq.heappush(fin, (v + steps) * m + rid)
+        rep.B += 1
+        rep.C += self.ctx[rid]
+        rep.ver += 1  # the next event, as _decode_boundary schedules it
+        b = rep.B
+        rep.step = step = rep.steps.decode_ms(b, rep.C / b)
+        kc = fin[0] // m - v
+        tn = tb + kc * step
+        rep.t_next = tn
+        self.seq += 1
+        heapq.heappush(self.heap, (tn, self.seq, rep.idx, rep.ver, kc))
 
     # ------------------------------------------------------------------ loop
 
     def run(self, times: list[float], order: list[int], arrive) -> None:
+        """Process arrivals (sorted ``times`` of requests ``order``, each handed to
+        ``arrive``) and replica events up to the horizon, then :meth:`_finish`."""
         heap = self.heap
         reps = self.reps
-        t_stop = self.t_stop
-        acc, boundary, pop = self._acc, self._boundary, heapq.heappop
-        i, n = 0, len(order)
+        t_stop, t_warm = self.t_stop, self.t_warm
+        boundary = self._decode_boundary if self.decode else self._boundary
+        pop = heapq.heappop
+        times = [*times, INF]  # a sentinel: no arrival after the last
+        i = 0
         events = 0
         while True:
-            ta = times[i] if i < n else INF
+            ta = times[i]
             if heap and heap[0][0] <= ta:
                 t, _, r, ver, k = pop(heap)
                 if t > t_stop:
@@ -468,7 +614,18 @@ class ClassSim:
                 if ver != rep.ver:
                     continue
                 events += 1
-                acc(rep, t)  # _advance, inline
+                # _advance(rep, t, k), inline (t <= t_stop)
+                lo = rep.t_acc
+                rep.t_acc = t
+                if lo < t_warm:
+                    lo = t_warm
+                if t > lo:
+                    dt = t - lo
+                    rep.ib += rep.B * dt
+                    if rep.pf >= 0 or (rep.B > 0 and rep.is_decode):
+                        rep.ibusy += dt
+                    if rep.queue:
+                        rep.iq += len(rep.queue) * dt
                 rep.V += k
                 rep.t0 = t
                 if rep.pf >= 0:
@@ -480,7 +637,7 @@ class ClassSim:
                 arrive(order[i], ta)
                 i += 1
                 events += 1
-        self.events = events
+        self.events = events + self.events_ahead
         self._finish()
 
     def _finish(self) -> None:
@@ -490,19 +647,29 @@ class ClassSim:
         for rep in self.reps:
             self._acc(rep, t)
             if rep.pf >= 0:
-                done = bisect.bisect_right(rep.cum, t - rep.t0)
+                cum = rep.steps.chunk_cumulative_ms(
+                    rep.B,
+                    rep.C / rep.B if rep.B else 0.0,
+                    float(rep.budget),
+                    rep.nch,
+                    rep.last,
+                    self.cached[rep.pf],
+                    rep.ci,
+                )
+                done = bisect.bisect_right(cum, t - rep.t0)
             elif rep.B > 0:
                 done = int((t - rep.t0) // rep.step)
             else:
                 done = 0
             v = rep.V + done
             for rid in rep.pending:
-                heapq.heappush(rep.fin, (v + decode_steps(self.output[rid], rep.a, rid), rid))
+                steps = decode_steps(self.output[rid], rep.a, rid)
+                heapq.heappush(rep.fin, (v + steps) * self.M + rid)
                 rep.B += 1
                 rep.C += self.ctx[rid]
                 self.joined[rid] = t
             if not rep.fin:
                 continue
             step = rep.pool.steps.decode_ms(rep.B, rep.C / rep.B) if rep.B else 0.0
-            for vf, rid in rep.fin:
+            for vf, rid in (divmod(key, self.M) for key in rep.fin):
                 self.last[rid] = t + max(vf - v, 0) * step

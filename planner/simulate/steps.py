@@ -43,13 +43,25 @@ class StepModel:
         # is GEMMs and collectives over the step's tokens, cached per (batch, chunk),
         # plus attention, evaluated inline (the same operations as the cost model's).
         self._fast = c.draft is None and not c.draft_layer_fraction
-        self._parts: dict[tuple[float, float], tuple[float, float, float]] = {}
+        self._parts: dict[float, tuple[float, float, float]] = {}
         self._fixed: dict[tuple[float, float], float] = {}
         self._chunks: dict[tuple[float, int, float], tuple[np.ndarray, np.ndarray]] = {}
         self._one_minus_overlap = 1.0 - c.overlap
         self._decode_parts: dict[int, tuple[float, float, float]] = {}
         self._plain = self._fast and not c.windowed_layers and not c.kv_windowed_held
         self._kv_per_token = c.kv_full_held + c.draft_kv_held
+        # chunk sums in closed form (chunks_ms): attention affine in the chunk's start
+        self._closed = self._plain and 0.0 <= self._one_minus_overlap <= 1.0
+        self._closed_consts = (
+            c.queries_per_seq,
+            c.decode_attn_per_ctx,
+            c.full_layers,
+            c.f_attn_per_ms,
+            self._kv_per_token,
+            c.w_per_ms,
+            c.prefill_attn_per_ctx,
+            c.pp,
+        )
 
     # ------------------------------------------------------------------ pieces
 
@@ -70,30 +82,39 @@ class StepModel:
     def _tokens_parts(self, batch: float, chunk: float) -> tuple[float, float, float]:
         """(GEMMs, collectives + overhead, pipeline hand-overs) of a step of ``batch``
         decodes and a ``chunk`` (ms), as :meth:`planner.kernels.StepCoefficients.step_ms`
-        sums them; cached per (batch, chunk)."""
-        key = (batch, chunk)
-        parts = self._parts.get(key)
+        sums them; they depend only on the step's token count ``n = batch / pp x queries
+        + chunk``, and are cached per ``n`` (a prompt's last chunk has its own size, but
+        ``n`` takes few values: whole tokens)."""
+        c = self.c
+        n = batch / c.pp * c.queries_per_seq + max(chunk, 0.0)
+        parts = self._parts.get(n)
         if parts is None:
-            c = self.c
-            n = batch / c.pp * c.queries_per_seq + max(chunk, 0.0)
             parts = (
                 c.gemm_ms(n) + c.moe_ms(n),
                 c.comm_ms(n) + c.overhead_ms,
                 c.pipeline_ms(n) if c.pp > 1 else 0.0,
             )
-            if len(self._parts) >= _CHUNK_CACHE:  # last chunks: a size per prompt
+            if len(self._parts) >= _CHUNK_CACHE:
                 self._parts.clear()
-            self._parts[key] = parts
+            self._parts[n] = parts
         return parts
 
     def decode_ms(self, batch: int, context_tokens: float) -> float:
         """``roofline.decode_step_ms(batch, context)`` (ms): the cost model's step
         (:meth:`planner.kernels.StepCoefficients.step_ms`) with its token-count kernels
         cached per batch and its attention ``max(compute, KV read)`` inline."""
+        parts = self._decode_parts.get(batch)
+        if parts is not None and self._plain:  # the common case, with fewer lookups
+            gm, co, pl = parts
+            q, d_attn, layers, f_attn, kv_token, w, _, pp = self._closed_consts
+            b = batch / pp
+            compute = q * b * d_attn * (layers * context_tokens) / f_attn
+            memory = b * (kv_token * context_tokens) / w
+            t = gm + (compute if compute > memory else memory) + co
+            return t + pl if pp > 1 else t
         if not self._fast or batch <= 0:
             return self.c.step_ms(batch, context_tokens)
         c = self.c
-        parts = self._decode_parts.get(batch)
         if parts is None:
             parts = self._decode_parts[batch] = self._tokens_parts(batch, 0.0)
         gm, co, pl = parts
@@ -125,15 +146,27 @@ class StepModel:
         c = self.c
         gm, co, pl = self._tokens_parts(batch, chunk)
         b = max(batch, 0.0) / c.pp
-        if b > 0:
-            flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
-            dc = flops / c.f_attn_per_ms
-            dm = b * c.kv_held_bytes(context) / c.w_per_ms
-        else:
-            dc = dm = 0.0
         end = chunk_start + chunk
-        cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
-        cm = c.kv_held_bytes(end) / c.w_per_ms
+        if self._plain:  # context_weight, kv_held_bytes and span without windows, inline
+            q, d_attn, layers, f_attn, kv, w, p_attn, _ = self._closed_consts
+            if b > 0:
+                dc = q * b * d_attn * (layers * context) / f_attn
+                dm = b * (kv * context) / w
+            else:
+                dc = dm = 0.0
+            s_end = layers * end * end / 2.0
+            s_start = layers * chunk_start * chunk_start / 2.0
+            cc = p_attn * (s_end - s_start) / f_attn
+            cm = kv * end / w
+        else:
+            if b > 0:
+                flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
+                dc = flops / c.f_attn_per_ms
+                dm = b * c.kv_held_bytes(context) / c.w_per_ms
+            else:
+                dc = dm = 0.0
+            cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
+            cm = c.kv_held_bytes(end) / c.w_per_ms
         a_d = dc if dc > dm else dm
         a_c = cc if cc > cm else cm
         hi, lo = (a_d, a_c) if a_d > a_c else (a_c, a_d)
@@ -198,6 +231,122 @@ class StepModel:
             )
         )
 
+    def chunks_ms(
+        self,
+        batch: int,
+        context: float,
+        budget: float,
+        count: int,
+        last: float,
+        cached: float,
+        first: int,
+        steps: int,
+    ) -> float:
+        """Duration of ``steps`` chunk steps ``first .. first + steps - 1`` of a prompt
+        cut in ``count`` chunks (:meth:`chunk_steps_ms`), with ``batch`` decodes at mean
+        ``context`` (ms): their sum, the last element of :meth:`chunk_cumulative_ms`.
+
+        Without sliding windows or a drafter the full chunks are summed in closed form
+        (:meth:`_full_chunks_sum_ms`), equal to the sum of the steps up to rounding; the
+        last chunk is :meth:`mixed_ms`. Otherwise the cumulative sums are taken."""
+        if steps <= 0:
+            return 0.0
+        if not self._closed:
+            return self.chunk_cumulative_ms(batch, context, budget, count, last, cached, first)[
+                steps - 1
+            ]
+        end = first + steps
+        full = end if end < count else count - 1
+        total = 0.0
+        if full > first:
+            total = self._full_chunks_sum_ms(batch, context, budget, cached, first, full)
+        if end >= count:
+            total += self._last_chunk_ms(batch, context, budget, count, last, cached)
+        return total
+
+    def _full_chunks_sum_ms(
+        self, batch: int, context: float, budget: float, cached: float, lo: int, hi: int
+    ) -> float:
+        """Sum of the step times of full chunks ``lo .. hi - 1`` (ms) in closed form, for
+        a model without sliding windows or a drafter (``self._closed``).
+
+        Full chunk ``i`` starts at ``s_i = cached + i T``. Its own attention compute
+        ``cc_i = P_attn L T (s_i + T/2) / F_attn`` and KV read ``cm_i = kv (s_i + T) /
+        W`` are affine in ``i``; the decodes' (``dc``, ``dm``, ``a_d = max``) are
+        constant. The step is ``fixed + max(A_i, dc + cc_i)`` with ``A_i = max(a_d,
+        a_c) + r min(a_d, a_c)``, ``a_c = max(cc_i, cm_i)``, ``r = 1 - overlap`` in
+        [0, 1], that is ``(1 - r) max(a_d, cc_i, cm_i) + r (a_d + max(cc_i, cm_i))``: a
+        maximum of affine functions of ``i``, so convex. The branch taken at ``i`` gives
+        an affine function below the step everywhere and equal to it at ``i``; where the
+        branches at both ends of a range are the same, the step *is* that affine function
+        over the range (convexity) and its sum is an arithmetic series; otherwise the
+        range is split where the two meet. A few ranges per call."""
+        fixed = self._fixed.get((batch, budget))
+        if fixed is None:
+            fixed = self._fixed_ms(batch, budget)
+        q, d_attn, layers, f_attn, kv, w, p_attn, pp = self._closed_consts
+        b = batch / pp
+        if b > 0:  # StepCoefficients.decode_attention_parts_ms, the same operations
+            dc = q * b * d_attn * (layers * context) / f_attn
+            dm = b * (kv * context) / w
+        else:
+            dc = dm = 0.0
+        a_d = dc if dc > dm else dm
+        r = self._one_minus_overlap
+        k_c = p_attn * layers * budget / f_attn
+        cc_u, cc_v = k_c * (cached + budget / 2.0), k_c * budget
+        k_m = kv / w
+        cm_u, cm_v = k_m * (cached + budget), k_m * budget
+
+        def branch(i: int) -> tuple[int, float, float]:
+            """(branch, intercept, slope) of the step's attention at chunk ``i``."""
+            cc = cc_u + cc_v * i
+            cm = cm_u + cm_v * i
+            if cc >= cm:
+                b, au, av, ac = 0, cc_u, cc_v, cc
+            else:
+                b, au, av, ac = 2, cm_u, cm_v, cm
+            if ac >= a_d:
+                u, v, a = au + r * a_d, av, ac + r * a_d
+            else:
+                b, u, v, a = b + 1, a_d + r * au, r * av, a_d + r * ac
+            if dc + cc > a:
+                return 4, dc + cc_u, cc_v
+            return b, u, v
+
+        total = 0.0
+        ranges = [(lo, hi - 1)]
+        while ranges:
+            p, q = ranges.pop()
+            b1, u1, v1 = branch(p)
+            if p == q:
+                total += u1 + v1 * p
+                continue
+            b2, u2, v2 = branch(q)
+            if b1 == b2:
+                n = q - p + 1
+                total += n * u1 + v1 * (p + q) * n / 2.0
+                continue
+            m = math.floor((u2 - u1) / (v1 - v2)) if v1 != v2 else (p + q) // 2
+            m = p if m < p else (q - 1 if m >= q else m)
+            ranges.append((m + 1, q))
+            ranges.append((p, m))
+        return fixed * (hi - lo) + total
+
+    def _fixed_ms(self, batch: int, budget: float) -> float:
+        """The token-count kernels of a step of ``batch`` decodes and a full chunk of
+        ``budget`` tokens (ms), as :meth:`_full_chunks_ms` sums them; cached."""
+        key = (batch, budget)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            c = self.c
+            n = batch / c.pp * c.queries_per_seq + budget
+            fixed = c.gemm_ms(n) + c.moe_ms(n) + c.comm_ms(n) + c.overhead_ms + c.pipeline_ms(n)
+            if len(self._fixed) >= _CHUNK_CACHE:
+                self._fixed.clear()
+            self._fixed[key] = fixed
+        return fixed
+
     def _full_chunks_ms(
         self, batch: int, context: float, budget: float, count: int, cached: float, first: int
     ) -> np.ndarray:
@@ -208,15 +357,7 @@ class StepModel:
         if not self._fast:
             starts = cached + budget * np.arange(first, count - 1, dtype=float)
             return c.chunk_steps_array_ms(batch, context, budget, starts)
-        key = (batch, budget)
-        fixed = self._fixed.get(key)
-        if fixed is None:
-            b = batch / c.pp
-            n = b * c.queries_per_seq + budget
-            fixed = c.gemm_ms(n) + c.moe_ms(n) + c.comm_ms(n) + c.overhead_ms + c.pipeline_ms(n)
-            if len(self._fixed) >= _CHUNK_CACHE:
-                self._fixed.clear()
-            self._fixed[key] = fixed
+        fixed = self._fixed_ms(batch, budget)
         dc, dm = c.decode_attention_parts_ms(batch / c.pp, context, c.queries_per_seq)
         a_d = max(dc, dm)
         cc, a_c = self._chunk_attention(budget, count, cached)
