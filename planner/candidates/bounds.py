@@ -176,17 +176,31 @@ def skipped_rejection(
     """The record of an aggregated configuration left unscreened: ``dominated``, with
     its floor and the kept configurations that cost less per request/s."""
     beaten_by = ", ".join(f"{c.config.key} (${c.usd_per_rps:,.2f})" for c in ahead)
+    return _aggregated_rejection(
+        cls,
+        replica,
+        budget_tokens,
+        "dominated",
+        f"costs at least ${floor_usd_per_rps:,.2f}/h per req/s at full utilization "
+        f"(decode slots and chunk steps at their best), more than {beaten_by} on the "
+        "same GPU type: not screened further",
+    )
+
+
+def _aggregated_rejection(
+    cls: ResolvedClass, replica: rl.Replica, budget: int, reason: str, detail: str
+) -> Rejection:
+    """The :class:`Rejection` of an aggregated configuration of ``replica`` with chunks
+    of ``budget`` tokens for ``cls``."""
     return Rejection(
         cls.name,
         PoolRole.AGGREGATED,
         replica.gpu.id,
         replica.tp,
         replica.weight_dtype.value,
-        budget_tokens,
-        "dominated",
-        f"costs at least ${floor_usd_per_rps:,.2f}/h per req/s at full utilization "
-        f"(decode slots and chunk steps at their best), more than {beaten_by} on the "
-        "same GPU type: not screened further",
+        budget,
+        reason,
+        detail,
     )
 
 
@@ -197,12 +211,9 @@ def mixed_tpot_rejection(
     of ``budget`` tokens at the class's nominal chunk context) is over the TPOT SLO per
     output token: ``tpot_unreachable``."""
     a = kn.tokens_per_verification_step(replica.speculative)
-    return Rejection(
-        cls.name,
-        PoolRole.AGGREGATED,
-        replica.gpu.id,
-        replica.tp,
-        replica.weight_dtype.value,
+    return _aggregated_rejection(
+        cls,
+        replica,
         budget,
         "tpot_unreachable",
         f"a mixed step with a {budget}-token chunk takes {step1_ms / a:.1f} ms per "

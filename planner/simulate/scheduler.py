@@ -270,6 +270,24 @@ class ClassSim:
             return True  # an empty replica always takes one sequence
         return held < rep.maxb and rep.kv + rep.need[rid] <= rep.cap
 
+    def _release(self, rep: _Rep, t: float, lim: int) -> int:
+        """Retire the residents whose last token lands at or before ``lim`` (their
+        ``step x M + rid`` keys in ``rep.fin``) at time ``t``: their batch slot, context
+        and KV leave the replica; returns how many left."""
+        fin, m = rep.fin, self.M
+        last, ctx, need = self.last, self.ctx, rep.need
+        pop = heapq.heappop
+        b, c, kv, released = rep.B, rep.C, rep.kv, 0
+        while fin and fin[0] < lim:
+            rid = pop(fin) % m
+            last[rid] = t
+            b -= 1
+            c -= ctx[rid]
+            kv -= need[rid]
+            released += 1
+        rep.B, rep.C, rep.kv = b, c, kv
+        return released
+
     def _boundary(self, rep: _Rep, t: float) -> None:
         """Everything that happens at a step boundary, then the next segment and its
         event: the end of the prefill (or its chunks up to the next decode completion),
@@ -277,18 +295,7 @@ class ClassSim:
         fin, m = rep.fin, self.M
         lim = (rep.V + 1) * m  # residents finishing at or before step V
         if fin and fin[0] < lim:
-            last, ctx, need = self.last, self.ctx, rep.need
-            pop = heapq.heappop
-            b, c, kv, released = rep.B, rep.C, rep.kv, 0
-            while fin and fin[0] < lim:
-                rid = pop(fin) % m
-                last[rid] = t
-                b -= 1
-                c -= ctx[rid]
-                kv -= need[rid]
-                released += 1
-            rep.B, rep.C, rep.kv = b, c, kv
-            self._occupy(rep, -released)
+            self._occupy(rep, -self._release(rep, t, lim))
         if rep.B == 0:
             rep.C = 0.0
         if rep.pf >= 0 and rep.ci >= rep.nch:
@@ -353,18 +360,7 @@ class ClassSim:
         v = rep.V
         lim = (v + 1) * m  # residents finishing at or before step v
         if fin and fin[0] < lim:
-            last, ctx, need = self.last, self.ctx, rep.need
-            pop = heapq.heappop
-            b, c, kv, released = rep.B, rep.C, rep.kv, 0
-            while fin and fin[0] < lim:
-                rid = pop(fin) % m
-                last[rid] = t
-                b -= 1
-                c -= ctx[rid]
-                kv -= need[rid]
-                released += 1
-            rep.B, rep.C, rep.kv = b, c, kv
-            rep.occ -= released
+            rep.occ -= self._release(rep, t, lim)
             self.occ[rep.idx] = rep.occ
         if rep.B == 0:
             rep.C = 0.0
