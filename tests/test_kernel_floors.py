@@ -11,12 +11,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from script_support import load_script
 
 from catalog.loader import load_catalog
 from planner import kernels
 from planner import roofline as rl
 from planner.kernels import coefficients_of, moe_layer_floor_us
-from tests.script_support import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRACTED = json.loads(

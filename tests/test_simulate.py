@@ -367,3 +367,22 @@ def test_decode_pool_obeys_littles_law_and_its_slots():
     tokens = cls.output.mean_tokens - 1
     assert resident == pytest.approx(c.rate_rps * tokens * c.tpot_ms.mean / 1000.0, rel=0.05)
     assert dec.mean_batch <= dec.max_batch
+
+
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_one_token_outputs_finish_with_their_prefill_and_free_their_slot(disaggregated):
+    """A request whose whole output is one token finishes with its prefill (last = first)
+    and frees its slot and KV at once: on a replica of batch 1, the next prompt still
+    starts (a slot or KV leak would stall the rest of the trace)."""
+    r = replica()
+    if disaggregated:
+        pools = [pool(PoolRole.PREFILL, r, link=50.0), pool(PoolRole.DECODE, r, max_batch=1)]
+    else:
+        pools = [pool(PoolRole.AGGREGATED, r, max_batch=1, budget=2048, step=20.0)]
+    cls = one_class(pools, prompt=1000, output=1)
+    n = 40
+    trace = (np.arange(n) * 1.0, np.full(n, 1000.0), np.full(n, 1.0))
+    run = run_class(cls, np.random.default_rng(0), 1e6, warmup_fraction=0.0, trace=trace)
+    assert not np.isnan(run.last_ms).any()
+    assert run.last_ms == pytest.approx(run.first_ms)
+    assert np.all(np.diff(run.first_ms) > 0)

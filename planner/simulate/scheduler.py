@@ -254,14 +254,16 @@ class ClassSim:
         self.joined[rid] = t
         if g <= 1:
             self.last[rid] = t
-            self._release(rep, rid)
+            self._release_one(rep, rid)
             return
         steps = int(g) - 1 if rep.a == 1.0 else decode_steps(g, rep.a, rid)
         heapq.heappush(rep.fin, (rep.V + steps) * self.M + rid)
         rep.B += 1
         rep.C += self.ctx[rid]
 
-    def _release(self, rep: _Rep, rid: int) -> None:
+    def _release_one(self, rep: _Rep, rid: int) -> None:
+        """Free the KV and the slot of request ``rid``, which never became a resident
+        (its one output token came with its prefill)."""
         rep.kv -= rep.need[rid]
         self._occupy(rep, -1)
 
@@ -373,7 +375,7 @@ class ClassSim:
                 joined[rid] = t
                 if g <= 1:
                     self.last[rid] = t
-                    self._release(rep, rid)
+                    self._release_one(rep, rid)
                     continue
                 steps = int(g) - 1 if a == 1.0 else decode_steps(g, a, rid)
                 push(fin, (v + steps) * m + rid)
