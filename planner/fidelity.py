@@ -7,8 +7,11 @@ them into ``docs/calibration.md``; both call the functions here, so the two agre
   on the GPU's ``split: fit`` points only (:func:`planner.calibration.fit_points`),
   started at and pulled toward the analogy factors
   (:data:`planner.calibration.UNCALIBRATED_DEFAULTS`);
+* :func:`shipped_factors` — the factors the catalog prices plans with (what
+  ``bench/fidelity.py`` and ``docs/calibration.md`` call *after*);
 * :func:`evaluate` — every measured value of every priceable point with its
-  prediction *before* (analogy factors) and *after* (the fit);
+  prediction *before* (analogy factors) and *after* (given factors: the shipped
+  ones, or a fit);
 * :func:`summarize` — per group and split: values, median absolute and median
   signed error, before and after;
 * :func:`cross_vendor_ratios` — per-GPU throughput of each GPU relative to H100 SXM
@@ -37,6 +40,14 @@ def prior_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
     """The analogy factors of ``gpu`` (prefill MFU, decode MBU, step overhead ms): the
     values before any calibration, else the catalog's."""
     return cb.UNCALIBRATED_DEFAULTS.get(gpu) or cb._prior(catalog, gpu, None)
+
+
+def shipped_factors(catalog: Catalog) -> dict[str, tuple[float, float, float]]:
+    """Per GPU of ``catalog``, the factors its plans are priced with (prefill MFU, decode
+    MBU as fractions of peak; step overhead in ms): the catalog's own efficiency entry,
+    as ``make calibrate-defaults`` last wrote it (a fit where adopted, else the analogy
+    scaled to the GPU's measured level; docs/calibration.md says which)."""
+    return {g: cb._prior(catalog, g, None) for g in sorted(catalog.gpus)}
 
 
 def fit_per_gpu(points: Sequence[cb.Measurement], catalog: Catalog) -> dict[str, cb._GroupResult]:
@@ -87,7 +98,8 @@ def shape(m: cb.Measurement) -> str:
 @dataclass(frozen=True)
 class Row:
     """One measured value and its predictions. ``before``/``after``: the prediction
-    with the analogy factors and with the GPU's fitted factors (None when the model
+    with the analogy factors and with the factors :func:`evaluate` was given (shipped
+    or fitted) (None when the model
     predicts none, e.g. TTFT of an overloaded open loop)."""
 
     id: str

@@ -311,7 +311,7 @@ def test_the_shipped_levels_cut_the_held_out_throughput_optimism():
     tests/test_kernel_floors.py), the shipped factors within the +-5% target (-3.1%), with
     no larger median |error| (18.2% -> 16.8%; docs/calibration.md)."""
     points = cb.load_reference_measurements(CAT)
-    shipped = {g: cb._prior(CAT, g, None) for g in CAT.gpus}
+    shipped = fd.shipped_factors(CAT)
     sat = {m.label for m in points if fd.saturated_throughput(m)}
     rows = [
         r
@@ -326,6 +326,30 @@ def test_the_shipped_levels_cut_the_held_out_throughput_optimism():
         median(abs(r.signed_after) for r in rows)
         <= median(abs(r.signed_before) for r in rows) + 0.01
     )
+
+
+def test_the_shipped_factors_are_what_plans_are_priced_with():
+    """bench/fidelity.py's "after" column (fd.shipped_factors) predicts every point as
+    the catalog itself does (no per-dtype entry or derating lost by passing the three
+    factors), one point per GPU, dtype and kind; and a GPU's entry follows its catalog
+    efficiency (a changed catalog is what is reported)."""
+    shipped = fd.shipped_factors(CAT)
+    assert set(shipped) == set(CAT.gpus)
+    seen = set()
+    for m in cb.load_reference_measurements(CAT):
+        key = (m.gpu, m.dtype, m.kind, m.disaggregated)
+        if not m.usable or key in seen:
+            continue
+        seen.add(key)
+        a, b = cb.predict(m, CAT, shipped[m.gpu]), cb.predict(m, CAT)
+        assert a == b, m.label
+    assert len(seen) >= 20
+    gpu = CAT.gpus[H100]
+    eff = gpu.efficiency.model_copy(update={"decode_mbu": 0.61})
+    other = CAT.model_copy(
+        update={"gpus": {**CAT.gpus, H100: gpu.model_copy(update={"efficiency": eff})}}
+    )
+    assert fd.shipped_factors(other)[H100] == (eff.prefill_mfu, 0.61, eff.step_overhead_ms)
 
 
 def _extractor():
