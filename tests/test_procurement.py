@@ -314,3 +314,54 @@ def test_a_flat_day_draws_no_hourly_chart(plan_80_20):
     html, _ = render_plan_report({"id": "y", "plan": doc}, "html", CAT)
     assert "Total cost of ownership" in html
     assert "Owned and rented GPUs over the day" not in html
+
+
+def _tco_doc(chosen="buy", buy=2_551_426.4, rent=2_332_087.2, hybrid=2_245_599.52, **kw):
+    totals = {"buy": buy, "rent": rent, "hybrid": hybrid}
+    return {
+        "horizon_years": 3.0,
+        "purchase": chosen,
+        "rent_term": kw.get("rent_term", "on_demand"),
+        "total_usd": totals[chosen],
+        "options": [
+            {"purchase": p, "available": kw.get(f"{p}_available", True), "total_usd": t}
+            for p, t in totals.items()
+        ],
+    }
+
+
+def test_a_cheaper_purchase_option_is_named_with_its_saving():
+    """A plan bought by default (procurement.purchase: buy) whose hybrid or rent costs
+    less over the horizon says so, with the saving and the setting to change; the chosen
+    option when cheapest, a saving under 1%, or an unavailable option say nothing."""
+    from planner.report.text import cheaper_option, cheaper_option_text
+
+    purchase, saving, share = cheaper_option(_tco_doc())
+    assert purchase == "hybrid"
+    assert saving == pytest.approx(2_551_426.4 - 2_245_599.52)
+    assert share == pytest.approx(saving / 2_551_426.4)
+    text = cheaper_option_text(_tco_doc())
+    assert text == (
+        "Hybrid would cost $305,827 (12%) less over the 3-year horizon than buy: "
+        "set procurement.purchase: hybrid."
+    )
+    # hybrid not possible: rent is the cheaper one, with its term
+    doc = _tco_doc(hybrid_available=False, rent_term="reserved_1y")
+    assert cheaper_option(doc)[0] == "rent"
+    assert cheaper_option_text(doc).startswith("Renting (reserved 1y) would cost $219,339 (9%)")
+    assert cheaper_option(_tco_doc("hybrid")) is None  # the chosen is the cheapest
+    assert cheaper_option(_tco_doc(rent=2_540_000.0, hybrid=2_530_000.0)) is None  # < 1%
+    assert cheaper_option({"purchase": "buy"}) is None  # no figures: nothing said
+
+
+def test_the_report_and_the_text_plan_name_the_cheaper_option(plan_80_20):
+    from planner.report.text import render_plan_text
+
+    req, plan = plan_80_20
+    doc = plan.to_json_dict()
+    assert "would cost" not in render_plan_text(doc)  # hybrid was chosen, the cheapest
+    doc["tco"] = {**doc["tco"], **_tco_doc()}
+    text = render_plan_text(doc)
+    assert "Hybrid would cost $305,827 (12%) less over the 3-year horizon than buy" in text
+    html, _ = render_plan_report({"id": "x", "request": req, "plan": doc}, "html", CAT)
+    assert "set procurement.purchase: hybrid." in html

@@ -19,6 +19,7 @@ from planner.report.document import (
     Table,
 )
 from planner.report.formatting import _list, _map, is_num, num, usd, usd_short
+from planner.report.text import cheaper_option_text
 
 TERMS = {
     "on_demand": "on demand",
@@ -79,6 +80,9 @@ def summary_runs(plan: Mapping[str, Any]) -> list[Run] | None:
             val = usd_short(o["total_usd"]) if o.get("available") else "not possible"
             bits.append(f"{label} {val}")
         runs.append(f"Over {years.replace('-year', ' years')}: " + ", ".join(bits) + ".")
+        hint = cheaper_option_text(tco)
+        if hint:
+            runs.append(" " + hint)
     return runs
 
 

@@ -245,6 +245,52 @@ def _operations_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+#: A purchase option is pointed out as cheaper than the chosen one when it saves at least
+#: this share of the chosen option's TCO (a smaller difference is within the price
+#: ranges' noise and not worth a change of plan).
+CHEAPER_OPTION_MIN_SHARE = 0.01
+
+
+def cheaper_option(tco: Mapping[str, Any]) -> tuple[str, float, float] | None:
+    """The cheapest available purchase option of a stored plan's ``tco`` when it is not
+    the chosen one: ``(purchase, saving_usd, saving_share)`` with ``saving_usd = chosen
+    total - its total`` over the horizon ($) and ``saving_share = saving_usd / chosen
+    total``; None when the chosen option is the cheapest, when the saving is under
+    :data:`CHEAPER_OPTION_MIN_SHARE`, or when the figures are missing. Read from the
+    stored ``tco.options`` (planner.procurement), nothing recomputed."""
+    chosen = tco.get("total_usd")
+    if not _is_num(chosen) or chosen <= 0:
+        return None
+    best: tuple[str, float] | None = None
+    for o in tco.get("options") or []:
+        total = o.get("total_usd")
+        if not o.get("available") or not _is_num(total) or o.get("purchase") == tco.get("purchase"):
+            continue
+        if best is None or total < best[1]:
+            best = (str(o.get("purchase")), float(total))
+    if best is None:
+        return None
+    saving = float(chosen) - best[1]
+    share = saving / float(chosen)
+    return (best[0], saving, share) if share >= CHEAPER_OPTION_MIN_SHARE else None
+
+
+def cheaper_option_text(tco: Mapping[str, Any]) -> str | None:
+    """One sentence naming :func:`cheaper_option` and how to ask for it, or None."""
+    got = cheaper_option(tco)
+    if got is None:
+        return None
+    purchase, saving, share = got
+    term = str(tco.get("rent_term")).replace("_", " ")
+    label = f"renting ({term})" if purchase == "rent" else purchase
+    y = tco.get("horizon_years")
+    years = f"{y:g}-year" if _is_num(y) else "planning"
+    return (
+        f"{label.capitalize()} would cost {usd(saving, 0)} ({share:.0%}) less over the "
+        f"{years} horizon than {tco.get('purchase')}: set procurement.purchase: {purchase}."
+    )
+
+
 def _tco_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The TCO lines (``plan.tco``, planner.procurement): the chosen purchase's total,
     capex with whole servers, and buy / rent / hybrid side by side."""
@@ -266,6 +312,7 @@ def _tco_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"{usd(tco.get('usd_per_million_output_tokens'))} per million output tokens",
         ),
         ("TCO options", f"{opts} over the horizon ({_s(tco.get('rent_term'))} rent)"),
+        *([("", hint)] if (hint := cheaper_option_text(tco)) else []),
     ]
 
 
