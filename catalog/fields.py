@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 def control_character(text: str, allowed: str = "") -> str | None:
@@ -93,3 +93,9 @@ ParamsB = Annotated[float, Field(gt=0, le=MAX_PARAMS_B, allow_inf_nan=False, str
 Tokens = Annotated[float, Field(ge=1, le=MAX_TOKENS, allow_inf_nan=False, strict=True)]
 #: A latency objective: at least a microsecond, at most a day.
 SloMs = Annotated[float, Field(ge=0.001, le=MAX_SLO_MS, allow_inf_nan=False, strict=True)]
+
+
+class Frozen(BaseModel):
+    """Base of every catalog entry: immutable, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

@@ -15,7 +15,7 @@ import math
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field types)
     MAX_CONTEXT_TOKENS,
@@ -38,6 +38,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     MAX_VOCAB,
     MAX_WIDTH,
     Fraction,
+    Frozen,
     HeadDim,
     Id,
     Name,
@@ -55,6 +56,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     control_character,
     no_control_characters,
 )
+from catalog.kernel_floors import MlaLayerFloor, MoeLayerFloor
 
 
 class Dtype(StrEnum):
@@ -82,10 +84,6 @@ class LinkKind(StrEnum):
     SCALE_UP = "scale_up"
     PCIE = "pcie"
     NETWORK = "network"
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # --------------------------------------------------------------------------- links
@@ -158,14 +156,14 @@ ANALOGY_SIGMA_LOG = 0.73
 #: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were optimistic: MI325X 0.55, A100 40GB 0.64, GB200 0.68 (DeepSeek-V3
-#: disaggregated, wide EP), A10G 0.76, L40S 0.80, B200 0.82 (DeepSeek-V3 FP8 and FP4),
-#: L4 0.82, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98, H200 0.99, H100 SXM 1.00: median
-#: 0.82 (make calibrate-defaults computes it and scales the GPUs
+#: docs/calibration.md), they were optimistic: MI325X 0.57, GB200 0.64 (DeepSeek-V3
+#: disaggregated, wide EP), A100 40GB 0.65, A10G 0.76, B200 0.80 (DeepSeek-V3 FP8 and
+#: FP4), L40S 0.80, H100 PCIe 0.80, L4 0.83, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98,
+#: H200 1.00, H100 SXM 1.00: median 0.80 (make calibrate-defaults computes it and scales the GPUs
 #: never measured by it). A GPU never checked is scaled by it, or by the lowest level of
 #: a checked GPU of its architecture when that is lower (GB200 as B200): an unmeasured
 #: GPU must not look better than a measured one (planner.fidelity.analogy_level_scale).
-ANALOGY_LEVEL_SCALE = 0.82
+ANALOGY_LEVEL_SCALE = 0.80
 
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
 
@@ -361,21 +359,6 @@ class Server(Frozen):
     )
 
 
-class MoeLayerFloor(Frozen):
-    """The fixed part of one routed-expert (MoE) layer on this GPU, per serving engine
-    (us): what a layer costs beyond reading its experts' weights (routing, permutes,
-    quantization, launches), measured at one token.
-
-    ``by_engine_us``: engine name (``vllm``, ``sglang``, ``trtllm``) -> floor (us);
-    ``source``: where the figures come from (a kernel benchmark, with its version).
-    Engines not listed take :data:`planner.kernels.MOE_LAYER_FLOOR_ASSUMED_US`."""
-
-    by_engine_us: dict[Id, Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = Field(
-        min_length=1, max_length=16
-    )
-    source: Text = Field(min_length=10)
-
-
 class Gpu(Frozen):
     """One accelerator SKU. TFLOP/s are dense (no 2:4 sparsity) peaks."""
 
@@ -408,6 +391,11 @@ class Gpu(Frozen):
     moe_layer_floor: MoeLayerFloor | None = Field(
         default=None,
         description="Measured fixed cost of a MoE layer per engine (us); None: assumed.",
+    )
+    mla_layer_floor: MlaLayerFloor | None = Field(
+        default=None,
+        description="Measured fixed cost of an MLA decode attention kernel per engine (us); "
+        "None: assumed.",
     )
     sources: Sources
     notes: Text = ""

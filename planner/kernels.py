@@ -6,8 +6,9 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
 * **weight GEMMs** over all ``n = B + T`` tokens (everything but the routed experts):
   ``max(n x 2 N_dense / F_gemm, dense weight bytes / W_eff)``;
 * **MoE expert GEMMs** (grouped): ``max(n x 2 N_routed_active / (F_gemm x g(m)),
-  experts touched x expert bytes / (W_eff x MOE_BANDWIDTH_EFFICIENCY))`` with
-  ``m = n k / E`` tokens per expert and :func:`grouped_gemm_efficiency` ``g(m)``;
+  experts touched x expert bytes / (W_eff x e_read))`` with
+  ``m = n k / E`` tokens per expert, :func:`grouped_gemm_efficiency` ``g(m)`` and the
+  GPU's expert-read efficiency ``e_read`` (:func:`moe_read_efficiency`);
 * **attention**: the decodes' part ``a_d = max(B x attn_decode(s) / F_attn,
   B x KV_held(s) / W_eff)`` and the chunk's ``a_c = max(attn_prefill(s_c .. s_c + T)
   / F_attn, KV_held(s_c + T) / W_eff)``, sharing one kernel launch:
@@ -15,7 +16,9 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   below the sum of their compute times;
 * **collectives**: two all-reduces per layer of ``n x hidden x 2`` bytes
   (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
-* the per-step **overhead**.
+* the per-step **overhead**: the engine's (scheduling, launches; the GPU's
+  ``step_overhead_ms``) plus, for MLA models, every layer's measured MLA kernel floor
+  (:func:`mla_layer_floor_us`).
 
 **Data-parallel attention with expert parallelism** (MoE models, ``dp`` attention
 ranks of ``tp / dp`` GPUs, experts over ``ep`` GPUs): attention and dense GEMMs run
@@ -72,29 +75,19 @@ from planner.collectives import (
     all_to_all_ms,
     allreduce_ms,
 )
-
-#: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
-#: weights (many small GEMMs, one per expert, each with its own tail). Assumed from
-#: public grouped-GEMM benchmarks (fused MoE kernels reach 60-85% of a dense GEMM's
-#: bandwidth at decode-sized batches); not fitted.
-MOE_BANDWIDTH_EFFICIENCY = 0.75
+from planner.kernel_floors import (  # re-exported: the measured kernel floors
+    MLA_LAYER_FLOOR_ASSUMED_US,
+    MOE_BANDWIDTH_EFFICIENCY,
+    MOE_LAYER_FLOOR_ASSUMED_US,
+    MOE_LAYER_FLOOR_OTHER_ENGINES_US,
+    mla_layer_floor_us,
+    moe_layer_floor_us,
+    moe_read_efficiency,
+)
 
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
 #: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
 MOE_HALF_EFFICIENCY_TOKENS = 16.0
-
-#: The MoE layer floor (us) assumed for a GPU and engine without a measurement
-#: (:func:`moe_layer_floor_us`): the largest floor measured for that engine on any catalog
-#: GPU (``catalog/measurements/sources/aiconfigurator-kernels.json``: H100, H200, B200 and
-#: GB200, DeepSeek-V3's layer at one token), so an unmeasured GPU never gets a cheaper MoE
-#: layer than a measured one. Engines with no measurement at all take
-#: :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. Checked against the catalog in
-#: tests/test_kernel_floors.py.
-MOE_LAYER_FLOOR_ASSUMED_US = {"sglang": 41.1, "vllm": 53.3, "trtllm": 95.9}
-#: The floor (us) of engines aiconfigurator does not measure (AMD's ATOM, TGI, Gaudi's
-#: vLLM fork): the largest of vLLM's and SGLang's measured floors. Assumed.
-MOE_LAYER_FLOOR_OTHER_ENGINES_US = 53.3
-
 
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
 ACTIVATION_BYTES = 2.0
@@ -135,21 +128,6 @@ def weight_dtype_derates(gpu: Gpu, dtype: Dtype | str) -> tuple[float, float]:
     if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
         return (1.0, 1.0)
     return (FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)
-
-
-def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:
-    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us), paid once
-    per MoE layer in every step with tokens, on top of the experts' GEMMs
-    (:meth:`StepCoefficients.moe_ms`).
-
-    Measured where the GPU's catalog entry has it (``moe_layer_floor.by_engine_us``, from
-    aiconfigurator's kernel database: the layer's one-token latency minus its experts'
-    weight read at peak HBM bandwidth, e.g. H200 with SGLang 27.6 us, with TensorRT-LLM
-    95.9 us); otherwise assumed: :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
-    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`."""
-    if gpu.moe_layer_floor is not None and engine in gpu.moe_layer_floor.by_engine_us:
-        return gpu.moe_layer_floor.by_engine_us[engine]
-    return MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
@@ -290,7 +268,7 @@ class StepCoefficients:
     num_layers: int
     hidden_size: int
     link: Link | None
-    overhead_ms: float
+    overhead_ms: float  # step overhead + attention_floor_ms (MLA models), per step with tokens
     overlap: float
     pp: int = 1
     pp_link: Link | None = None
@@ -298,6 +276,10 @@ class StepCoefficients:
     ep: int = 1
     moe_layers: int = 0
     moe_floor_ms: float = 0.0  # moe_layers x moe_layer_floor_us / 1000
+    moe_read_efficiency: float = MOE_BANDWIDTH_EFFICIENCY  # :func:`moe_read_efficiency`
+    # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
+    # overhead_ms, which is the engine's step overhead plus this
+    attention_floor_ms: float = 0.0
     # speculative decoding (see :class:`Speculation`): query tokens per sequence in a
     # step (k + 1), the drafter's target-layer fraction per step (k x layers / L), and a
     # draft model's own coefficients with its k steps
@@ -366,7 +348,8 @@ class StepCoefficients:
     def moe_ms(self, tokens: float) -> float:
         """Grouped expert GEMMs over ``tokens`` tokens (ms; 0 for dense models):
         ``skew x max(tokens x 2 N_routed / (F_gemm x g(m)), touched x expert bytes /
-        (W_eff x MOE_BANDWIDTH_EFFICIENCY)) + moe_floor_ms``, ``m = tokens x k / E``;
+        (W_eff x e_read)) + moe_floor_ms``, ``m = tokens x k / E``, ``e_read`` the GPU's
+        :func:`moe_read_efficiency` (measured, else MOE_BANDWIDTH_EFFICIENCY);
         ``moe_floor_ms`` is the MoE layers' fixed cost (:func:`moe_layer_floor_us`), which
         dominates at decode batches of a few sequences."""
         if self.num_experts == 0 or tokens <= 0:
@@ -378,7 +361,7 @@ class StepCoefficients:
         memory = (
             self.experts_touched(tokens)
             * self.expert_bytes_all_layers
-            / (self.w_weights_per_ms * MOE_BANDWIDTH_EFFICIENCY)
+            / (self.w_weights_per_ms * self.moe_read_efficiency)
         )
         skew = EP_LOAD_IMBALANCE if self.ep > 1 else 1.0
         return skew * max(compute, memory) + self.moe_floor_ms
@@ -586,6 +569,12 @@ def coefficients_of(replica) -> StepCoefficients:
     repl = arch.kv_replication(model, replica.attention_tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
+    # MLA models: every layer's decode attention kernel pays its measured floor per step
+    attention_floor_ms = (
+        model.num_layers * mla_layer_floor_us(gpu, replica.engine) * 1e-3
+        if model.mla is not None
+        else 0.0
+    )
     spec: Speculation | None = getattr(replica, "speculative", None)
     spec_fields: dict = {}
     if spec is not None:
@@ -619,7 +608,8 @@ def coefficients_of(replica) -> StepCoefficients:
         num_layers=model.num_layers,
         hidden_size=model.hidden_size,
         link=replica.scale_up_link,
-        overhead_ms=replica.step_overhead_ms,
+        overhead_ms=replica.step_overhead_ms + attention_floor_ms,
+        attention_floor_ms=attention_floor_ms,
         overlap=replica.overlap_factor,
         pp=replica.pp,
         pp_link=replica.pp_link,
@@ -631,6 +621,7 @@ def coefficients_of(replica) -> StepCoefficients:
             if moe
             else 0.0
         ),
+        moe_read_efficiency=moe_read_efficiency(gpu),
         **spec_fields,
     )
 
@@ -643,6 +634,7 @@ __all__ = [
     "EP_LOAD_IMBALANCE",
     "FP4_GEMM_DERATE",
     "FP4_WEIGHT_READ_DERATE",
+    "MLA_LAYER_FLOOR_ASSUMED_US",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
     "MOE_LAYER_FLOOR_ASSUMED_US",
@@ -658,7 +650,9 @@ __all__ = [
     "decode_tokens_per_s",
     "effective_tpot_ms",
     "grouped_gemm_efficiency",
+    "mla_layer_floor_us",
     "moe_layer_floor_us",
+    "moe_read_efficiency",
     "tokens_per_verification_step",
     "verification_steps",
     "weight_dtype_derates",

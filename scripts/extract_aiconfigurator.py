@@ -17,6 +17,22 @@ needs are read from it:
   bandwidth, ``floor_us = latency(1 token) - 8 x 3 x 7168 x 2048 / 8 B / peak``: the
   part of the layer no weight read explains (routing, permutes, launches, quantization).
 
+* **expert reads against dense reads** (``moe_perf`` and ``gemm_perf`` of the same
+  engine): at 4-64 tokens, the share of peak HBM bandwidth at which the DeepSeek-V3
+  layer reads the experts its tokens touch (``E (1 - (1 - k/E)^n)`` of them, as the cost
+  model counts them; the latency less the floor) over the share a dense fp8 GEMM of
+  4,096-16,384 x 4,096-16,384 weights reaches at the same ``m = n`` (the median over such
+  shapes): the median of that ratio over the token counts (:func:`expert_read_vs_dense`).
+  The cost model's ``expert_read_efficiency`` is this ratio's least value over the
+  engines, capped at 1 (the ratio's excess over 1 is routing skew, which touches fewer
+  experts than the uniform count, and is not priced).
+
+* **MLA attention floor** (``generation_mla_perf``, SGLang and TensorRT-LLM; vLLM's
+  database has only the whole attention module): the latency (us) of one MLA decode
+  attention kernel at batch 1 and a one-token context with DeepSeek-V3's 16 heads per
+  GPU at tp 8 and an fp8 KV cache, where no KV read explains it: the fixed part every
+  MLA layer pays per step (:func:`mla_floor_us`).
+
 * **expert-parallel all-to-all** (``wideep_deepep_ll_perf``, SGLang 0.5.12's DeepEP
   low-latency kernels, one node of 8 GPUs, DeepSeek-V3's hidden 7,168 and top-8 of 256):
   the per-operation latency at one token (mean of dispatch and combine) and the share of
@@ -80,6 +96,55 @@ MOE_TP = 8
 ONE_TOKEN_EXPERT_BYTES_PER_GPU = 8 * 3 * 7168 * 2048 / MOE_TP
 
 
+#: Bytes of one expert's weights per GPU of the tp-8 DeepSeek-V3 layer (fp8).
+ONE_EXPERT_BYTES_PER_GPU = 3 * 7168 * 2048 / MOE_TP
+#: Token counts at which expert reads are compared with dense reads (decode batches).
+READ_TOKENS = (4, 8, 16, 32, 64)
+#: Dense GEMM shapes compared (weights of N x K with both in this range, fp8).
+DENSE_SHAPE_RANGE = (4096, 16384)
+
+
+def expert_read_vs_dense(
+    moe_rows: Iterable[dict[str, Any]],
+    gemm_rows: Iterable[dict[str, Any]],
+    peak_tb_per_s: float,
+    floor_us: float,
+) -> float | None:
+    """Median over :data:`READ_TOKENS` of ``s_moe(n) / s_dense(n)`` (dimensionless):
+    ``s_moe(n) = E (1 - (1 - k/E)^n) x ONE_EXPERT_BYTES_PER_GPU / ((latency(n) - floor) x
+    peak)``, the layer's latency the mean over the database's routing distributions;
+    ``s_dense(n) = N x K / (latency x peak)``, the median over fp8 GEMMs with ``m = n``
+    and N, K in :data:`DENSE_SHAPE_RANGE`. Latencies in ms, peak in TB/s (1e6 bytes/us);
+    None without both tables' rows at some token count."""
+    e, k = DEEPSEEK_MOE["num_experts"], DEEPSEEK_MOE["topk"]
+    lat: dict[int, list[float]] = {}
+    for r in moe_rows:
+        if (
+            r.get("moe_dtype") == "fp8_block"
+            and all(r.get(key) == v for key, v in DEEPSEEK_MOE.items())
+            and r.get("moe_tp_size") == MOE_TP
+            and r.get("moe_ep_size") == 1
+        ):
+            lat.setdefault(int(r["num_tokens"]), []).append(float(r["latency"]) * 1e3)
+    lo, hi = DENSE_SHAPE_RANGE
+    dense: dict[int, list[float]] = {}
+    for r in gemm_rows:
+        if r.get("gemm_dtype") == "fp8" and lo <= r["n"] <= hi and lo <= r["k"] <= hi:
+            share = r["n"] * r["k"] / (float(r["latency"]) * 1e3 * peak_tb_per_s * 1e6)
+            dense.setdefault(int(r["m"]), []).append(share)
+    ratios = []
+    for n in READ_TOKENS:
+        if n not in lat or n not in dense:
+            return None
+        read_us = statistics.fmean(lat[n]) - floor_us
+        if read_us <= 0:
+            return None
+        touched = e * (1.0 - (1.0 - k / e) ** n)
+        s_moe = touched * ONE_EXPERT_BYTES_PER_GPU / (read_us * peak_tb_per_s * 1e6)
+        ratios.append(s_moe / statistics.median(dense[n]))
+    return round(statistics.median(ratios), 2)
+
+
 def allreduce_floors(rows: Iterable[dict[str, Any]], eager: bool = False) -> dict[str, float]:
     """Median latency (us) of bf16 all-reduces of at most :data:`SMALL_MESSAGE_ELEMENTS`
     elements, per GPU count (keys "2", "4", "8"), of the rows run in a CUDA graph
@@ -109,6 +174,25 @@ def moe_one_token_us(rows: Iterable[dict[str, Any]]) -> float | None:
         and r.get("num_tokens") == 1
     ]
     return round(statistics.fmean(got), 2) if got else None
+
+
+#: DeepSeek-V3's attention heads per GPU at tp 8 (128 / 8), as generation_mla_perf counts them.
+MLA_HEADS_PER_GPU = 16
+
+
+def mla_floor_us(rows: Iterable[dict[str, Any]]) -> float | None:
+    """Median latency (us) of the MLA decode attention kernel at batch 1 and context 1
+    (``step`` 1) with :data:`MLA_HEADS_PER_GPU` heads and an fp8 KV cache; None when the
+    table has no such row (the database's latencies are in ms)."""
+    got = [
+        float(r["latency"]) * 1e3
+        for r in rows
+        if r.get("batch_size") == 1
+        and r.get("step") == 1
+        and r.get("num_heads") == MLA_HEADS_PER_GPU
+        and r.get("kv_cache_dtype") == "fp8"
+    ]
+    return round(statistics.median(got), 1) if got else None
 
 
 def moe_floor_us(one_token_us: float, peak_tb_per_s: float) -> float:
@@ -182,6 +266,18 @@ def extract(repo: Path) -> dict[str, Any]:
             if one is not None:
                 e["moe_layer_one_token_us"] = one
                 e["moe_layer_floor_us"] = moe_floor_us(one, peak)
+                gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
+                assert moe is not None
+                ratio = (
+                    expert_read_vs_dense(moe, gemm, peak, e["moe_layer_floor_us"]) if gemm else None
+                )
+                if ratio is not None:
+                    e["moe_expert_read_vs_dense"] = ratio
+            mla = _parquet(
+                repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
+            )
+            if mla and (floor := mla_floor_us(mla)) is not None:
+                e["mla_layer_floor_us"] = floor
             entry["engines"][engine] = e
         gpus[gpu] = entry
     return {
@@ -192,11 +288,16 @@ def extract(repo: Path) -> dict[str, Any]:
             "median latency of small bf16 all-reduces (<= 8,192 elements) per GPU count "
             "in a CUDA graph (and eager, where measured), "
             "and the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8) at one token "
-            "with its floor (latency minus the experts' weight read at peak HBM bandwidth), "
+            "with its floor (latency minus the experts' weight read at peak HBM bandwidth) "
+            "and its expert reads' share of peak bandwidth over dense fp8 GEMMs' at 4-64 "
+            "tokens (moe_expert_read_vs_dense, the median ratio), the MLA decode attention "
+            "kernel at batch 1 and a one-token context (mla_layer_floor_us, 16 heads per GPU, "
+            "fp8 KV), "
             "and DeepEP's low-latency all-to-all (per-operation latency at one token, "
             "bandwidth share at 1,024 tokens). "
-            "Kernel benchmarks, not serving runs: the cost model's collective latency and "
-            "MoE layer floor come from here (catalog/data/links, catalog/data/gpus)."
+            "Kernel benchmarks, not serving runs: the cost model's collective latency, "
+            "MoE layer floor, expert-read efficiency and MLA layer floor come from here "
+            "(catalog/data/links, catalog/data/gpus)."
         ),
         "source": f"https://github.com/ai-dynamo/aiconfigurator/tree/{_commit(repo)}/{DATA}",
         "gpus": gpus,

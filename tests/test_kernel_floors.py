@@ -1,6 +1,8 @@
 """Kernel floors measured in aiconfigurator's database: the MoE layer's fixed cost per
-GPU and engine (planner.kernels.moe_layer_floor_us) and the scale-up links' collective
-latency, against the extracted file catalog/measurements/sources/aiconfigurator-kernels.json
+GPU and engine (planner.kernels.moe_layer_floor_us), its expert-read efficiency
+(planner.kernels.moe_read_efficiency), the MLA decode kernel's floor
+(planner.kernels.mla_layer_floor_us) and the scale-up links' collective latency, against
+the extracted file catalog/measurements/sources/aiconfigurator-kernels.json
 (scripts/extract_aiconfigurator.py)."""
 
 from __future__ import annotations
@@ -214,3 +216,148 @@ def test_attention_tp_with_expert_parallel_moe_has_no_all_to_all():
         assert wide.coefficients.comm_ms(tokens) == pytest.approx(
             2 * 58 * kernels.all_to_all_ms(link, 8, routed)
         )
+
+
+# --------------------------------------------------------------------------- expert reads, MLA
+
+
+def test_expert_read_efficiency_is_the_least_measured_ratio_capped_at_one():
+    """Where aiconfigurator measures the DeepSeek-V3 layer, its expert reads reach at least
+    the dense fp8 GEMMs' share of peak bandwidth on every engine (ratio > 1), so the
+    catalog's efficiency is min(1, least ratio) = 1; every other GPU is assumed at
+    MOE_BANDWIDTH_EFFICIENCY (0.75), below every measured one."""
+    for gpu_id, entry in EXTRACTED["gpus"].items():
+        ratios = [e["moe_expert_read_vs_dense"] for e in entry["engines"].values()]
+        assert len(ratios) == 3 and min(ratios) > 1.0, gpu_id
+        floor = CAT.gpus[gpu_id].moe_layer_floor
+        assert floor is not None and floor.expert_read_efficiency == min(1.0, min(ratios))
+        assert kernels.moe_read_efficiency(CAT.gpus[gpu_id]) == 1.0
+    for gpu_id, gpu in CAT.gpus.items():
+        if gpu_id not in EXTRACTED["gpus"]:
+            assert kernels.moe_read_efficiency(gpu) == kernels.MOE_BANDWIDTH_EFFICIENCY == 0.75
+
+
+def test_expert_read_ratio_arithmetic():
+    """s_moe(n) = E (1 - (1 - k/E)^n) x one expert's bytes per GPU / ((latency - floor) x
+    peak); s_dense(n) = N K / (latency x peak); the ratio's median over 4-64 tokens."""
+    moe_row = dict(extract.DEEPSEEK_MOE, moe_dtype="fp8_block", moe_tp_size=8, moe_ep_size=1)
+    peak, floor = 4.8, 20.0  # TB/s, us
+    moe, gemm = [], []
+    for n in extract.READ_TOKENS:
+        touched = 256 * (1 - (1 - 8 / 256) ** n)
+        read_us = touched * extract.ONE_EXPERT_BYTES_PER_GPU / (0.8 * peak * 1e6)
+        moe.append(dict(moe_row, num_tokens=n, latency=(read_us + floor) / 1e3))
+        for nk in (4096, 8192):  # dense weights read at 0.5 of peak
+            gemm.append(
+                {
+                    "gemm_dtype": "fp8",
+                    "m": n,
+                    "n": nk,
+                    "k": nk,
+                    "latency": nk * nk / (0.5 * peak * 1e9),
+                }
+            )
+        gemm.append({"gemm_dtype": "bfloat16", "m": n, "n": 4096, "k": 4096, "latency": 1.0})
+        gemm.append({"gemm_dtype": "fp8", "m": n, "n": 1024, "k": 4096, "latency": 1.0})
+    assert extract.expert_read_vs_dense(moe, gemm, peak, floor) == pytest.approx(1.6)
+    assert extract.expert_read_vs_dense(moe[:-1], gemm, peak, floor) is None  # no 64-token row
+    assert extract.expert_read_vs_dense(moe, gemm, peak, 1e9) is None  # nothing left to read
+
+
+def test_a_moe_decode_reads_experts_at_the_measured_efficiency():
+    """DeepSeek-V3 on H200 (measured: 1.0) and MI300X (assumed: 0.75) at 64 decodes: the
+    expert-read term is touched experts x their bytes / (W_eff x e_read), 4/3 as long on
+    the GPU whose efficiency is assumed, all else equal."""
+    h200 = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8")
+    c = coefficients_of(h200)
+    assert c.moe_read_efficiency == 1.0
+    read = c.experts_touched(64) * c.expert_bytes_all_layers / c.w_weights_per_ms
+    compute = (
+        64 * c.routed_flops_per_token / (c.f_gemm_per_ms * kernels.grouped_gemm_efficiency(2.0))
+    )
+    assert read > compute  # 64 decodes: the expert reads bound the layer
+    assert c.moe_ms(64) == pytest.approx(read + c.moe_floor_ms)
+    assumed = dataclasses.replace(c, moe_read_efficiency=kernels.MOE_BANDWIDTH_EFFICIENCY)
+    assert assumed.moe_ms(64) - assumed.moe_floor_ms == pytest.approx(read / 0.75)
+    mi300x = coefficients_of(rl.build_replica(CAT, "deepseek-v3", "mi300x", tp=8, dtype="fp8"))
+    assert mi300x.moe_read_efficiency == 0.75
+
+
+def test_catalog_mla_floors_are_the_extracted_ones_and_the_assumed_is_the_largest():
+    measured = []
+    for gpu_id, entry in EXTRACTED["gpus"].items():
+        got = CAT.gpus[gpu_id].mla_layer_floor
+        assert got is not None, gpu_id
+        want = {
+            e: f["mla_layer_floor_us"]
+            for e, f in entry["engines"].items()
+            if "mla_layer_floor_us" in f
+        }
+        assert set(want) == {"sglang", "trtllm"}  # vLLM's database times the whole module
+        assert got.by_engine_us == pytest.approx(want)
+        measured += want.values()
+    assert kernels.MLA_LAYER_FLOOR_ASSUMED_US == max(measured) == 17.2
+    h200 = CAT.gpus["h200-sxm-141gb"]
+    assert kernels.mla_layer_floor_us(h200, "sglang") == 16.7
+    assert kernels.mla_layer_floor_us(h200, "vllm") == 17.2  # not measured: the largest
+    assert kernels.mla_layer_floor_us(CAT.gpus["mi300x"], "sglang") == 17.2
+    assert (
+        extract.mla_floor_us(
+            [
+                {
+                    "batch_size": 1,
+                    "step": 1,
+                    "num_heads": 16,
+                    "kv_cache_dtype": "fp8",
+                    "latency": 0.0167,
+                },
+                {
+                    "batch_size": 1,
+                    "step": 1,
+                    "num_heads": 16,
+                    "kv_cache_dtype": "fp8",
+                    "latency": 0.0169,
+                },
+                {
+                    "batch_size": 1,
+                    "step": 3,
+                    "num_heads": 16,
+                    "kv_cache_dtype": "fp8",
+                    "latency": 1.0,
+                },
+                {
+                    "batch_size": 1,
+                    "step": 1,
+                    "num_heads": 32,
+                    "kv_cache_dtype": "fp8",
+                    "latency": 1.0,
+                },
+                {
+                    "batch_size": 1,
+                    "step": 1,
+                    "num_heads": 16,
+                    "kv_cache_dtype": "bfloat16",
+                    "latency": 1.0,
+                },
+            ]
+        )
+        == 16.8
+    )
+    assert extract.mla_floor_us([]) is None
+
+
+def test_an_mla_step_pays_every_layers_floor_and_a_gqa_step_none():
+    """DeepSeek-V3 (61 MLA layers) on H200 with SGLang: the step's overhead is the GPU's
+    step overhead plus 61 x 16.7 us, paid in every step with tokens (decode, mixed and
+    prefill alike) and not by an idle one; Llama (GQA) pays no MLA floor."""
+    r = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", engine="sglang")
+    c = r.coefficients
+    assert c.attention_floor_ms == pytest.approx(61 * 16.7e-3)
+    assert c.overhead_ms == pytest.approx(r.step_overhead_ms + 61 * 16.7e-3)
+    k = c.kernels(4, 2000)
+    assert k.overhead_ms == c.overhead_ms and c.kernels(0, 0).overhead_ms == 0.0
+    bare = dataclasses.replace(c, overhead_ms=r.step_overhead_ms)
+    assert c.step_ms(4, 2000) - bare.step_ms(4, 2000) == pytest.approx(61 * 16.7e-3)
+    dense = rl.build_replica(CAT, "llama-3.1-70b", "h200-sxm-141gb", tp=4, dtype="fp8")
+    assert dense.coefficients.attention_floor_ms == 0.0
+    assert dense.coefficients.overhead_ms == dense.step_overhead_ms

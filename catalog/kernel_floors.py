@@ -1,0 +1,47 @@
+"""Measured kernel floors of a GPU's catalog entry (split from :mod:`catalog.schema`,
+which re-exports them): the fixed cost of a MoE layer and of an MLA decode attention
+kernel per serving engine, and the MoE layer's expert-read efficiency, each with the
+kernel benchmark it comes from (``scripts/extract_aiconfigurator.py``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from catalog.fields import Frozen, Id, Text
+
+
+class MoeLayerFloor(Frozen):
+    """The fixed part of one routed-expert (MoE) layer on this GPU, per serving engine
+    (us): what a layer costs beyond reading its experts' weights (routing, permutes,
+    quantization, launches), measured at one token.
+
+    ``by_engine_us``: engine name (``vllm``, ``sglang``, ``trtllm``) -> floor (us);
+    ``expert_read_efficiency``: the share of the GPU's dense decode bandwidth (its
+    ``decode_mbu``) at which the layer's grouped GEMMs read the experts' weights, where
+    the same benchmark measured it (dimensionless, in (0, 1]); None: not measured, the
+    cost model assumes :data:`planner.kernels.MOE_BANDWIDTH_EFFICIENCY`;
+    ``source``: where the figures come from (a kernel benchmark, with its version).
+    Engines not listed take :data:`planner.kernels.MOE_LAYER_FLOOR_ASSUMED_US`."""
+
+    by_engine_us: dict[Id, Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=16
+    )
+    expert_read_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    source: Text = Field(min_length=10)
+
+
+class MlaLayerFloor(Frozen):
+    """The fixed part of one MLA (multi-head latent attention) decode kernel on this GPU,
+    per serving engine (us): its latency at batch 1 and a one-token context, where no KV
+    read explains it (launch, split-KV reduction, the absorbed projections' small
+    GEMMs), paid by every MLA layer in every step.
+
+    ``by_engine_us``: engine name -> floor (us); ``source``: the kernel benchmark and
+    its version. Engines not listed take :data:`planner.kernels.MLA_LAYER_FLOOR_ASSUMED_US`."""
+
+    by_engine_us: dict[Id, Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=16
+    )
+    source: Text = Field(min_length=10)

@@ -1,0 +1,79 @@
+"""The cost model's measured kernel floors and expert-read efficiency per GPU and engine
+(split from :mod:`planner.kernels`, which re-exports them): what a MoE layer and an MLA
+decode attention kernel cost beyond their roofline, and how fast grouped expert GEMMs
+read weights. Measured where the GPU's catalog entry has them (aiconfigurator's kernel
+database, ``scripts/extract_aiconfigurator.py``), else assumed no cheaper than the
+most expensive measurement, so an unmeasured GPU never looks better than a measured one.
+"""
+
+from __future__ import annotations
+
+from catalog.schema import Gpu
+
+#: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
+#: weights (many small GEMMs, one per expert, each with its own tail), on a GPU whose
+#: catalog entry has no measured ``moe_layer_floor.expert_read_efficiency``
+#: (:func:`moe_read_efficiency`). Assumed from public grouped-GEMM benchmarks (fused MoE
+#: kernels reach 60-85% of a dense GEMM's bandwidth at decode-sized batches); not
+#: fitted. Below every measured value (1.0 on the four GPUs aiconfigurator's database
+#: measures), so an unmeasured GPU's MoE layers are never priced faster.
+MOE_BANDWIDTH_EFFICIENCY = 0.75
+
+#: The MoE layer floor (us) assumed for a GPU and engine without a measurement
+#: (:func:`moe_layer_floor_us`): the largest floor measured for that engine on any catalog
+#: GPU (``catalog/measurements/sources/aiconfigurator-kernels.json``: H100, H200, B200 and
+#: GB200, DeepSeek-V3's layer at one token), so an unmeasured GPU never gets a cheaper MoE
+#: layer than a measured one. Engines with no measurement at all take
+#: :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. Checked against the catalog in
+#: tests/test_kernel_floors.py.
+MOE_LAYER_FLOOR_ASSUMED_US = {"sglang": 41.1, "vllm": 53.3, "trtllm": 95.9}
+#: The floor (us) of engines aiconfigurator does not measure (AMD's ATOM, TGI, Gaudi's
+#: vLLM fork): the largest of vLLM's and SGLang's measured floors. Assumed.
+MOE_LAYER_FLOOR_OTHER_ENGINES_US = 53.3
+
+
+#: The fixed cost (us) of an MLA decode attention kernel on a GPU or engine whose catalog
+#: entry has no ``mla_layer_floor`` for it (vLLM everywhere: aiconfigurator's database
+#: times only vLLM's whole attention module): the largest floor measured on any GPU and
+#: engine (H100 with SGLang, 17.2 us), so an unmeasured one is never cheaper. Checked
+#: against the catalog in tests/test_kernel_floors.py.
+MLA_LAYER_FLOOR_ASSUMED_US = 17.2
+
+
+def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:
+    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us), paid once
+    per MoE layer in every step with tokens, on top of the experts' GEMMs
+    (:meth:`StepCoefficients.moe_ms`).
+
+    Measured where the GPU's catalog entry has it (``moe_layer_floor.by_engine_us``, from
+    aiconfigurator's kernel database: the layer's one-token latency minus its experts'
+    weight read at peak HBM bandwidth, e.g. H200 with SGLang 27.6 us, with TensorRT-LLM
+    95.9 us); otherwise assumed: :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
+    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`."""
+    if gpu.moe_layer_floor is not None and engine in gpu.moe_layer_floor.by_engine_us:
+        return gpu.moe_layer_floor.by_engine_us[engine]
+    return MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
+
+
+def mla_layer_floor_us(gpu: Gpu, engine: str) -> float:
+    """Fixed cost of one MLA decode attention kernel on ``gpu`` with ``engine`` (us),
+    paid once per layer of an MLA model in every step with tokens, on top of attention's
+    roofline (:meth:`StepCoefficients.attention_ms`): measured where the GPU's catalog
+    entry has it (``mla_layer_floor.by_engine_us``, aiconfigurator's kernel at batch 1
+    and a one-token context, e.g. H200 with SGLang 16.7 us), else
+    :data:`MLA_LAYER_FLOOR_ASSUMED_US`."""
+    if gpu.mla_layer_floor is not None and engine in gpu.mla_layer_floor.by_engine_us:
+        return gpu.mla_layer_floor.by_engine_us[engine]
+    return MLA_LAYER_FLOOR_ASSUMED_US
+
+
+def moe_read_efficiency(gpu: Gpu) -> float:
+    """Share of the dense decode bandwidth ``W_eff`` at which ``gpu``'s grouped expert
+    GEMMs read expert weights (dimensionless, in (0, 1]): measured where the GPU's
+    catalog entry has it (``moe_layer_floor.expert_read_efficiency``, from aiconfigurator's
+    kernel database: the DeepSeek-V3 layer's expert reads against dense fp8 GEMMs' at the
+    same token counts, capped at 1), else :data:`MOE_BANDWIDTH_EFFICIENCY` (assumed)."""
+    floor = gpu.moe_layer_floor
+    if floor is not None and floor.expert_read_efficiency is not None:
+        return floor.expert_read_efficiency
+    return MOE_BANDWIDTH_EFFICIENCY
