@@ -568,6 +568,61 @@ def analogy_level_scale(
     return min([default, *sib])
 
 
+@dataclass(frozen=True)
+class TtftExcess:
+    """A measured mean TTFT against the cost model's (ms): ``excess_ms = measured -
+    predicted`` for point ``id`` of ``source`` (its publisher, :func:`source_root`)."""
+
+    id: str
+    source: str
+    gpu: str
+    engine: str
+    users: float
+    measured_ms: float
+    predicted_ms: float
+
+    @property
+    def excess_ms(self) -> float:
+        return self.measured_ms - self.predicted_ms
+
+
+def ttft_excess_at_low_load(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    factors: Mapping[str, Sequence[float]],
+    max_users: float = 8,
+) -> list[TtftExcess]:
+    """Every priceable aggregated closed-loop point of at most ``max_users`` users with a
+    measured mean TTFT, against its prediction with ``factors[gpu]``: at so few users a
+    queue explains little, so the excess is what the serving stack adds to queue +
+    prefill (what :data:`planner.plan.notes.MEASURED_AGG_TTFT_EXTRA_MS` is read from)."""
+    out = []
+    for m in points:
+        if (
+            not m.usable
+            or m.disaggregated
+            or m.ttft_ms is None
+            or m.concurrency is None
+            or m.concurrency > max_users
+        ):
+            continue
+        predicted = cb.predict(m, catalog, factors[m.gpu]).ttft_ms
+        if predicted is None:
+            continue
+        out.append(
+            TtftExcess(
+                m.label,
+                source_root(m.source),
+                m.gpu,
+                m.engine or "-",
+                m.concurrency,
+                m.ttft_ms,
+                predicted,
+            )
+        )
+    return out
+
+
 def source_root(source: str | None) -> str:
     """Where a measurement was published, coarsely: ``github.com/owner/repo`` for a
     GitHub address, else the host (``intel.com``), without ``www.``, query or anchor;

@@ -55,6 +55,7 @@ from planner.plan.models import (
     WhyNot,
 )
 from planner.plan.notes import (
+    MEASURED_AGG_TTFT_EXTRA_MS,
     MEASURED_DISAGG_TTFT_EXTRA_MS,
     assumed_notes,
     disaggregated_ttft_line,
@@ -64,6 +65,7 @@ from planner.plan.notes import (
 
 __all__ = [
     "HOURS_PER_MONTH",
+    "MEASURED_AGG_TTFT_EXTRA_MS",
     "MEASURED_DISAGG_TTFT_EXTRA_MS",
     "Alternative",
     "BindingConstraint",
