@@ -61,22 +61,37 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def disaggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
-    """A caveat for a disaggregated class (its plan JSON): its predicted TTFT, its SLO
-    and whether :data:`MEASURED_DISAGG_TTFT_EXTRA_MS` more would still meet it (None
-    for other classes)."""
-    if c.get("mode") != "disaggregated":
+def _ttft_caveat(
+    c: Mapping[str, Any], mode: str, extra_ms: float, what: str, measured: str
+) -> str | None:
+    """``<name>: <mode> TTFT <t> ms is <what> as priced; <measured>, which would be within
+    / beyond the <slo> ms SLO: check it on your stack`` for a class of ``mode`` with a
+    predicted TTFT ``t`` and a TTFT SLO (None otherwise); "within" when ``t + extra_ms <=
+    slo``."""
+    if c.get("mode") != mode:
         return None
     ttft, slo = c.get("ttft_ms"), _map(c.get("slo")).get("ttft_ms")
     if not (_is_num(ttft) and _is_num(slo)):
         return None
-    extra = MEASURED_DISAGG_TTFT_EXTRA_MS
-    verdict = "within" if ttft + extra <= slo else "beyond"
+    verdict = "within" if ttft + extra_ms <= slo else "beyond"
     return (
-        f"{_s(c.get('name'))}: disaggregated TTFT {_ms(ttft)} ms is queue + prefill + KV "
-        f"transfer as priced; measured multi-node disaggregated deployments (InferenceMAX) add "
-        f"{extra:,.0f} ms or more of hand-over, router and scheduling delay, which would be "
-        f"{verdict} the {_ms(slo)} ms SLO: check it on your stack"
+        f"{_s(c.get('name'))}: {mode} TTFT {_ms(ttft)} ms is {what} as priced; {measured}, "
+        f"which would be {verdict} the {_ms(slo)} ms SLO: check it on your stack"
+    )
+
+
+def disaggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
+    """A caveat for a disaggregated class (its plan JSON): its predicted TTFT, its SLO
+    and whether :data:`MEASURED_DISAGG_TTFT_EXTRA_MS` more would still meet it (None
+    for other classes)."""
+    extra = MEASURED_DISAGG_TTFT_EXTRA_MS
+    return _ttft_caveat(
+        c,
+        "disaggregated",
+        extra,
+        "queue + prefill + KV transfer",
+        f"measured multi-node disaggregated deployments (InferenceMAX) add {extra:,.0f} ms "
+        "or more of hand-over, router and scheduling delay",
     )
 
 
@@ -84,18 +99,15 @@ def aggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
     """A caveat for an aggregated class (its plan JSON): its predicted TTFT, its SLO and
     whether :data:`MEASURED_AGG_TTFT_EXTRA_MS` more would still meet it (None for other
     classes)."""
-    if c.get("mode") != "aggregated":
-        return None
-    ttft, slo = c.get("ttft_ms"), _map(c.get("slo")).get("ttft_ms")
-    if not (_is_num(ttft) and _is_num(slo)):
-        return None
     extra = MEASURED_AGG_TTFT_EXTRA_MS
-    verdict = "within" if ttft + extra <= slo else "beyond"
-    return (
-        f"{_s(c.get('name'))}: aggregated TTFT {_ms(ttft)} ms is queue + chunked prefill as "
-        f"priced; public runs through SGLang's and TensorRT-LLM's HTTP servers at 1-8 users "
-        f"(InferenceMAX) measured {extra:,.0f} ms or more beyond such predictions (NIM within "
-        f"70 ms), which would be {verdict} the {_ms(slo)} ms SLO: check it on your stack"
+    return _ttft_caveat(
+        c,
+        "aggregated",
+        extra,
+        "queue + chunked prefill",
+        "public runs through SGLang's and TensorRT-LLM's HTTP servers at 1-8 users "
+        f"(InferenceMAX) measured {extra:,.0f} ms or more beyond such predictions (NIM "
+        "within 70 ms)",
     )
 
 
