@@ -307,12 +307,15 @@ def test_the_vllm_token_budget_counts_k_plus_1_tokens_per_running_sequence():
 def test_the_text_plan_says_what_speculation_it_assumed():
     plan = make_plan(_request(EAGLE3), CAT, alternatives=False, verify=False)
     text = render_plan_text(plan.to_json_dict())
-    assert (
-        "  Assumed:\n    agent: speculative eagle3 (yuhuili/EAGLE3-LLaMA3.3-Instruct-70B)" in text
+    assumed = text.split("  Assumed:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    # the class's TTFT caveat (planner.plan.notes), then its speculation
+    assert assumed[0].startswith("    agent: aggregated TTFT")
+    assert assumed[1].startswith(
+        "    agent: speculative eagle3 (yuhuili/EAGLE3-LLaMA3.3-Instruct-70B)"
     )
     assert "assumed acceptance length 2.5" in text
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
-    assert "Assumed:" not in render_plan_text(without.to_json_dict())
+    assert "speculative" not in render_plan_text(without.to_json_dict()).split("  Assumed:")[1]
 
 
 def test_pools_report_their_speculation():
@@ -334,7 +337,8 @@ def test_the_procurement_report_lists_the_assumed_speculation():
     assert "- agent: speculative eagle3" in md
     without = make_plan(_request(None), CAT, alternatives=False, verify=False)
     md, _ = render_plan_report({**record, "plan": without.to_json_dict()}, "md", CAT)
-    assert "### Assumed" not in md
+    assert "### Assumed" in md and "- agent: aggregated TTFT" in md  # the TTFT caveat only
+    assert "- agent: speculative" not in md
 
 
 @pytest.mark.parametrize(
