@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     # "after": the factors the catalog keeps (an earlier adopted fit stays as it is)
-    kept = {g: cb._prior(catalog, g, None) for g in catalog.gpus}
+    kept = dict(fd.shipped_factors(catalog))
     kept.update({g: r["fit"].factors for g, r in results.items() if r["adopt"]})
     kept.update({g: e["factors"] for g, e in levels.items()})
     rows = fd.evaluate(points, catalog, kept)

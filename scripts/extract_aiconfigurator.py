@@ -91,17 +91,27 @@ SMALL_MESSAGE_ELEMENTS = 8192
 #: DeepSeek-V3's routed-expert layer shape in moe_perf.
 DEEPSEEK_MOE = {"hidden_size": 7168, "inter_size": 2048, "num_experts": 256, "topk": 8}
 MOE_TP = 8
-#: Weight bytes of the experts one token touches, per GPU of the tp-8 layer (fp8: one
-#: byte per parameter; gate, up and down projections).
-ONE_TOKEN_EXPERT_BYTES_PER_GPU = 8 * 3 * 7168 * 2048 / MOE_TP
-
-
-#: Bytes of one expert's weights per GPU of the tp-8 DeepSeek-V3 layer (fp8).
+#: Bytes of one expert's weights per GPU of the tp-8 DeepSeek-V3 layer (fp8: one byte
+#: per parameter; gate, up and down projections).
 ONE_EXPERT_BYTES_PER_GPU = 3 * 7168 * 2048 / MOE_TP
+#: Weight bytes of the experts one token touches (its top-8), per GPU of the tp-8 layer.
+ONE_TOKEN_EXPERT_BYTES_PER_GPU = DEEPSEEK_MOE["topk"] * ONE_EXPERT_BYTES_PER_GPU
+
 #: Token counts at which expert reads are compared with dense reads (decode batches).
 READ_TOKENS = (4, 8, 16, 32, 64)
 #: Dense GEMM shapes compared (weights of N x K with both in this range, fp8).
 DENSE_SHAPE_RANGE = (4096, 16384)
+
+
+def is_deepseek_layer(row: dict[str, Any]) -> bool:
+    """A moe_perf row of DeepSeek-V3's routed-expert layer: fp8 block-scaled,
+    :data:`DEEPSEEK_MOE`'s shape, tp :data:`MOE_TP`, no expert parallelism."""
+    return (
+        row.get("moe_dtype") == "fp8_block"
+        and all(row.get(k) == v for k, v in DEEPSEEK_MOE.items())
+        and row.get("moe_tp_size") == MOE_TP
+        and row.get("moe_ep_size") == 1
+    )
 
 
 def expert_read_vs_dense(
@@ -119,12 +129,7 @@ def expert_read_vs_dense(
     e, k = DEEPSEEK_MOE["num_experts"], DEEPSEEK_MOE["topk"]
     lat: dict[int, list[float]] = {}
     for r in moe_rows:
-        if (
-            r.get("moe_dtype") == "fp8_block"
-            and all(r.get(key) == v for key, v in DEEPSEEK_MOE.items())
-            and r.get("moe_tp_size") == MOE_TP
-            and r.get("moe_ep_size") == 1
-        ):
+        if is_deepseek_layer(r):
             lat.setdefault(int(r["num_tokens"]), []).append(float(r["latency"]) * 1e3)
     lo, hi = DENSE_SHAPE_RANGE
     dense: dict[int, list[float]] = {}
@@ -164,15 +169,7 @@ def moe_one_token_us(rows: Iterable[dict[str, Any]]) -> float | None:
     """Latency (us) of the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8, no
     expert parallelism) for one token: the mean over the database's routing
     distributions; None when the database has no such row."""
-    got = [
-        float(r["latency"]) * 1e3
-        for r in rows
-        if r.get("moe_dtype") == "fp8_block"
-        and all(r.get(k) == v for k, v in DEEPSEEK_MOE.items())
-        and r.get("moe_tp_size") == MOE_TP
-        and r.get("moe_ep_size") == 1
-        and r.get("num_tokens") == 1
-    ]
+    got = [float(r["latency"]) * 1e3 for r in rows if is_deepseek_layer(r) and r["num_tokens"] == 1]
     return round(statistics.fmean(got), 2) if got else None
 
 
@@ -262,16 +259,11 @@ def extract(repo: Path) -> dict[str, Any]:
                 if eager := allreduce_floors(ar, eager=True):
                     e["allreduce_small_eager_us"] = eager
             moe = _parquet(repo, f"{DATA}/{system}/moe/{engine}/{version}/moe_perf.parquet")
-            one = moe_one_token_us(moe) if moe else None
-            if one is not None:
+            if moe and (one := moe_one_token_us(moe)) is not None:
                 e["moe_layer_one_token_us"] = one
-                e["moe_layer_floor_us"] = moe_floor_us(one, peak)
+                e["moe_layer_floor_us"] = floor_us = moe_floor_us(one, peak)
                 gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
-                assert moe is not None
-                ratio = (
-                    expert_read_vs_dense(moe, gemm, peak, e["moe_layer_floor_us"]) if gemm else None
-                )
-                if ratio is not None:
+                if gemm and (ratio := expert_read_vs_dense(moe, gemm, peak, floor_us)) is not None:
                     e["moe_expert_read_vs_dense"] = ratio
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
