@@ -52,6 +52,9 @@ DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
 #: entry shape as measurements-more.json, committed beside the MLPerf records.
 DEFAULT_MORE_2 = ROOT / "catalog" / "measurements" / "sources" / "measurements-more-2.json"
 DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
+#: NVIDIA DLI LLM-sizing course runs (TensorRT-LLM 0.9.0 static batches, NIM with
+#: GenAI-Perf), per replica in catalog names (scripts/extract_dli_benchmarks.py).
+DEFAULT_DLI = ROOT / "catalog" / "measurements" / "sources" / "nvidia-dli-benchmarks.json"
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "reference.json"
 
 #: Hardware names in the source -> catalog GPU id, with what the mapping assumes.
@@ -467,13 +470,14 @@ def drop_overloaded_ttft(rows: list[dict[str, Any]]) -> int:
 
 MLPERF_FIELDS = (
     "id", "model", "gpu", "tp", "dtype", "kv_dtype", "engine", "num_gpus", "isl", "osl",
-    "output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps", "max_batch", "source", "note",
+    "output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps", "num_requests", "concurrency",
+    "max_batch", "skip_reason", "source", "note",
 )  # fmt: skip
 
 
 def convert_mlperf(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """A record of mlperf-inference-v4.1.json (already per replica, in catalog names);
-    raises :class:`BadEntry` for a malformed one."""
+    """A record already per replica and in catalog names (mlperf-inference-v4.1.json,
+    nvidia-dli-benchmarks.json); raises :class:`BadEntry` for a malformed one."""
     missing = [k for k in ("id", "model", "gpu", "tp", "dtype", "isl", "osl", "source") if
                entry.get(k) in (None, "")]  # fmt: skip
     if missing:
@@ -481,11 +485,16 @@ def convert_mlperf(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | 
     unknown = sorted(set(entry) - set(MLPERF_FIELDS))
     if unknown:
         raise BadEntry(f"unknown field(s) {', '.join(unknown)}")
-    for key in ("output_tok_s", "ttft_ms", "tpot_ms", "request_rate_rps"):
+    for key in ("output_tok_s", "ttft_ms", "tpot_ms", "concurrency"):
         _positive(entry, key)
+    row = dict(entry)
+    if row.get("request_rate_rps") == "inf":  # all requests at once (JSON has no Infinity)
+        row["request_rate_rps"] = math.inf
+    else:
+        _positive(entry, "request_rate_rps")
     if "/inference_results_v5." in entry["source"]:
         raise BadEntry("MLPerf v5.x results are the validation set: never imported")
-    return dict(entry), None
+    return row, None
 
 
 def _rows(
@@ -565,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--mlperf", default=str(DEFAULT_MLPERF), help="MLPerf v4.1 records ('' for none)"
     )
+    ap.add_argument(
+        "--dli", default=str(DEFAULT_DLI), help="NVIDIA DLI course records ('' for none)"
+    )
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args(argv)
     skipped: Counter[str] = Counter()
@@ -573,8 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     for more in args.more or [str(DEFAULT_MORE), str(DEFAULT_MORE_2)]:
         if more:
             rows += _rows(Path(more), convert_more, skipped, bad)
-    if args.mlperf:
-        rows += _rows(Path(args.mlperf), convert_mlperf, skipped, bad)
+    for normalized in (args.mlperf, args.dli):
+        if normalized:
+            rows += _rows(Path(normalized), convert_mlperf, skipped, bad)
     if bad:
         for where, reason in bad:
             print(f"{where}: {reason}", file=sys.stderr)
@@ -610,8 +623,9 @@ def main(argv: list[str] | None = None) -> int:
             "Public LLM serving measurements usable to calibrate fleetplan's cost model, "
             "imported by scripts/import_reference_measurements.py from "
             "shared/reference/measurements-calibration.json, measurements-more.json, "
-            "catalog/measurements/sources/measurements-more-2.json and "
-            "catalog/measurements/sources/mlperf-inference-v4.1.json; each "
+            "catalog/measurements/sources/measurements-more-2.json, "
+            "catalog/measurements/sources/mlperf-inference-v4.1.json and "
+            "catalog/measurements/sources/nvidia-dli-benchmarks.json; each "
             "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "
             'concurrency (closed loop) or request_rate_rps (open loop, "inf" = all at once; '
             "num_requests in the run), output_tok_s (whole replica), mean ttft_ms and tpot_ms. "

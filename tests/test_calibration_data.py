@@ -5,6 +5,7 @@ helps on the held-out split (on the shipped measurements)."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import Counter
 from pathlib import Path
@@ -74,7 +75,12 @@ def test_importer_refuses_bad_records_with_file_line_and_reason(tmp_path, capsys
     ]
     base, more, out = write_sources(tmp_path, entries)
     lines = cb._array_entry_lines(more.read_text(), "measurements")
-    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 1
+    assert (
+        IMPORTER.main(
+            [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert f"{more}:{lines[1]}: missing source" in err
     assert f"{more}:{lines[2]}: value.output_token_tput must be a positive number" in err
@@ -93,7 +99,12 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
         more_entry("a4", framework="SGLang disagg", notes="PD-disaggregated"),
     ]
     base, more, out = write_sources(tmp_path, entries)
-    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
+    assert (
+        IMPORTER.main(
+            [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
     assert set(by_id) == {"a1", "a2", "a4"}
@@ -112,7 +123,12 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     fresh_a4 = by_id["a4"]["split"]
     doc["measurements"][2]["split"] = "holdout" if fresh_a4 == "fit" else "fit"
     out.write_text(json.dumps(doc, indent=1))
-    assert IMPORTER.main([str(base), "--more", str(more), "--mlperf", "", "--out", str(out)]) == 0
+    assert (
+        IMPORTER.main(
+            [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+        )
+        == 0
+    )
     again = {m["id"]: m["split"] for m in json.loads(out.read_text())["measurements"]}
     assert (again["a1"], again["a2"], again["a4"]) == ("holdout", "fit", fresh_a4)
 
@@ -383,3 +399,117 @@ def test_mlperf_summaries_are_read_in_their_units():
     assert (h100["tp"], h100["isl"], h100["osl"]) == (2, 222, 290)
     assert h100["output_tok_s"] == pytest.approx(24524.9 / 4, rel=1e-4)
     assert all("inference_results_v4.1" in m["source"] for m in doc["measurements"])
+
+
+# --------------------------------------------------------------------------- NVIDIA DLI course runs
+
+
+def _dli():
+    return load_script("extract_dli_benchmarks")
+
+
+def _trt_row(**update) -> dict:
+    row = {
+        "Model": "LLaMA v2 70B",
+        "GPU": "L40S",
+        "Precision": "FP8",
+        "Tensor Model Parallel Size": "4",
+        "Pipeline Model Parallel Size": "1",
+        "Input/Output Lengths": "128,2048",
+        "Batch Size": "64",
+        "Throughput (tokens / sec)": "1000.5",
+        "Token-to-token Latency (ms)": "50.0",
+        "1st Token Latency (ms)": "900.0",
+        "Enable Custom All Reduce": "No",
+    }
+    row.update(update)
+    return row
+
+
+def test_dli_static_batches_keep_the_saturated_run_and_its_throughput_only():
+    ex = _dli()
+    rows = [
+        _trt_row(),
+        _trt_row(**{"Batch Size": "256", "Throughput (tokens / sec)": "2500.0"}),
+        _trt_row(**{"Batch Size": "512", "Throughput (tokens / sec)": ""}),  # failed run
+        _trt_row(GPU="L40"),  # not in the catalog
+        _trt_row(Model="Falcon 180B"),
+        _trt_row(**{"Pipeline Model Parallel Size": "2"}),
+        _trt_row(Precision="Mixed", GPU="A100-SXM4-80GB", **{"Batch Size": "8"}),
+    ]
+    got = {r["id"]: r for r in ex.trt_records(rows, "https://example.org/trt.csv")}
+    assert sorted(got) == [
+        "dli-trt09-llama-2-70b-a100-sxm-80gb-bf16-tp4-128x2048-b8",
+        "dli-trt09-llama-2-70b-l40s-fp8-tp4-128x2048-b256",
+    ]
+    r = got["dli-trt09-llama-2-70b-l40s-fp8-tp4-128x2048-b256"]
+    assert (r["gpu"], r["model"], r["dtype"], r["tp"], r["engine"]) == (
+        "l40s", "llama-2-70b", "fp8", 4, "trtllm",
+    )  # fmt: skip
+    assert (r["isl"], r["osl"], r["output_tok_s"]) == (128, 2048, 2500.0)
+    assert (r["request_rate_rps"], r["num_requests"], r["max_batch"]) == ("inf", 256, 256)
+    # a static batch's latencies are not in-flight batching's means: note only
+    assert "ttft_ms" not in r and "tpot_ms" not in r and "50.0 ms" in r["note"]
+
+
+def test_dli_nim_runs_are_recorded_at_saturation_with_their_units():
+    ex = _dli()
+    base = {
+        "task_inputs-model": "meta-llama3-8b-instruct",
+        "task_inputs-GPU": "A100-SXM4-80GB",
+        "task_inputs-n_gpus": "1",
+        "task_inputs-precision": "fp16",
+        "input_config-synthetic_input_tokens_mean": "200",
+        "input_config-output_tokens_mean": "1000",
+        "input_config-concurrency": "250",
+        "num_input_token-avg": "199.6",
+        "num_output_token-avg": "1000.0",
+        "output_token_throughput-avg": "3000.0",
+        "time_to_first_token-avg": "120500000.0",  # ns
+        "inter_token_latency-avg": "40250000.0",
+    }
+    rows = [base, {**base, "input_config-concurrency": "10"}, {**base, "task_inputs-GPU": "L40"}]
+    (r,) = ex.nim_records(rows, "https://example.org/nim.csv")
+    assert (r["model"], r["gpu"], r["dtype"], r["tp"], r["concurrency"]) == (
+        "llama-3.1-8b", "a100-sxm-80gb", "bf16", 1, 250,
+    )  # fmt: skip
+    assert (r["isl"], r["osl"]) == (200, 1000)
+    assert r["ttft_ms"] == pytest.approx(120.5) and r["tpot_ms"] == pytest.approx(40.25)
+    assert r["skip_reason"] == ex.NIM_SKIP_REASON  # recorded, not fitted
+
+
+def test_dli_records_are_imported_with_their_source_at_a_commit():
+    """The shipped file is what the importer took in: every record is in reference.json
+    with its source at a commit, TensorRT-LLM 0.9.0 runs priced on five GPUs, NIM runs
+    recorded only; none comes from the validation set."""
+    doc = json.loads((ROOT / "catalog/measurements/sources/nvidia-dli-benchmarks.json").read_text())
+    ref = {m.id: m for m in cb.load_reference_measurements(CAT, include_skipped=True)}
+    ids = [m["id"] for m in doc["measurements"]]
+    assert ids and all(i in ref for i in ids)
+    assert all(
+        "/blob/" in m["source"] and "perf-overview" not in m["source"] for m in doc["measurements"]
+    )
+    trt = [ref[i] for i in ids if i.startswith("dli-trt09-")]
+    assert {m.gpu for m in trt if m.usable} == {
+        "a100-sxm-80gb", "h100-nvl-94gb", "h100-sxm5-80gb", "h200-sxm-141gb", "l40s",
+    }  # fmt: skip
+    assert all(not ref[i].usable for i in ids if i.startswith("dli-nim-"))
+
+
+def test_importer_reads_all_at_once_runs_of_normalized_records(tmp_path, capsys):
+    base, more, out = write_sources(tmp_path, [])
+    rec = {
+        "id": "n1", "model": "llama-2-7b", "gpu": H100, "tp": 1, "dtype": "bf16",
+        "engine": "trtllm", "isl": 128, "osl": 128, "output_tok_s": 5000.0,
+        "request_rate_rps": "inf", "num_requests": 64, "max_batch": 64,
+        "source": "https://example.org/x",
+    }  # fmt: skip
+    norm = tmp_path / "norm.json"
+    norm.write_text(json.dumps({"measurements": [rec, {**rec, "id": "n2", "request_rate_rps": 0}]}))
+    args = [str(base), "--more", str(more), "--mlperf", "", "--dli", str(norm), "--out", str(out)]
+    assert IMPORTER.main(args) == 1
+    assert "value.request_rate_rps must be a positive number" in capsys.readouterr().err
+    norm.write_text(json.dumps({"measurements": [rec]}))
+    assert IMPORTER.main(args) == 0
+    (m,) = cb.load_measurements([out], CAT)
+    assert math.isinf(m.request_rate_rps) and m.num_requests == 64 and m.usable
