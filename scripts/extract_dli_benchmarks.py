@@ -98,6 +98,13 @@ def _url(commit: str, path: str) -> str:
     return f"{REPO_URL}/blob/{commit}/{path}"
 
 
+def _replica(model: str, gpu: str, dtype: str, tp: int) -> dict[str, Any]:
+    """The replica fields every record shares: one TensorRT-LLM engine over ``tp`` GPUs."""
+    return {
+        "model": model, "gpu": gpu, "tp": tp, "dtype": dtype, "engine": "trtllm", "num_gpus": tp,
+    }  # fmt: skip
+
+
 def trt_records(rows: Iterable[dict[str, str]], source: str) -> list[dict[str, Any]]:
     """Static-batch rows -> records (see the module docstring): per configuration and
     shape the largest batch that ran."""
@@ -120,12 +127,7 @@ def trt_records(rows: Iterable[dict[str, str]], source: str) -> list[dict[str, A
         out.append(
             {
                 "id": f"dli-trt09-{model}-{gpu}-{dtype}-tp{tp}-{isl}x{osl}-b{batch}",
-                "model": model,
-                "gpu": gpu,
-                "tp": tp,
-                "dtype": dtype,
-                "engine": "trtllm",
-                "num_gpus": tp,
+                **_replica(model, gpu, dtype, tp),
                 "isl": isl,
                 "osl": osl,
                 "output_tok_s": round(float(r["Throughput (tokens / sec)"]), 2),
@@ -168,12 +170,7 @@ def nim_records(rows: Iterable[dict[str, str]], source: str) -> list[dict[str, A
             continue
         out[ident] = {
             "id": ident,
-            "model": model,
-            "gpu": gpu,
-            "tp": tp,
-            "dtype": dtype,
-            "engine": "trtllm",
-            "num_gpus": tp,
+            **_replica(model, gpu, dtype, tp),
             "isl": round(float(r["num_input_token-avg"])),
             "osl": round(float(r["num_output_token-avg"])),
             "output_tok_s": round(float(r["output_token_throughput-avg"]), 2),
