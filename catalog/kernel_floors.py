@@ -1,7 +1,8 @@
 """Measured kernel floors of a GPU's catalog entry (split from :mod:`catalog.schema`,
 which re-exports them): the fixed cost of a MoE layer and of an MLA decode attention
-kernel per serving engine, and the MoE layer's expert-read efficiency, each with the
-kernel benchmark it comes from (``scripts/extract_aiconfigurator.py``)."""
+kernel per serving engine, the MoE layer's expert-read efficiency and FP8 GEMMs'
+efficiency against BF16 ones, each with the kernel benchmark it comes from
+(``scripts/extract_aiconfigurator.py``)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ class MlaLayerFloor(Frozen):
     its version. Engines not listed take :data:`planner.kernels.MLA_LAYER_FLOOR_ASSUMED_US`."""
 
     by_engine_us: dict[Id, Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=16
+    )
+    source: Text = Field(min_length=10)
+
+
+class Fp8GemmEfficiency(Frozen):
+    """How much of the FP8 dense peak this GPU's FP8 weight GEMMs reach, relative to the
+    share of the BF16 peak its BF16 GEMMs reach, per serving engine (dimensionless, in
+    (0, 1]): measured on compute-bound GEMMs (1,024-8,192 tokens, weights of
+    4,096-16,384 x 4,096-16,384) as ``(t_bf16 / t_fp8) / 2``. The cost model prices FP8
+    GEMMs at ``peak(fp8) x MFU x`` this (:func:`planner.kernels.fp8_gemm_efficiency`).
+
+    ``by_engine``: engine name -> ratio; ``source``: the kernel benchmark and its
+    versions. Engines not listed take the least listed value; GPUs without an entry take
+    :data:`planner.kernels.FP8_GEMM_EFFICIENCY_ASSUMED`."""
+
+    by_engine: dict[Id, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(
         min_length=1, max_length=16
     )
     source: Text = Field(min_length=10)

@@ -56,7 +56,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     control_character,
     no_control_characters,
 )
-from catalog.kernel_floors import MlaLayerFloor, MoeLayerFloor
+from catalog.kernel_floors import Fp8GemmEfficiency, MlaLayerFloor, MoeLayerFloor
 
 
 class Dtype(StrEnum):
@@ -156,14 +156,15 @@ ANALOGY_SIGMA_LOG = 0.73
 #: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were optimistic: MI325X 0.57, GB200 0.64 (DeepSeek-V3
-#: disaggregated, wide EP), A100 40GB 0.65, A10G 0.76, B200 0.80 (DeepSeek-V3 FP8 and
-#: FP4), L40S 0.80, H100 PCIe 0.80, L4 0.83, H100 NVL 0.83, MI300X 0.83, Gaudi 3 0.98,
-#: H200 1.00, H100 SXM 1.00: median 0.80 (make calibrate-defaults computes it and scales the GPUs
-#: never measured by it). A GPU never checked is scaled by it, or by the lowest level of
-#: a checked GPU of its architecture when that is lower (GB200 as B200): an unmeasured
-#: GPU must not look better than a measured one (planner.fidelity.analogy_level_scale).
-ANALOGY_LEVEL_SCALE = 0.80
+#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.64, GB200
+#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.73, A10G 0.80, L4 0.83, B200 0.89
+#: (DeepSeek-V3 FP8 and FP4), Gaudi 3 0.97, H100 SXM 0.97, and A100 80GB, H100 PCIe, H200,
+#: L40S, MI300X 1.00 (the cap): median 0.93 (make calibrate-defaults computes it and
+#: scales the GPUs never measured by it). A GPU never checked is scaled by it, or by the
+#: lowest level of a checked GPU of its architecture when that is lower (GB200 as B200): an
+#: unmeasured GPU must not look better than a measured one
+#: (planner.fidelity.analogy_level_scale).
+ANALOGY_LEVEL_SCALE = 0.93
 
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
 
@@ -396,6 +397,10 @@ class Gpu(Frozen):
         default=None,
         description="Measured fixed cost of an MLA decode attention kernel per engine (us); "
         "None: assumed.",
+    )
+    fp8_gemm: Fp8GemmEfficiency | None = Field(
+        default=None,
+        description="Measured FP8 GEMM efficiency relative to BF16 per engine; None: assumed.",
     )
     sources: Sources
     notes: Text = ""

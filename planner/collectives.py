@@ -19,6 +19,37 @@ ALL_TO_ALL_ASSUMED_LATENCY_US = 22.1
 ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION = 0.67
 
 
+#: NCCL all-reduce over PCIe on an 8-GPU server without NVLink, per GPU count: (latency
+#: of a small message in us, bus bandwidth in GB/s). The latencies are measured on an
+#: 8 x L40S PCIe Gen4 server (aiconfigurator's database, NCCL 2.27.3, extracted by
+#: ``scripts/extract_aiconfigurator.py`` with the bus bandwidths: 19.56 GB/s at tp 2, 5.11
+#: at tp 4, 1.51 at tp 8). That server's tp 4 and 8 rings cross its CPU sockets without
+#: peer-to-peer: two other L40S servers that ran Llama-2-70B FP8 at tp 4 (MLPerf v4.1
+#: Fujitsu, NVIDIA's DLI course) served 2.7-3x what 5.11 GB/s allows, and within -11% to
+#: +14% of what tp 2's 19.56 GB/s predicts. So the bus bandwidth is tp 2's measured one up
+#: to tp 4 (a ring whose hops all run through PCIe switches) and half of it at tp 8
+#: (assumed: a whole dual-socket server's ring crosses the CPU interconnect; the DLI tp 8
+#: runs serve 1.2-1.5x what it predicts, against 0.84-0.87x at the full figure: priced
+#: conservatively). Taken for every PCIe link (Gen5 hosts are not measured). Checked
+#: against the extracted file in tests/test_kernel_floors.py.
+PCIE_ALLREDUCE_MEASURED: dict[int, tuple[float, float]] = {
+    2: (7.0, 19.56),
+    4: (12.41, 19.56),
+    8: (24.53, 9.78),
+}
+
+
+def pcie_allreduce_alpha_beta(link: Link, tp: int) -> tuple[float, float]:
+    """(latency ``t0`` us, bus bandwidth GB/s) of an all-reduce over ``tp`` GPUs on the
+    PCIe link ``link``: :data:`PCIE_ALLREDUCE_MEASURED` at ``tp`` (a tp between measured
+    counts takes the next larger one's, past 8 the 8's), the bandwidth never above the
+    link's own (the measured latency replaces the link's assumed one)."""
+    known = sorted(PCIE_ALLREDUCE_MEASURED)
+    at = next((t for t in known if t >= tp), known[-1])
+    t0_us, bus = PCIE_ALLREDUCE_MEASURED[at]
+    return t0_us, min(bus, link.bandwidth_gb_per_s)
+
+
 def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
     """Time of one all-reduce of ``message_bytes`` over ``tp`` ranks on ``link`` (ms).
 
@@ -31,10 +62,17 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
 
     On a scale-up link (NVSwitch, xGMI mesh, NVLink bridge) engines pick the fastest
     (one-shot for small messages: a few microseconds; two-shot or ring for large ones,
-    bandwidth-bound); over PCIe only the ring. 0 when ``tp == 1`` or nothing is sent.
+    bandwidth-bound). Over PCIe the measured NCCL ring of a PCIe server:
+    ``t0 + 2 (tp-1)/tp x M / bus`` with (``t0``, ``bus``) from
+    :func:`pcie_allreduce_alpha_beta` (70B's 1 MB decode message at tp 4: 12.41 us +
+    1.5 x 1.05e6 / 19.56e9 s = 0.093 ms; at tp 8: 0.212 ms). Other links (network): the
+    link's ring. 0 when ``tp == 1`` or nothing is sent.
     """
     if tp <= 1 or message_bytes <= 0:
         return 0.0
+    if link.kind == LinkKind.PCIE:
+        t0_us, bus = pcie_allreduce_alpha_beta(link, tp)
+        return t0_us * 1e-3 + 2.0 * (tp - 1) / tp * message_bytes / (bus * 1e9) * 1e3
     alpha_ms = link.latency_us * 1e-3
     beta_ms = 1e3 / (link.bandwidth_gb_per_s * 1e9)
     ring = 2 * (tp - 1) * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms

@@ -1,9 +1,10 @@
-"""The cost model's measured kernel floors and expert-read efficiency per GPU and engine
-(split from :mod:`planner.kernels`, which re-exports them): what a MoE layer and an MLA
-decode attention kernel cost beyond their roofline, and how fast grouped expert GEMMs
-read weights. Measured where the GPU's catalog entry has them (aiconfigurator's kernel
-database, ``scripts/extract_aiconfigurator.py``), else assumed no cheaper than the
-most expensive measurement, so an unmeasured GPU never looks better than a measured one.
+"""The cost model's measured kernel floors and efficiencies per GPU and engine (split
+from :mod:`planner.kernels`, which re-exports them): what a MoE layer and an MLA decode
+attention kernel cost beyond their roofline, how fast grouped expert GEMMs read
+weights, and how much of the FP8 peak FP8 weight GEMMs reach. Measured where the GPU's
+catalog entry has them (aiconfigurator's kernel database,
+``scripts/extract_aiconfigurator.py``), else assumed no cheaper than the most expensive
+measurement, so an unmeasured GPU never looks better than a measured one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,59 @@ MOE_LAYER_FLOOR_OTHER_ENGINES_US = 53.3
 #: engine (H100 with SGLang, 17.2 us), so an unmeasured one is never cheaper. Checked
 #: against the catalog in tests/test_kernel_floors.py.
 MLA_LAYER_FLOOR_ASSUMED_US = 17.2
+
+
+#: FP8 GEMM efficiency relative to BF16 (:func:`fp8_gemm_efficiency`) assumed for a GPU
+#: whose catalog entry has no ``fp8_gemm`` measurement, per architecture (the catalog's
+#: ``arch``) and engine: the least value measured on a catalog GPU of that architecture
+#: with that engine (aiconfigurator's database: H100 and H200 for Hopper, so H100 NVL and
+#: PCIe, the same GH100 die, take them; L40S for Ada, so L4; B200 and GB200 for
+#: Blackwell). An unmeasured GPU is never priced closer to its FP8 peak than a measured
+#: GPU of its architecture. Checked against the catalog in tests/test_kernel_floors.py.
+FP8_GEMM_EFFICIENCY_BY_ARCH: dict[str, dict[str, float]] = {
+    "Hopper": {"sglang": 0.688, "vllm": 0.603, "trtllm": 0.741},
+    "Ada Lovelace": {"sglang": 0.816, "vllm": 0.771, "trtllm": 0.846},
+    "Blackwell": {"sglang": 0.73, "vllm": 0.64, "trtllm": 0.69},
+}
+
+#: The same for an architecture (or engine) nothing measures (AMD CDNA 3, Gaudi 3,
+#: Ampere's A10G has no FP8): the least value measured on any catalog GPU and engine (H100
+#: with vLLM 0.24.0), never below ``bf16 peak / fp8 peak`` (an FP8 GEMM is not priced
+#: slower than the BF16 one: Gaudi 3 runs FP8 at its BF16 peak, so it takes 1).
+FP8_GEMM_EFFICIENCY_ASSUMED = 0.603
+
+
+def fp8_gemm_efficiency(gpu: Gpu, engine: str | None) -> float:
+    """Share of ``peak(fp8) x MFU`` that ``gpu``'s FP8 weight GEMMs reach with ``engine``
+    (dimensionless, in (0, 1]): the GPU's MFU is a BF16-relative figure (MFU 0.5 is what
+    H100's BF16 prefill reaches), and FP8 GEMMs fall short of the doubled peak (scales,
+    activation quantization, tensor cores harder to feed): measured on compute-bound
+    GEMMs as ``(t_bf16 / t_fp8) / 2`` (``fp8_gemm.by_engine``, aiconfigurator's kernel
+    database: H100 0.60-0.74, H200 0.67-0.76, L40S 0.77-0.85, B200 0.64-0.73, GB200
+    0.64-0.73). An engine the entry does not list takes the entry's least value; a GPU
+    without an entry takes its architecture's :data:`FP8_GEMM_EFFICIENCY_BY_ARCH` for the
+    engine (the least listed for an unlisted engine), else
+    :data:`FP8_GEMM_EFFICIENCY_ASSUMED`, never below ``bf16 peak / fp8 peak``.
+
+    Only GEMM compute is derated: FP8 weight *reads* are priced at the full ``W_eff``, as
+    TensorRT-LLM 0.9.0's batch-1 runs on H100 (NVIDIA DLI course data) show them: Llama-2-7B
+    steps take 7.01 ms in BF16 and 4.33 ms in FP8, which one MBU (0.75) and one 1.65 ms step
+    overhead reproduce for both."""
+    measured = gpu.fp8_gemm
+    if measured is not None:
+        if engine is not None and engine in measured.by_engine:
+            return measured.by_engine[engine]
+        return min(measured.by_engine.values())
+    by_engine = FP8_GEMM_EFFICIENCY_BY_ARCH.get(gpu.arch)
+    if by_engine is None:
+        assumed = FP8_GEMM_EFFICIENCY_ASSUMED
+    elif engine is not None and engine in by_engine:
+        assumed = by_engine[engine]
+    else:
+        assumed = min(by_engine.values())
+    if gpu.fp8_dense_tflops:
+        assumed = max(assumed, gpu.bf16_dense_tflops / gpu.fp8_dense_tflops)
+    return min(assumed, 1.0)
 
 
 def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:

@@ -15,7 +15,8 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` with the overlap factor ``o``, never
   below the sum of their compute times;
 * **collectives**: two all-reduces per layer of ``n x hidden x 2`` bytes
-  (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, ring over PCIe);
+  (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, NCCL's measured
+  ring over PCIe);
 * the per-step **overhead**: the engine's (scheduling, launches; the GPU's
   ``step_overhead_ms``) plus, for MLA models, every layer's measured MLA kernel floor
   (:func:`mla_layer_floor_us`).
@@ -37,10 +38,13 @@ stages: ``step(B) = kernels(B / pp decodes + the chunk) + pp x hop(B / pp + T)``
 chunk per pass is credited (the planner's one chunk slot per replica): conservative,
 as an engine may schedule one per micro-batch.
 
-``F_gemm = tp x peak(weight dtype) x MFU`` (x :data:`FP4_GEMM_DERATE` for unmeasured
+``F_gemm = tp x peak(weight dtype) x MFU`` (x the measured FP8 GEMM efficiency for FP8
+weights, :func:`fp8_gemm_efficiency`, and x :data:`FP4_GEMM_DERATE` more for unmeasured
 FP4 weights, whose reads also run at ``W_eff x`` :data:`FP4_WEIGHT_READ_DERATE`:
 :func:`weight_dtype_derates`), ``F_attn = tp x peak(attention dtype)
-x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`),
+x MFU`` (attention at the kernel's precision, :func:`planner.engines.attention_dtype`; FP8
+attention is not derated like FP8 weight GEMMs: no kernel measurement, and derating it
+too fits the reference runs slightly worse),
 ``W_eff = tp x HBM bandwidth x MBU``. KV bytes are those the replica *holds*,
 replication under TP included (:func:`planner.architecture.kv_replication`). MLA
 decodes in the absorbed form
@@ -71,15 +75,20 @@ from planner import architecture as arch
 from planner.collectives import (
     ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION,
     ALL_TO_ALL_ASSUMED_LATENCY_US,
+    PCIE_ALLREDUCE_MEASURED,
     all_to_all_kernel,
     all_to_all_ms,
     allreduce_ms,
+    pcie_allreduce_alpha_beta,
 )
 from planner.kernel_floors import (  # re-exported: the measured kernel floors
+    FP8_GEMM_EFFICIENCY_ASSUMED,
+    FP8_GEMM_EFFICIENCY_BY_ARCH,
     MLA_LAYER_FLOOR_ASSUMED_US,
     MOE_BANDWIDTH_EFFICIENCY,
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
+    fp8_gemm_efficiency,
     mla_layer_floor_us,
     moe_layer_floor_us,
     moe_read_efficiency,
@@ -98,7 +107,8 @@ ACTIVATION_BYTES = 2.0
 EP_LOAD_IMBALANCE = 1.25
 
 
-#: Share of ``peak(fp4) x MFU`` that FP4 weight GEMMs are assumed to reach, where no FP4
+#: Share of ``peak(fp4) x MFU x fp8_gemm_efficiency`` (the FP8 GEMMs' measured share,
+#: :func:`fp8_gemm_efficiency`) that FP4 weight GEMMs are assumed to reach, where no FP4
 #: measurement backs the GPU's factors. Assumed, not fitted: the reference measurements
 #: price no FP4 run the planner can use, and FP4 GEMMs pay block-scale handling and
 #: activation quantization (W4A4) that FP8 GEMMs do not, in kernels younger than FP8's. At
@@ -116,18 +126,27 @@ FP4_GEMM_DERATE = 0.75
 FP4_WEIGHT_READ_DERATE = 0.85
 
 
-def weight_dtype_derates(gpu: Gpu, dtype: Dtype | str) -> tuple[float, float]:
+def weight_dtype_derates(
+    gpu: Gpu, dtype: Dtype | str, engine: str | None = None
+) -> tuple[float, float]:
     """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
-    MBU for weights in ``dtype`` (dimensionless, <= 1).
+    MBU for weights in ``dtype`` run by ``engine`` (dimensionless, <= 1).
 
-    ``(FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)`` for fp4 unless the GPU's catalog (or
-    an applied calibration) has factors measured in fp4 (``efficiency.by_dtype['fp4']``):
-    the GPU's factors were set or fitted on BF16/FP8 runs, and an unmeasured format must
-    not look better than a measured one. (1, 1) for every other dtype."""
+    * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
+      their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
+      (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
+    * fp4: ``(FP4_GEMM_DERATE x fp8_gemm_efficiency(gpu, engine),
+      FP4_WEIGHT_READ_DERATE)`` unless the GPU's catalog (or an applied calibration) has
+      factors measured in fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set
+      or fitted on BF16/FP8 runs, and an unmeasured format must not look better than a
+      measured one (an FP4 GEMM runs at most 1.5x the FP8 one of the same GPU);
+    * (1, 1) for every other dtype."""
     d = Dtype(dtype)
+    if d == Dtype.FP8:
+        return (fp8_gemm_efficiency(gpu, engine), 1.0)
     if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
         return (1.0, 1.0)
-    return (FP4_GEMM_DERATE, FP4_WEIGHT_READ_DERATE)
+    return (FP4_GEMM_DERATE * fp8_gemm_efficiency(gpu, engine), FP4_WEIGHT_READ_DERATE)
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
@@ -563,7 +582,7 @@ def coefficients_of(replica) -> StepCoefficients:
     assert peak_w is not None  # checked when the replica was built
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
     b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
-    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype)
+    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype, replica.engine)
     w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
     repl = arch.kv_replication(model, replica.attention_tp)
@@ -634,11 +653,14 @@ __all__ = [
     "EP_LOAD_IMBALANCE",
     "FP4_GEMM_DERATE",
     "FP4_WEIGHT_READ_DERATE",
+    "FP8_GEMM_EFFICIENCY_ASSUMED",
+    "FP8_GEMM_EFFICIENCY_BY_ARCH",
     "MLA_LAYER_FLOOR_ASSUMED_US",
     "MOE_BANDWIDTH_EFFICIENCY",
     "MOE_HALF_EFFICIENCY_TOKENS",
     "MOE_LAYER_FLOOR_ASSUMED_US",
     "MOE_LAYER_FLOOR_OTHER_ENGINES_US",
+    "PCIE_ALLREDUCE_MEASURED",
     "SpecMethod",
     "Speculation",
     "StepCoefficients",
@@ -649,10 +671,12 @@ __all__ = [
     "coefficients_of",
     "decode_tokens_per_s",
     "effective_tpot_ms",
+    "fp8_gemm_efficiency",
     "grouped_gemm_efficiency",
     "mla_layer_floor_us",
     "moe_layer_floor_us",
     "moe_read_efficiency",
+    "pcie_allreduce_alpha_beta",
     "tokens_per_verification_step",
     "verification_steps",
     "weight_dtype_derates",

@@ -361,8 +361,12 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
             "kv_dtype": "fp8",
             "gpus": {
                 g: {
-                    "gemm_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[0],
-                    "weight_read_derate": kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4)[1],
+                    "gemm_derate": round(
+                        kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)[0], 3
+                    ),
+                    "weight_read_derate": kn.weight_dtype_derates(
+                        c.replica.gpu, Dtype.FP4, c.replica.engine
+                    )[1],
                     "provenance": c.provenance,
                     "sigma_log": c.sigma_log,
                 }
@@ -370,7 +374,8 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
             },
             "note": "FP4 efficiency is measured only on B200 serving DeepSeek-V3 (in its level): "
             "GEMMs at the FP4 peak x the GPU's MFU x "
-            "gemm_derate, weight reads at W_eff x weight_read_derate (both assumed, "
+            "gemm_derate (the assumed FP4 derate x the GPU's measured FP8 GEMM efficiency), "
+            "weight reads at W_eff x weight_read_derate (both assumed, "
             "planner.kernels), with the analogy spread in the risk derate",
         }
     }

@@ -33,6 +33,20 @@ needs are read from it:
   GPU at tp 8 and an fp8 KV cache, where no KV read explains it: the fixed part every
   MLA layer pays per step (:func:`mla_floor_us`).
 
+* **FP8 GEMMs against BF16 GEMMs** (``gemm_perf``): at 1,024-8,192 tokens (prefill
+  chunks and large decode batches, where weight GEMMs are compute-bound) and weights of
+  4,096-16,384 x 4,096-16,384, the share of the FP8 dense peak an FP8 (per-tensor
+  scaled) GEMM reaches over the share of the BF16 peak the same BF16 GEMM reaches:
+  ``(t_bf16 / t_fp8) / 2`` (the FP8 dense peak is twice the BF16 one on every GPU the
+  database covers), the median over shapes (:func:`fp8_gemm_vs_bf16`), per engine. Also
+  read for L40S (:data:`GEMM_ONLY_SYSTEMS`), whose other tables are not used.
+
+* **all-reduce over PCIe** (``nccl_perf`` of L40S, NCCL 2.27.3, an 8-GPU PCIe server
+  without NVLink): per GPU count, the median latency of fp16 all-reduces of at most
+  :data:`SMALL_MESSAGE_ELEMENTS` elements and the median bus bandwidth
+  ``2 (tp-1)/tp x bytes / latency`` of those of 1-64 MB (a decode batch's to a prefill
+  chunk's activations) (:func:`pcie_allreduce_fit`).
+
 * **expert-parallel all-to-all** (``wideep_deepep_ll_perf``, SGLang 0.5.12's DeepEP
   low-latency kernels, one node of 8 GPUs, DeepSeek-V3's hidden 7,168 and top-8 of 256):
   the per-operation latency at one token (mean of dispatch and combine) and the share of
@@ -74,6 +88,19 @@ SYSTEMS = {
     "b200_sxm": ("b200", 8.0, "nvlink5", 900.0),
     "gb200": ("gb200-per-gpu", 8.0, "nvlink5", 900.0),
 }
+#: Systems read for the FP8-against-BF16 GEMM ratio only (aiconfigurator system ->
+#: catalog GPU id).
+GEMM_ONLY_SYSTEMS = {"l40s": "l40s"}
+#: The NCCL table read for all-reduce over PCIe (system, NCCL version).
+PCIE_NCCL = ("l40s", "2.27.3")
+#: Message sizes (bytes) over which the PCIe all-reduce's bus bandwidth is read.
+PCIE_BUS_BYTES = (2**20, 2**26)
+#: Token counts (m) and weight dimensions (N, K) over which FP8 GEMMs are compared with
+#: BF16 ones (:func:`fp8_gemm_vs_bf16`): compute-bound GEMMs of LLM layer shards.
+FP8_COMPARE_TOKENS = (1024, 8192)
+FP8_COMPARE_SHAPES = (4096, 16384)
+#: FP8 dense peak over BF16 dense peak (Hopper, Ada, Blackwell datasheets).
+FP8_PEAK_OVER_BF16 = 2.0
 #: The DeepEP low-latency table read (the only collected version).
 DEEPEP_VERSION = "0.5.12"
 EP_RANKS = 8
@@ -148,6 +175,57 @@ def expert_read_vs_dense(
         s_moe = touched * ONE_EXPERT_BYTES_PER_GPU / (read_us * peak_tb_per_s * 1e6)
         ratios.append(s_moe / statistics.median(dense[n]))
     return round(statistics.median(ratios), 2)
+
+
+def fp8_gemm_vs_bf16(rows: Iterable[dict[str, Any]]) -> float | None:
+    """Median over GEMM shapes (m in :data:`FP8_COMPARE_TOKENS`, N and K in
+    :data:`FP8_COMPARE_SHAPES`, both dtypes measured) of ``(t_bf16 / t_fp8) /
+    FP8_PEAK_OVER_BF16`` (dimensionless): the share of its dense peak an FP8 GEMM reaches
+    over the share a BF16 GEMM of the same shape reaches. Rows of one shape and dtype are
+    averaged (the median latency); None without a shape measured in both dtypes."""
+    m_lo, m_hi = FP8_COMPARE_TOKENS
+    lo, hi = FP8_COMPARE_SHAPES
+    lat: dict[tuple[int, int, int], dict[str, list[float]]] = {}
+    for r in rows:
+        dt = r.get("gemm_dtype")
+        if dt not in ("fp8", "bfloat16"):
+            continue
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        if m_lo <= m <= m_hi and lo <= n <= hi and lo <= k <= hi:
+            lat.setdefault((m, n, k), {}).setdefault(dt, []).append(float(r["latency"]))
+    ratios = [
+        statistics.median(d["bfloat16"]) / statistics.median(d["fp8"]) / FP8_PEAK_OVER_BF16
+        for d in lat.values()
+        if "fp8" in d and "bfloat16" in d
+    ]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
+def pcie_allreduce_fit(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per GPU count (keys "2", "4", "8"): ``latency_us``, the median latency (us) of fp16
+    all-reduces of at most :data:`SMALL_MESSAGE_ELEMENTS` elements, and ``bus_gb_per_s``,
+    the median of ``2 (tp-1)/tp x bytes / latency`` (GB/s) over those of
+    :data:`PCIE_BUS_BYTES` (the database's latencies in ms, sizes in elements)."""
+    small: dict[int, list[float]] = {}
+    bus: dict[int, list[float]] = {}
+    lo, hi = PCIE_BUS_BYTES
+    for r in rows:
+        if r.get("op_name") != "all_reduce" or r.get("nccl_dtype") != "half":
+            continue
+        tp, elements, ms = int(r["num_gpus"]), int(r["message_size"]), float(r["latency"])
+        if elements <= SMALL_MESSAGE_ELEMENTS:
+            small.setdefault(tp, []).append(ms * 1e3)
+        nbytes = 2 * elements
+        if lo <= nbytes <= hi:
+            bus.setdefault(tp, []).append(2 * (tp - 1) / tp * nbytes / (ms * 1e-3) / 1e9)
+    return {
+        str(tp): {
+            "latency_us": round(statistics.median(small[tp]), 2),
+            "bus_gb_per_s": round(statistics.median(bus[tp]), 2),
+        }
+        for tp in sorted(small)
+        if tp in bus
+    }
 
 
 def allreduce_floors(rows: Iterable[dict[str, Any]], eager: bool = False) -> dict[str, float]:
@@ -229,6 +307,11 @@ def _parquet(repo: Path, path: str) -> list[dict[str, Any]] | None:
     return rows
 
 
+def _fp8_ratio(repo: Path, system: str, engine: str, version: str) -> float | None:
+    gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
+    return fp8_gemm_vs_bf16(gemm) if gemm else None
+
+
 def _commit(repo: Path) -> str:
     out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True)
     return out.stdout.decode().strip()
@@ -265,6 +348,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
                 if gemm and (ratio := expert_read_vs_dense(moe, gemm, peak, floor_us)) is not None:
                     e["moe_expert_read_vs_dense"] = ratio
+            if (ratio := _fp8_ratio(repo, system, engine, version)) is not None:
+                e["fp8_gemm_vs_bf16"] = ratio
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
             )
@@ -272,6 +357,17 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["mla_layer_floor_us"] = floor
             entry["engines"][engine] = e
         gpus[gpu] = entry
+    gemm_only: dict[str, Any] = {}
+    for system, gpu in GEMM_ONLY_SYSTEMS.items():
+        engines = {
+            engine: {"version": version, "fp8_gemm_vs_bf16": ratio}
+            for engine, version in ENGINE_VERSIONS.items()
+            if (ratio := _fp8_ratio(repo, system, engine, version)) is not None
+        }
+        gemm_only[gpu] = {"system": system, "engines": engines}
+    system, version = PCIE_NCCL
+    nccl = _parquet(repo, f"{DATA}/{system}/comm/nccl/{version}/nccl_perf.parquet")
+    pcie = {"system": system, "nccl_version": version, "by_tp": pcie_allreduce_fit(nccl or [])}
     return {
         "description": (
             "Kernel floors read from aiconfigurator's per-operation silicon database "
@@ -285,14 +381,22 @@ def extract(repo: Path) -> dict[str, Any]:
             "tokens (moe_expert_read_vs_dense, the median ratio), the MLA decode attention "
             "kernel at batch 1 and a one-token context (mla_layer_floor_us, 16 heads per GPU, "
             "fp8 KV), "
+            "FP8 GEMMs' share of the FP8 peak over BF16 GEMMs' share of the BF16 peak at "
+            "1,024-8,192 tokens (fp8_gemm_vs_bf16, the median over 4,096-16,384 square-ish "
+            "weight shapes; also for L40S, under fp8_gemm_only), "
+            "NCCL's all-reduce over PCIe on an 8 x L40S server (pcie_allreduce: per GPU "
+            "count, the small-message latency and the bus bandwidth at 1-64 MB), "
             "and DeepEP's low-latency all-to-all (per-operation latency at one token, "
             "bandwidth share at 1,024 tokens). "
             "Kernel benchmarks, not serving runs: the cost model's collective latency, "
-            "MoE layer floor, expert-read efficiency and MLA layer floor come from here "
+            "MoE layer floor, expert-read efficiency, MLA layer floor and FP8 GEMM "
+            "efficiency come from here "
             "(catalog/data/links, catalog/data/gpus)."
         ),
         "source": f"https://github.com/ai-dynamo/aiconfigurator/tree/{_commit(repo)}/{DATA}",
         "gpus": gpus,
+        "fp8_gemm_only": gemm_only,
+        "pcie_allreduce": pcie,
     }
 
 

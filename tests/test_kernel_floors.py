@@ -361,3 +361,164 @@ def test_an_mla_step_pays_every_layers_floor_and_a_gqa_step_none():
     dense = rl.build_replica(CAT, "llama-3.1-70b", "h200-sxm-141gb", tp=4, dtype="fp8")
     assert dense.coefficients.attention_floor_ms == 0.0
     assert dense.coefficients.overhead_ms == dense.step_overhead_ms
+
+
+# FP8 GEMM efficiency (planner.kernels.fp8_gemm_efficiency) ----------------------------
+
+
+def test_catalog_fp8_gemm_efficiency_is_the_extracted_one():
+    seen = 0
+    for gpu, entry in {**EXTRACTED["gpus"], **EXTRACTED["fp8_gemm_only"]}.items():
+        want = {
+            engine: figures["fp8_gemm_vs_bf16"]
+            for engine, figures in entry["engines"].items()
+            if "fp8_gemm_vs_bf16" in figures
+        }
+        got = CAT.gpus[gpu].fp8_gemm
+        assert got is not None, gpu
+        assert got.by_engine == want, gpu
+        assert "aiconfigurator" in got.source
+        seen += 1
+    assert seen == 5  # H100, H200, B200, GB200 and L40S (read for this ratio only)
+
+
+def test_an_unmeasured_gpu_never_gets_more_efficient_fp8_gemms():
+    measured: dict[str, dict[str, list[float]]] = {}
+    for g in CAT.gpus.values():
+        if g.fp8_gemm is not None:
+            for engine, v in g.fp8_gemm.by_engine.items():
+                measured.setdefault(g.arch, {}).setdefault(engine, []).append(v)
+    # per architecture and engine: the least measured value of that architecture
+    assert {
+        arch: {e: min(v) for e, v in by.items()} for arch, by in measured.items()
+    } == kernels.FP8_GEMM_EFFICIENCY_BY_ARCH
+    everything = [v for by in measured.values() for vs in by.values() for v in vs]
+    assert min(everything) == kernels.FP8_GEMM_EFFICIENCY_ASSUMED
+    for gpu in CAT.gpus.values():
+        if gpu.fp8_gemm is not None or gpu.fp8_dense_tflops is None:
+            continue
+        for engine in ("vllm", "sglang", "trtllm", "atom", None):
+            eff = kernels.fp8_gemm_efficiency(gpu, engine)
+            same_arch = measured.get(gpu.arch)
+            if same_arch is None:
+                floor = gpu.bf16_dense_tflops / gpu.fp8_dense_tflops
+                assert eff == max(kernels.FP8_GEMM_EFFICIENCY_ASSUMED, floor), gpu.id
+            else:
+                pool = same_arch.get(engine) or [v for vs in same_arch.values() for v in vs]
+                assert eff == min(pool), (gpu.id, engine)
+    # H100 NVL (the same die as H100 SXM) takes Hopper's least per engine; MI300X the
+    # least anywhere; Gaudi 3, whose FP8 peak is its BF16 peak, is not priced below BF16
+    assert kernels.fp8_gemm_efficiency(CAT.gpus["h100-nvl-94gb"], "trtllm") == 0.741
+    assert kernels.fp8_gemm_efficiency(CAT.gpus["mi300x"], "vllm") == 0.603
+    assert kernels.fp8_gemm_efficiency(CAT.gpus["gaudi3"], "vllm") == 1.0
+
+
+def test_fp8_gemm_efficiency_per_engine_and_fallbacks():
+    h100 = CAT.gpus["h100-sxm5-80gb"]
+    assert kernels.fp8_gemm_efficiency(h100, "trtllm") == 0.741
+    assert kernels.fp8_gemm_efficiency(h100, "sglang") == 0.688
+    # an engine the database does not measure takes the GPU's least measured value
+    assert kernels.fp8_gemm_efficiency(h100, "atom") == 0.603
+    assert kernels.fp8_gemm_efficiency(h100, None) == 0.603
+    # only FP8 carries it; BF16 GEMMs and all weight reads are not derated
+    assert kernels.weight_dtype_derates(h100, "fp8", "trtllm") == (0.741, 1.0)
+    assert kernels.weight_dtype_derates(h100, "bf16", "trtllm") == (1.0, 1.0)
+
+
+def test_fp8_gemms_are_priced_at_the_measured_share_of_the_fp8_peak():
+    """Worked: Llama-3.1-8B FP8 at tp 1 on H100 with TensorRT-LLM and MFU 0.5: F_gemm =
+    1,978.9e12 x 0.5 x 0.741 = 733.2e12 FLOP/s (733.2e9 per ms), 1.48x BF16's 494.7e12,
+    not 2x; the weight-read bandwidth is BF16's, 3.35e12 x 0.7 = 2.345e12 B/s."""
+    kw = {"engine": "trtllm", "mfu": 0.5, "mbu": 0.7}
+    fp8 = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", dtype="fp8", **kw)
+    bf16 = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", dtype="bf16", **kw)
+    c8, c16 = coefficients_of(fp8), coefficients_of(bf16)
+    assert c8.f_gemm_per_ms == pytest.approx(1978.9e12 * 0.5 * 0.741 / 1e3)
+    assert rl.effective_flops(fp8) == pytest.approx(1978.9e12 * 0.5 * 0.741)
+    assert c8.f_gemm_per_ms / c16.f_gemm_per_ms == pytest.approx(2.0 * 0.741, rel=1e-3)
+    assert c8.w_weights_per_ms == pytest.approx(c16.w_weights_per_ms)
+    assert c8.w_weights_per_ms == pytest.approx(3.35e12 * 0.7 / 1e3)
+
+
+def test_fp8_gemm_vs_bf16_arithmetic():
+    def row(dtype: str, m: int, n: int, k: int, ms: float) -> dict:
+        return {"gemm_dtype": dtype, "m": m, "n": n, "k": k, "latency": ms}
+
+    rows = [
+        # in range: ratios (1.0 / 0.7) / 2 = 0.714, (2.0 / 1.25) / 2 = 0.8, (1 / 0.5) / 2 = 1
+        row("bfloat16", 2048, 8192, 8192, 1.0),
+        row("fp8", 2048, 8192, 8192, 0.7),
+        row("bfloat16", 4096, 4096, 16384, 2.0),
+        row("fp8", 4096, 4096, 16384, 1.3),
+        row("fp8", 4096, 4096, 16384, 1.2),  # two fp8 rows of one shape: their median 1.25
+        row("bfloat16", 8192, 16384, 4096, 1.0),
+        row("fp8", 8192, 16384, 4096, 0.5),
+        # out of range (m < 1,024; n > 16,384) or one dtype only: ignored
+        row("bfloat16", 512, 8192, 8192, 1.0),
+        row("fp8", 512, 8192, 8192, 5.0),
+        row("bfloat16", 2048, 32768, 8192, 1.0),
+        row("fp8", 2048, 32768, 8192, 5.0),
+        row("bfloat16", 1024, 8192, 8192, 1.0),
+        row("fp8_block", 1024, 8192, 8192, 9.0),
+    ]
+    assert extract.fp8_gemm_vs_bf16(rows) == 0.8
+    assert extract.fp8_gemm_vs_bf16(rows[:2]) == 0.714
+    assert extract.fp8_gemm_vs_bf16(rows[7:]) is None
+
+
+# All-reduce over PCIe (planner.collectives.pcie_allreduce_alpha_beta) -------------------
+
+
+def test_pcie_allreduce_is_the_extracted_nccl_measurement():
+    by_tp = {int(tp): v for tp, v in EXTRACTED["pcie_allreduce"]["by_tp"].items()}
+    assert EXTRACTED["pcie_allreduce"]["system"] == "l40s"
+    assert set(by_tp) == set(kernels.PCIE_ALLREDUCE_MEASURED) == {2, 4, 8}
+    two = by_tp[2]["bus_gb_per_s"]
+    for tp, (latency_us, bus) in kernels.PCIE_ALLREDUCE_MEASURED.items():
+        assert latency_us == by_tp[tp]["latency_us"]  # measured at every tp
+        # tp 2's measured bus bandwidth up to tp 4, half of it at tp 8 (assumed)
+        assert bus == (two if tp <= 4 else round(two / 2, 2))
+        # never faster than the link's nominal per-direction bandwidth
+        assert bus <= CAT.links["pcie-gen4-x16"].bandwidth_gb_per_s
+
+
+def test_pcie_allreduce_worked_example_and_fallbacks():
+    """Llama-70B's decode all-reduce of 64 tokens (64 x 8,192 x 2 = 1,048,576 bytes) on
+    PCIe: tp 4: 12.41 us + 1.5 x 1,048,576 B / 19.56 GB/s = 0.0928 ms; tp 8: 24.53 us +
+    1.75 x 1,048,576 / 9.78e9 s = 0.2122 ms; tp 2: 7 us + 1,048,576 / 19.56e9 s = 0.0606
+    ms."""
+    pcie = CAT.links["pcie-gen4-x16"]
+    m = 64 * 8192 * 2
+    assert kernels.allreduce_ms(pcie, 4, m) == pytest.approx(12.41e-3 + 1.5 * m / 19.56e9 * 1e3)
+    assert kernels.allreduce_ms(pcie, 4, m) == pytest.approx(0.0928, abs=1e-4)
+    assert kernels.allreduce_ms(pcie, 8, m) == pytest.approx(0.2122, abs=1e-4)
+    assert kernels.allreduce_ms(pcie, 2, m) == pytest.approx(0.0606, abs=1e-4)
+    assert kernels.allreduce_ms(pcie, 1, m) == 0.0
+    # a tp between measured counts takes the next larger count's figures; past 8, 8's
+    assert kernels.pcie_allreduce_alpha_beta(pcie, 3) == (12.41, 19.56)
+    assert kernels.pcie_allreduce_alpha_beta(pcie, 16) == (24.53, 9.78)
+    # Gen5 hosts are not measured: the same server figures
+    gen5 = CAT.links["pcie-gen5-x16"]
+    assert kernels.pcie_allreduce_alpha_beta(gen5, 8) == (24.53, 9.78)
+    # the model before: a ring at the link's nominal 32 GB/s and 5 us per hop
+    old_ring = 2 * 7 * 5e-3 + 1.75 * m / 32e9 * 1e3
+    assert kernels.allreduce_ms(pcie, 8, m) > 1.6 * old_ring  # 0.212 vs 0.127 ms
+    # NVLink is untouched: the one-/two-shot alpha-beta minimum
+    nv = CAT.links["nvlink4"]
+    assert kernels.allreduce_ms(nv, 8, m) < kernels.allreduce_ms(pcie, 2, m)
+
+
+def test_tp_over_pcie_scales_worse_than_over_nvlink():
+    """Per-GPU decode throughput of Llama-2-70B FP8 on L40S falls from tp 4 to tp 8 (the
+    all-reduces cross the host), as NVIDIA's DLI course runs measured (1,516 tok/s at tp 4
+    vs 1,409 at tp 8 over all GPUs, 128/128: 0.46x per GPU); over NVLink on H100 it
+    holds up better."""
+
+    def per_gpu(gpu: str, tp: int) -> float:
+        r = rl.build_replica(CAT, "llama-2-70b", gpu, tp=tp, dtype="fp8", engine="trtllm")
+        return 256 / rl.decode_step_ms(r, 256, 1024) / tp
+
+    l40s = per_gpu("l40s", 8) / per_gpu("l40s", 4)
+    h100 = per_gpu("h100-sxm5-80gb", 8) / per_gpu("h100-sxm5-80gb", 4)
+    assert l40s < 0.6
+    assert h100 > l40s + 0.1

@@ -745,8 +745,11 @@ def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
 def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data():
     """MEASURED_AGG_TTFT_EXTRA_MS is the least excess of InferenceMAX's aggregated runs at
     1-8 users over the shipped model's TTFT, rounded down (within 10% of it), and NIM's
-    runs are within 70 ms either way; the caveat says whether that much more still meets
-    the SLO."""
+    runs (70B FP8 at tp 2 on H100, 5,000-token prompts) are never more than 70 ms above
+    the model and at most 200 ms below it (the model's FP8 prefill GEMMs run at the
+    database's median-shape efficiency, 0.741 with TensorRT-LLM, where NIM's 70B prefill
+    reaches about 0.9 of the BF16-relative MFU: pessimistic, by 165 ms at one user); the
+    caveat says whether that much more still meets the SLO."""
     from catalog.loader import load_catalog
     from planner import calibration as cb
     from planner import fidelity as fd
@@ -760,7 +763,7 @@ def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data
     nim = [x.excess_ms for x in got if x.source == "docs.nvidia.com"]
     assert len(imax) >= 20 and len(nim) >= 2
     assert 0.9 * min(imax) <= MEASURED_AGG_TTFT_EXTRA_MS <= min(imax)
-    assert all(abs(x) <= 70 for x in nim)
+    assert all(-200 <= x <= 70 for x in nim)
     assert all(x.users <= 8 for x in got)
     tight = {"name": "rag", "mode": "aggregated", "ttft_ms": 700.0, "slo": {"ttft_ms": 800}}
     roomy = {**tight, "ttft_ms": 800 - MEASURED_AGG_TTFT_EXTRA_MS}

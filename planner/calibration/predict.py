@@ -36,10 +36,11 @@ def _kv_dtype(m: Measurement) -> Dtype:
 def measurement_engine(m: Measurement) -> str:
     """The engine profile a measurement ran on (:mod:`planner.engines`): its ``engine``
     field's name (``vllm``, ``sglang``, ``trtllm`` and aliases; a version or a framework
-    string containing one of them counts), else the default engine."""
+    string containing one of them counts; NVIDIA NIM's optimized profiles run
+    TensorRT-LLM), else the default engine."""
     name = (m.engine or "").lower()
     for key, aliases in (
-        ("trtllm", ("trtllm", "tensorrt", "trt-llm")),
+        ("trtllm", ("trtllm", "tensorrt", "trt-llm", "nim")),
         ("sglang", ("sglang",)),
         ("vllm", ("vllm",)),
     ):

@@ -12,14 +12,15 @@ from planner.roofline.replica import Replica, replica_weight_bytes
 
 def effective_flops(replica: Replica) -> float:
     """Effective FLOP/s of the replica's weight GEMMs: ``F_eff = tp x peak_tflops(dtype) x
-    1e12 x MFU x d``, ``d`` the dtype's GEMM derate (1 except for unmeasured FP4 weights,
+    1e12 x MFU x d``, ``d`` the dtype's GEMM derate on the replica's engine (FP8: the
+    measured FP8 GEMM efficiency; unmeasured FP4: assumed; else 1;
     :func:`planner.kernels.weight_dtype_derates`).
 
     H100 bf16 at MFU 0.5: 989.4e12 x 0.5 = 494.7e12 FLOP/s.
     """
     peak = replica.gpu.peak_tflops(replica.weight_dtype)
     assert peak is not None  # checked when the replica was built
-    derate = kn.weight_dtype_derates(replica.gpu, replica.weight_dtype)[0]
+    derate = kn.weight_dtype_derates(replica.gpu, replica.weight_dtype, replica.engine)[0]
     return replica.tp * peak * 1e12 * replica.prefill_mfu * derate
 
 
