@@ -37,6 +37,7 @@ PCIE_ALLREDUCE_MEASURED: dict[int, tuple[float, float]] = {
     4: (12.41, 19.56),
     8: (24.53, 9.78),
 }
+_PCIE_MEASURED_TPS = sorted(PCIE_ALLREDUCE_MEASURED)
 
 
 def pcie_allreduce_alpha_beta(link: Link, tp: int) -> tuple[float, float]:
@@ -44,8 +45,7 @@ def pcie_allreduce_alpha_beta(link: Link, tp: int) -> tuple[float, float]:
     PCIe link ``link``: :data:`PCIE_ALLREDUCE_MEASURED` at ``tp`` (a tp between measured
     counts takes the next larger one's, past 8 the 8's), the bandwidth never above the
     link's own (the measured latency replaces the link's assumed one)."""
-    known = sorted(PCIE_ALLREDUCE_MEASURED)
-    at = next((t for t in known if t >= tp), known[-1])
+    at = next((t for t in _PCIE_MEASURED_TPS if t >= tp), _PCIE_MEASURED_TPS[-1])
     t0_us, bus = PCIE_ALLREDUCE_MEASURED[at]
     return t0_us, min(bus, link.bandwidth_gb_per_s)
 

@@ -9,6 +9,8 @@ measurement, so an unmeasured GPU never looks better than a measured one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from catalog.schema import Gpu
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
@@ -77,21 +79,21 @@ def fp8_gemm_efficiency(gpu: Gpu, engine: str | None) -> float:
     TensorRT-LLM 0.9.0's batch-1 runs on H100 (NVIDIA DLI course data) show them: Llama-2-7B
     steps take 7.01 ms in BF16 and 4.33 ms in FP8, which one MBU (0.75) and one 1.65 ms step
     overhead reproduce for both."""
-    measured = gpu.fp8_gemm
-    if measured is not None:
-        if engine is not None and engine in measured.by_engine:
-            return measured.by_engine[engine]
-        return min(measured.by_engine.values())
-    by_engine = FP8_GEMM_EFFICIENCY_BY_ARCH.get(gpu.arch)
-    if by_engine is None:
-        assumed = FP8_GEMM_EFFICIENCY_ASSUMED
-    elif engine is not None and engine in by_engine:
-        assumed = by_engine[engine]
-    else:
-        assumed = min(by_engine.values())
+    if gpu.fp8_gemm is not None:
+        return _for_engine(gpu.fp8_gemm.by_engine, engine)
+    by_arch = FP8_GEMM_EFFICIENCY_BY_ARCH.get(gpu.arch)
+    assumed = FP8_GEMM_EFFICIENCY_ASSUMED if by_arch is None else _for_engine(by_arch, engine)
     if gpu.fp8_dense_tflops:
         assumed = max(assumed, gpu.bf16_dense_tflops / gpu.fp8_dense_tflops)
     return min(assumed, 1.0)
+
+
+def _for_engine(by_engine: Mapping[str, float], engine: str | None) -> float:
+    """``engine``'s value in ``by_engine``, else the least listed (an unlisted engine is
+    never priced better than a listed one)."""
+    if engine is not None and engine in by_engine:
+        return by_engine[engine]
+    return min(by_engine.values())
 
 
 def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:

@@ -361,16 +361,15 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
             "kv_dtype": "fp8",
             "gpus": {
                 g: {
-                    "gemm_derate": round(
-                        kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)[0], 3
-                    ),
-                    "weight_read_derate": kn.weight_dtype_derates(
-                        c.replica.gpu, Dtype.FP4, c.replica.engine
-                    )[1],
+                    "gemm_derate": round(gemm, 3),
+                    "weight_read_derate": read,
                     "provenance": c.provenance,
                     "sigma_log": c.sigma_log,
                 }
                 for g, c in sorted(by_gpu.items())
+                for gemm, read in [
+                    kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)
+                ]
             },
             "note": "FP4 efficiency is measured only on B200 serving DeepSeek-V3 (in its level): "
             "GEMMs at the FP4 peak x the GPU's MFU x "

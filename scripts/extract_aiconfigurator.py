@@ -307,9 +307,9 @@ def _parquet(repo: Path, path: str) -> list[dict[str, Any]] | None:
     return rows
 
 
-def _fp8_ratio(repo: Path, system: str, engine: str, version: str) -> float | None:
-    gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
-    return fp8_gemm_vs_bf16(gemm) if gemm else None
+def _gemm(repo: Path, system: str, engine: str, version: str) -> list[dict[str, Any]]:
+    """The system's GEMM table for one engine version (empty when not collected)."""
+    return _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet") or []
 
 
 def _commit(repo: Path) -> str:
@@ -341,14 +341,14 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["allreduce_small_us"] = allreduce_floors(ar)
                 if eager := allreduce_floors(ar, eager=True):
                     e["allreduce_small_eager_us"] = eager
+            gemm = _gemm(repo, system, engine, version)
             moe = _parquet(repo, f"{DATA}/{system}/moe/{engine}/{version}/moe_perf.parquet")
             if moe and (one := moe_one_token_us(moe)) is not None:
                 e["moe_layer_one_token_us"] = one
                 e["moe_layer_floor_us"] = floor_us = moe_floor_us(one, peak)
-                gemm = _parquet(repo, f"{DATA}/{system}/gemm/{engine}/{version}/gemm_perf.parquet")
                 if gemm and (ratio := expert_read_vs_dense(moe, gemm, peak, floor_us)) is not None:
                     e["moe_expert_read_vs_dense"] = ratio
-            if (ratio := _fp8_ratio(repo, system, engine, version)) is not None:
+            if (ratio := fp8_gemm_vs_bf16(gemm)) is not None:
                 e["fp8_gemm_vs_bf16"] = ratio
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
@@ -362,7 +362,7 @@ def extract(repo: Path) -> dict[str, Any]:
         engines = {
             engine: {"version": version, "fp8_gemm_vs_bf16": ratio}
             for engine, version in ENGINE_VERSIONS.items()
-            if (ratio := _fp8_ratio(repo, system, engine, version)) is not None
+            if (ratio := fp8_gemm_vs_bf16(_gemm(repo, system, engine, version))) is not None
         }
         gemm_only[gpu] = {"system": system, "engines": engines}
     system, version = PCIE_NCCL
