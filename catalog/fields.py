@@ -99,3 +99,16 @@ class Frozen(BaseModel):
     """Base of every catalog entry: immutable, unknown fields refused."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReportedMemory(Frozen):
+    """A GPU's device memory as its driver reports it (``nvidia-smi``'s total, MiB).
+
+    Vendors round device memory in their names: an "80GB" H100 reports 81,559 MiB
+    (85.5e9 bytes), a "141GB" H200 143,771 MiB (150.8e9 bytes); serving engines take
+    their memory share of what the driver reports. ``mib`` is that total (measured, on
+    the GPU itself), ``source`` where it was read.
+    """
+
+    mib: PosFloat = Field(le=MAX_MEMORY_GB * 1.1 * 1e9 / 2**20)
+    source: Text = Field(min_length=1)

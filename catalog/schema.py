@@ -45,6 +45,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     NonNegFloat,
     ParamsB,
     PosFloat,
+    ReportedMemory,
     SloMs,
     Sources,
     Text,
@@ -377,6 +378,11 @@ class Gpu(Frozen):
         "nvfp4 and mxfp4); required when fp4_dense_tflops is set, empty otherwise.",
     )
     memory_gb: PosFloat = Field(le=MAX_MEMORY_GB)
+    reported_memory: ReportedMemory | None = Field(
+        default=None,
+        description="Device memory as the driver reports it (MiB, with its source); None: "
+        "memory_gb read as decimal GB (the nominal figure, never more than a device has).",
+    )
     memory_type: Name
     mem_bw_tbps: PosFloat = Field(le=MAX_MEM_BW_TBPS)
     scale_up_link: Id | None = Field(
@@ -409,6 +415,18 @@ class Gpu(Frozen):
         default_factory=list,
         description="Fields whose values are estimates or conflicting.",
     )
+
+    @model_validator(mode="after")
+    def _reported_memory(self) -> Gpu:
+        if self.reported_memory is not None:
+            ratio = self.reported_memory.mib * 2**20 / (self.memory_gb * 1e9)
+            if not 0.85 <= ratio <= 1.10:
+                raise ValueError(
+                    f"reported_memory.mib: {self.reported_memory.mib:g} MiB is "
+                    f"{ratio:.2f} x memory_gb ({self.memory_gb:g} GB); a driver reports "
+                    "0.85-1.10 of the nominal size (e.g. 81,559 MiB for an 80 GB H100)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _fp4_formats(self) -> Gpu:

@@ -38,7 +38,11 @@ mean number of sequences in decode [sequences]:
   step when it arrives while the engine is busy:
   TTFT = ``min(1, n) x t / 2 + W_q + S_p`` [ms];
 * resident sequences holding KV cache: ``n = B + X x S_p`` must fit
-  ``max_resident_batch(P + G/2)`` (:func:`planner.roofline.max_resident_batch`);
+  ``max_resident_batch(K)`` (:func:`planner.roofline.max_resident_batch`), ``K`` the
+  context each sequence takes against the engine's admission limit
+  (:func:`planner.engines.kv_admission_context_tokens`): ``P + G/2`` on vLLM and SGLang,
+  which grow sequences into the cache, ``P + G`` on TensorRT-LLM, whose default
+  scheduler reserves the whole output at admission;
   the prefill share of the budget ``rho = c / T_avail`` must stay below 1.
 
 Throughput, TPOT and TTFT all grow with ``B``, so every question is a 1-D
@@ -58,8 +62,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from planner import architecture as arch
+from planner import engines, queueing
 from planner import kernels as kn
-from planner import queueing
 from planner import roofline as rl
 from planner.errors import PlanningError
 
@@ -149,7 +153,7 @@ class StepModel:
     decode_flops_per_seq: float  # FLOPs of one decode token at context P + G/2
     prefill_flops_per_token: float  # mean prefill FLOPs per prompt token
     prefill_attn_flops_per_token: float  # of which attention
-    max_resident: int
+    max_resident: int  # sequences the engine admits: KV at kv_admission_context_tokens
 
     @classmethod
     def of(cls, replica: rl.Replica, prompt_tokens: float, output_tokens: float) -> StepModel:
@@ -166,7 +170,9 @@ class StepModel:
             + c.decode_attn_per_ctx * c.context_weight(context),
             prefill_flops_per_token=arch.weight_flops_per_token(model) + attn,
             prefill_attn_flops_per_token=attn,
-            max_resident=rl.max_resident_batch(replica, context),
+            max_resident=rl.max_resident_batch(
+                replica, admission_context_tokens(replica, prompt_tokens, output_tokens)
+            ),
         )
 
     @property
@@ -395,13 +401,25 @@ def _check_shape(
             f"{prompt_tokens:,} + {output_tokens:,} tokens exceed {model.id}'s context window "
             f"({model.max_context_tokens:,})",
         )
-    context = prompt_tokens + output_tokens / 2.0
+    context = admission_context_tokens(replica, prompt_tokens, output_tokens)
     if rl.max_resident_batch(replica, context) < 1:
+        held = "reserved at admission by" if context == prompt_tokens + output_tokens else "on"
         raise PlanningError.for_field(
             "prompt_tokens",
-            f"one sequence of {context:,.0f} tokens needs more KV memory than the "
-            f"{rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after the weights",
+            f"one sequence of {context:,.0f} tokens ({held} {replica.engine}) needs more KV "
+            f"memory than the {rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after the "
+            "weights",
         )
+
+
+def admission_context_tokens(
+    replica: rl.Replica, prompt_tokens: float, output_tokens: float
+) -> float:
+    """The context (tokens) one sequence of the shape takes against ``replica``'s
+    engine's KV admission limit (:func:`planner.engines.kv_admission_context_tokens`:
+    ``P + G`` on TensorRT-LLM, ``P + G/2`` on vLLM and SGLang)."""
+    profile = engines.engine_profile(replica.engine)
+    return engines.kv_admission_context_tokens(profile, prompt_tokens, output_tokens)
 
 
 # --------------------------------------------------------------------------- the analysis

@@ -10,7 +10,7 @@ JSON; ``POST /analyses/capacity`` serves the same model. Errors are
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,10 +19,15 @@ from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
 from planner.capacity import DEFAULT_TOKEN_BUDGET, CapacityResult, replica_capacity
+from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.request import MAX_RATE_RPS, CatalogRef
 
 if TYPE_CHECKING:
     from planner.calibration import Calibration
+
+#: Engines an analysis can price (planner.engines.ENGINES); the default is the plans' engine.
+EngineName = Literal["vllm", "sglang", "trtllm"]
+assert DEFAULT_ENGINE == "vllm" and set(get_args(EngineName)) == set(ENGINES)
 
 Frac = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
 
@@ -51,6 +56,12 @@ class CapacityRequest(BaseModel):
     request_rate_rps: (
         Annotated[float, Field(strict=True, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] | None
     ) = Field(default=None, description="Open-loop arrival rate.")
+    engine: EngineName = Field(
+        default="vllm",
+        description="The serving engine (planner/engines.py): its memory share, attention "
+        "precision and KV admission (trtllm reserves each request's whole output at "
+        "admission, GUARANTEED_NO_EVICT); vllm, as plans launch, by default.",
+    )
     token_budget: Annotated[int, Field(strict=True, ge=2, le=1_048_576)] = DEFAULT_TOKEN_BUDGET
     max_batch: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] | None = Field(
         default=None, description="The engine's max_num_seqs (default: no cap but the KV cache)."
@@ -143,6 +154,7 @@ def capacity_analysis(
         mbu=req.mbu,
         step_overhead_ms=req.step_overhead_ms,
         overlap_factor=req.overlap_factor,
+        engine=req.engine,
     )
     result = replica_capacity(
         replica,

@@ -7,8 +7,10 @@ Three engines are modelled, by the facts that move a plan:
   cache and activations (``memory_utilization``) and the memory per GPU kept for
   activations, CUDA graphs and the sampler (``activation_reserve_gb``). Vendors run
   Llama-3.1-70B FP8 at tp 1 on an H100 80GB and BF16 at tp 2 on an A100 80GB
-  (TensorRT-LLM), so those must fit: with 0.92 and 1 GB per GPU, 70B FP8 on one
-  H100 leaves 80 x 0.92 - 1 - 70.6 = 2.0 GB of KV cache (about 12,500 fp8 tokens).
+  (TensorRT-LLM), so those must fit. Shares are of the memory the driver reports
+  (:func:`planner.roofline.gpu_memory_bytes`: an "80GB" H100 reports 81,559 MiB =
+  85.5e9 bytes): with 0.92 and 1 GB per GPU, 70B FP8 on one H100 leaves
+  85.5 x 0.92 - 1 - 70.6 = 7.1 GB of KV cache (about 43,000 fp8 tokens).
   vLLM's default ``gpu_memory_utilization`` is 0.9; deployments raise it to
   0.92-0.95 for large models, and the launch commands say which value the plan
   assumes. SGLang's ``mem_fraction_static`` covers weights and KV only (activations
@@ -24,10 +26,25 @@ Three engines are modelled, by the facts that move a plan:
   SGLang's ``chunked_prefill_size`` counts the prefill chunk alone. A pool modelled
   as "chunk T plus batch B" is launched with ``T + B`` on vLLM and ``T`` on SGLang
   (:func:`launch_token_budget`).
+* **KV admission**: vLLM admits a request when its prompt fits and lets sequences grow
+  into the cache, preempting (recomputing) the newest when it runs out, so at
+  saturation the cache holds sequences at their mean context ``P + G/2``; SGLang
+  likewise (it admits on an estimate of future tokens and retracts on overflow).
+  TensorRT-LLM's default capacity scheduler, ``GUARANTEED_NO_EVICT``, admits a request
+  only when the blocks for its prompt *and its whole maximum output* are free and
+  never evicts it, so each resident sequence holds ``P + G`` tokens of cache
+  (:func:`kv_admission_context_tokens`). For a decode-heavy shape that is nearly half
+  the sequences (128/2,048 tokens: 2,176 reserved against 1,152 held on average); where
+  the weight read dominates the step (70B FP8 on one H100) it nearly halves the
+  throughput, where attention and GEMMs grow with the batch it costs a few per cent.
 
 Sources: vLLM ``EngineArgs`` (gpu_memory_utilization, max_num_batched_tokens),
 SGLang ``ServerArgs`` (mem_fraction_static, chunked_prefill_size), TensorRT-LLM
-``KvCacheConfig.free_gpu_memory_fraction`` and ``max_num_tokens`` documentation.
+``KvCacheConfig.free_gpu_memory_fraction``, ``max_num_tokens`` and
+``SchedulerConfig.capacity_scheduler_policy`` documentation (default
+``GUARANTEED_NO_EVICT``; its performance-tuning guide: "guarantee that a started request
+is never paused"; NVIDIA Dynamo's mocker models it as "reserve prompt + max_output per
+admitted request up front; never preempt").
 The values are set from those defaults and the vendor configurations above
 (assumed, not fitted).
 """
@@ -47,7 +64,9 @@ class EngineProfile:
     ``memory_utilization``: share of GPU memory for weights + KV (+ activations);
     ``activation_reserve_gb``: GB per GPU kept for activations within that share;
     ``fp8_attention``: attention runs at the FP8 peak when the KV cache is FP8;
-    ``budget_counts_decodes``: the engine's token budget counts running decodes.
+    ``budget_counts_decodes``: the engine's token budget counts running decodes;
+    ``reserves_max_output``: admission reserves KV for the prompt and the whole maximum
+    output (TensorRT-LLM ``GUARANTEED_NO_EVICT``) instead of letting sequences grow.
     """
 
     name: str
@@ -55,12 +74,20 @@ class EngineProfile:
     activation_reserve_gb: float
     fp8_attention: bool
     budget_counts_decodes: bool
+    reserves_max_output: bool = False
 
 
 ENGINES: dict[str, EngineProfile] = {
     "vllm": EngineProfile("vllm", 0.92, 1.0, fp8_attention=False, budget_counts_decodes=True),
     "sglang": EngineProfile("sglang", 0.88, 0.0, fp8_attention=False, budget_counts_decodes=False),
-    "trtllm": EngineProfile("trtllm", 0.95, 1.0, fp8_attention=True, budget_counts_decodes=True),
+    "trtllm": EngineProfile(
+        "trtllm",
+        0.95,
+        1.0,
+        fp8_attention=True,
+        budget_counts_decodes=True,
+        reserves_max_output=True,
+    ),
 }
 
 #: The engine plans are made for unless a request says otherwise.
@@ -103,11 +130,36 @@ def launch_token_budget(profile: EngineProfile, chunk_tokens: int, max_batch: in
     return chunk_tokens + max_batch if profile.budget_counts_decodes else chunk_tokens
 
 
+def kv_admission_context_tokens(
+    profile: EngineProfile, prompt_tokens: float, output_tokens: float
+) -> float:
+    """The KV cache one resident sequence of ``prompt_tokens`` + ``output_tokens`` takes
+    against the engine's admission limit, in tokens of context.
+
+    ``P + G`` when the engine reserves the whole output at admission (TensorRT-LLM's
+    default ``GUARANTEED_NO_EVICT``), else the mean context it holds while decoding,
+    ``P + G/2`` (vLLM and SGLang grow sequences into the cache). ``G`` is the request's
+    maximum output; in a benchmark of fixed lengths it is the output length. Inputs are
+    the request's shape (tokens); the semantics are the engines' documented defaults
+    (see the module docstring), not fitted.
+
+    128 + 2,048 tokens: 2,176 on TensorRT-LLM, 1,152 on vLLM.
+    """
+    if prompt_tokens < 0 or output_tokens < 0:
+        raise PlanningError.for_field(
+            "prompt_tokens", "prompt and output lengths must be >= 0 tokens"
+        )
+    if profile.reserves_max_output:
+        return float(prompt_tokens + output_tokens)
+    return prompt_tokens + output_tokens / 2.0
+
+
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
     "EngineProfile",
     "attention_dtype",
     "engine_profile",
+    "kv_admission_context_tokens",
     "launch_token_budget",
 ]

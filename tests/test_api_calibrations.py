@@ -105,6 +105,19 @@ def test_capacity_errors_are_422_naming_the_field(client):
     assert r.status_code == 422 and r.json()["issues"][0]["field"] == "tpot_ms"
     r = client.post("/analyses/capacity", json={**CAPACITY, "calibration": "nope"})
     assert r.status_code == 422 and r.json()["issues"][0]["field"] == "calibration"
+    r = client.post("/analyses/capacity", json={**CAPACITY, "engine": "tgi"})
+    assert r.status_code == 422 and r.json()["issues"][0]["field"] == "engine"
+
+
+def test_capacity_names_its_engine(client):
+    """The engine prices the replica: TensorRT-LLM admits fewer decode-heavy requests
+    (each reserves its whole output) than vLLM, which is the default."""
+    shape = {**CAPACITY, "prompt_tokens": 128, "output_tokens": 2048, "model": "llama-3.1-70b"}
+    shape |= {"dtype": "fp8"}
+    vllm = client.post("/analyses/capacity", json=shape).json()
+    trt = client.post("/analyses/capacity", json={**shape, "engine": "trtllm"}).json()
+    assert vllm["replica"]["engine"] == "vllm" and trt["replica"]["engine"] == "trtllm"
+    assert trt["result"]["max_resident_sequences"] < vllm["result"]["max_resident_sequences"]
 
 
 def test_capacity_and_plans_use_a_stored_calibration(client):

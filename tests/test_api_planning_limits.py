@@ -93,6 +93,7 @@ def test_a_gpu_at_every_upper_bound_plans_and_every_plan_still_plans(migrated_sq
     default plan, which screens every GPU type."""
     huge = gpu_entry(
         memory_gb=schema.MAX_MEMORY_GB,
+        reported_memory=None,  # the L40S's 46,068 MiB is no reading of a 10 TB part
         mem_bw_tbps=schema.MAX_MEM_BW_TBPS,
         bf16_dense_tflops=schema.MAX_TFLOPS,
         fp8_dense_tflops=schema.MAX_TFLOPS,

@@ -56,7 +56,7 @@ def calibration_dir(tmp_path, monkeypatch) -> Path:
 
 def test_capacity_table(capsys):
     out = run(capsys, CAPACITY)
-    assert "llama-3.1-70b on 2 x h100-sxm5-80gb (fp8 weights, fp8 KV)" in out
+    assert "llama-3.1-70b on 2 x h100-sxm5-80gb (fp8 weights, fp8 KV, vllm)" in out
     assert "maximum throughput" in out
     for label in ("output tokens/s", "requests/s", "batch", "TTFT ms", "TPOT ms", "bound"):
         assert label in out
@@ -76,9 +76,22 @@ def test_capacity_with_slos(capsys):
     assert data["result"]["mode"] == "slo" and data["result"]["tpot_ms"] <= 50.0 + 1e-6
 
 
+def test_capacity_on_tensorrt_llm_reserves_each_output(capsys):
+    """``--engine trtllm``: GUARANTEED_NO_EVICT admits a 128 + 2,048-token request against
+    2,176 tokens of cache, vLLM against its mean 1,152, so TensorRT-LLM holds fewer."""
+    shape = ["--prompt-tokens", "128", "--output-tokens", "2048", "--json"]
+    vllm = json.loads(run(capsys, [*CAPACITY[:-4], *shape]))
+    trt = json.loads(run(capsys, [*CAPACITY[:-4], *shape, "--engine", "trtllm"]))
+    assert vllm["replica"]["engine"] == "vllm" and trt["replica"]["engine"] == "trtllm"
+    assert trt["result"]["max_resident_sequences"] < vllm["result"]["max_resident_sequences"]
+    text = run(capsys, [*CAPACITY, "--engine", "trtllm"])
+    assert "(fp8 weights, fp8 KV, trtllm)" in text
+
+
 @pytest.mark.parametrize(
     ("extra", "option"),
     [
+        (["--engine", "tgi"], "--engine"),
         (["--tpot-ms", "1"], "--tpot-ms"),
         (["--output-tokens", "1"], "--output-tokens"),
         (["--gpu", "nope"], "--gpu"),

@@ -184,7 +184,8 @@ def test_model_too_big_for_tp_names_tp_and_the_gb() -> None:
         rl.build_replica(CAT, BIG70.id, H100, tp=1)
     assert _issue_fields(info.value) == ["tp"]
     text = str(info.value)
-    assert "GB" in text and "73.6 GB usable" in text and "tp=2 would fit" in text
+    assert "GB" in text and "78.7 GB usable" in text and "tp=2 would fit" in text
+    assert "(85.5 GB x 0.92 per GPU)" in text  # the 81,559 MiB the driver reports
     weights_gb = arch.weight_bytes(BIG70, "bf16") / 1e9
     assert f"{weights_gb:.1f} GB weights" in text
     rl.build_replica(CAT, BIG70.id, H100, tp=2)  # fits
@@ -194,7 +195,7 @@ def test_model_too_big_for_the_whole_domain_names_pp_then_gpu() -> None:
     with pytest.raises(DoesNotFitError) as info:
         rl.build_replica(CAT, BIG405.id, H100, tp=8)
     assert _issue_fields(info.value) == ["pp"]  # stages across nodes would fit
-    assert "588.8 GB usable" in str(info.value) and "(pp=2) would fit" in str(info.value)
+    assert "629.4 GB usable" in str(info.value) and "(pp=2) would fit" in str(info.value)
     rl.build_replica(CAT, BIG405.id, H100, tp=8, pp=2)  # two stages fit
     rl.build_replica(CAT, BIG405.id, H100, tp=8, dtype="fp8")  # fp8 weights fit
     rl.build_replica(CAT, BIG405.id, H100, tp=8, check_fit=False)  # no check asked
@@ -329,10 +330,11 @@ def test_moe_decode_reads_expected_distinct_experts() -> None:
 
 
 def test_kv_capacity(llama: rl.Replica) -> None:
-    free = 80 * 0.92 - 1.0 - arch.weight_bytes(llama.model, "bf16") / 1e9
+    # an "80GB" H100 reports 81,559 MiB (85.52e9 bytes): vLLM takes 0.92 of that
+    free = 81_559 * 2**20 / 1e9 * 0.92 - 1.0 - arch.weight_bytes(llama.model, "bf16") / 1e9
     assert rl.kv_capacity_bytes(llama) == pytest.approx(free * 1e9)
-    assert rl.kv_capacity_tokens(llama) == math.floor(free * 1e9 / 524_288) == 112_768
-    assert rl.max_resident_batch(llama, 4096) == math.floor(free * 1e9 / (4096 * 524_288)) == 27
+    assert rl.kv_capacity_tokens(llama) == math.floor(free * 1e9 / 524_288) == 122_456
+    assert rl.max_resident_batch(llama, 4096) == math.floor(free * 1e9 / (4096 * 524_288)) == 29
     tight = dataclasses.replace(llama, memory_utilization=0.1)
     assert rl.kv_capacity_tokens(tight) == 0
 

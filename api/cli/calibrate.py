@@ -51,6 +51,7 @@ CAPACITY_OPTIONS = {
     "token_budget": "--token-budget",
     "max_batch": "--max-batch",
     "calibration": "--calibration",
+    "engine": "--engine",
 }
 
 
@@ -72,7 +73,8 @@ def render_capacity(a: CapacityAnalysis) -> str:
     }[x.mode.value]
     bound = x.bound.value + (f" ({x.slo_binding})" if x.slo_binding else "")
     lines = [
-        f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV), "
+        f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV, "
+        f"{r.engine}), "
         f"MFU {r.mfu:g}, MBU {r.mbu:g}, step overhead {r.step_overhead_ms:g} ms{cal}",
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
@@ -133,6 +135,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         "step_overhead_ms": args.step_overhead_ms,
         "overlap_factor": args.overlap,
         "calibration": args.calibration,
+        "engine": args.engine,
     }
     try:
         req = CapacityRequest.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -196,6 +199,12 @@ def register_capacity(asub: Any) -> None:
     cli.add_number(p, "--overlap", float, help="overlap factor 0-1 (default: GPU's)")
     p.add_argument(
         "--calibration", help="use a stored calibration's factors (fleetplan calibrations list)"
+    )
+    p.add_argument(
+        "--engine",
+        help="serving engine: vllm (default, as plans launch), sglang or trtllm (its memory "
+        "share, attention precision and KV admission: trtllm reserves each request's whole "
+        "output, GUARANTEED_NO_EVICT)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_capacity)

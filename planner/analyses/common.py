@@ -34,6 +34,7 @@ class ReplicaSummary(_Result):
     tp: int
     dtype: str
     kv_dtype: str
+    engine: str
     mfu: float
     mbu: float
     overlap_factor: float
@@ -49,6 +50,7 @@ class ReplicaSummary(_Result):
             tp=replica.tp,
             dtype=str(replica.weight_dtype),
             kv_dtype=str(replica.kv_dtype),
+            engine=replica.engine,
             mfu=replica.prefill_mfu,
             mbu=replica.decode_mbu,
             overlap_factor=replica.overlap_factor,

@@ -191,9 +191,21 @@ def draft_weight_bytes(replica: Replica) -> float:
     return replica.speculative.draft_weight_bytes if replica.speculative else 0.0
 
 
+def gpu_memory_bytes(gpu: Gpu) -> float:
+    """One GPU's device memory (bytes), the figure engines take their share of: the
+    driver's reported total when the catalog has it (``reported_memory.mib x 2^20``,
+    measured: an "80GB" H100 reports 81,559 MiB = 85.5e9 bytes), else ``memory_gb x 1e9``
+    (the nominal figure read as decimal GB, below what every measured device reports:
+    conservative for a GPU nobody has read)."""
+    if gpu.reported_memory is not None:
+        return gpu.reported_memory.mib * 2**20
+    return gpu.memory_gb * 1e9
+
+
 def usable_memory_gb(replica: Replica) -> float:
-    """Memory the engine may use (GB): ``tp x pp x memory_gb x memory_utilization``."""
-    return replica.gpus * replica.gpu.memory_gb * replica.memory_utilization
+    """Memory the engine may use (GB of 1e9 bytes):
+    ``tp x pp x gpu_memory_bytes / 1e9 x memory_utilization``."""
+    return replica.gpus * gpu_memory_bytes(replica.gpu) / 1e9 * replica.memory_utilization
 
 
 def check_memory_fit(replica: Replica) -> None:
@@ -215,14 +227,14 @@ def check_memory_fit(replica: Replica) -> None:
         f"{m.id} in {replica.weight_dtype} needs {needed:.1f} GB ({weights_gb:.1f} GB weights "
         f"+ {reserve_gb:.1f} GB activations + {needed - weights_gb - reserve_gb:.1f} GB for one "
         f"{ctx}-token KV cache) but {shape} x {g.id} offers {available:.1f} GB usable "
-        f"({g.memory_gb:g} GB x {replica.memory_utilization:g} per GPU)"
+        f"({gpu_memory_bytes(g) / 1e9:.1f} GB x {replica.memory_utilization:g} per GPU)"
     )
     larger = [
         t
         for t in (2**k for k in range(1, 11))
         if replica.tp < t <= max_tp(g)
         and needed - replica.tp * replica.activation_reserve_gb + t * replica.activation_reserve_gb
-        <= t * g.memory_gb * replica.memory_utilization
+        <= t * gpu_memory_bytes(g) / 1e9 * replica.memory_utilization
     ]
     if larger and replica.pp == 1:
         raise DoesNotFitError.for_field("tp", f"{text}; tp={larger[0]} would fit")
@@ -231,7 +243,7 @@ def check_memory_fit(replica: Replica) -> None:
         for k in PP_OPTIONS
         if k > replica.pp
         and needed + (replica.tp * k - replica.gpus) * replica.activation_reserve_gb
-        <= replica.tp * k * g.memory_gb * replica.memory_utilization
+        <= replica.tp * k * gpu_memory_bytes(g) / 1e9 * replica.memory_utilization
     ]
     if stages:
         raise DoesNotFitError.for_field(
@@ -423,7 +435,8 @@ def replica_weight_bytes(replica: Replica) -> float:
 
 def kv_capacity_bytes(replica: Replica) -> float:
     """Bytes left for the KV cache:
-    ``(G x memory_gb x memory_utilization - G x activation_reserve_gb) x 1e9 - weights``
+    ``(G x gpu_memory_bytes / 1e9 x memory_utilization - G x activation_reserve_gb) x 1e9
+    - weights``
     with ``G = tp x pp`` GPUs (bytes; 0 if negative); the weights include a speculative
     drafter's (:func:`draft_weight_bytes`)."""
     usable = usable_memory_gb(replica) - replica.gpus * replica.activation_reserve_gb
@@ -446,7 +459,7 @@ def kv_capacity_tokens(replica: Replica) -> int:
 def max_resident_batch(replica: Replica, context_tokens: float) -> int:
     """Most sequences of ``context_tokens`` that fit in the KV cache at once:
     ``floor(kv_capacity_bytes / (kv_bytes_for_sequence(context) x kv_replication(tp)))``
-    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: about 480, not thousands
+    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: 665, not thousands
     (the latent is held whole on each of the 8 ranks)."""
     if context_tokens <= 0:
         raise PlanningError.for_field("context_tokens", f"must be > 0, got {context_tokens}")

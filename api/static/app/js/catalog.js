@@ -62,7 +62,15 @@ function gpusTab(panel) {
       [
         { label: "GPU", get: (g) => gpuChip(g.id, colors) },
         { label: "Name", get: (g) => g.name },
-        { label: "Memory GB", num: true, get: (g) => num(g.memory_gb) },
+        {
+          label: "Memory GB",
+          num: true,
+          // the driver's figure is what engines take their share of (planner.roofline.gpu_memory_bytes)
+          get: (g) =>
+            g.reported_memory
+              ? `${num(g.memory_gb)} (${num((g.reported_memory.mib * 2 ** 20) / 1e9, 1)} reported)`
+              : num(g.memory_gb),
+        },
         { label: "HBM TB/s", num: true, get: (g) => num(g.mem_bw_tbps, 2) },
         { label: "BF16 / FP8 TFLOP/s", num: true, get: (g) => `${num(g.bf16_dense_tflops)} / ${num(g.fp8_dense_tflops)}` },
         { label: "$/h", num: true, get: (g) => `${usd(g.price.usd_per_hour, 2)}${g.price.estimate ? " est." : ""}` },

@@ -1,0 +1,107 @@
+"""What an engine holds in memory: the device memory the driver reports, and the KV cache
+each engine's admission reserves per request (planner.engines, planner.capacity)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from catalog.loader import load_catalog
+from catalog.schema import Gpu
+from planner import calibration as cb
+from planner import engines
+from planner import roofline as rl
+from planner.calibration.predict import base_replica
+from planner.capacity import replica_capacity
+from planner.errors import PlanningError
+
+CAT = load_catalog()
+
+
+def test_admission_context_per_engine() -> None:
+    """128 + 2,048 tokens: TensorRT-LLM reserves 2,176 tokens at admission, vLLM and SGLang
+    hold 1,152 on average (they grow sequences into the cache)."""
+    trt, vllm, sglang = (engines.engine_profile(n) for n in ("trtllm", "vllm", "sglang"))
+    assert trt.reserves_max_output and not vllm.reserves_max_output
+    assert not sglang.reserves_max_output
+    assert engines.kv_admission_context_tokens(trt, 128, 2048) == 2176
+    assert engines.kv_admission_context_tokens(vllm, 128, 2048) == 1152
+    assert engines.kv_admission_context_tokens(sglang, 128, 2048) == 1152
+    with pytest.raises(PlanningError) as info:
+        engines.kv_admission_context_tokens(vllm, -1, 10)
+    assert info.value.issues[0][0] == "prompt_tokens"
+
+
+def test_gpu_memory_is_what_the_driver_reports() -> None:
+    """An "80GB" H100 reports 81,559 MiB = 85,520,809,984 bytes; an H200 143,771 MiB; a GPU
+    nobody has read keeps its nominal figure as decimal GB (192e9 bytes for MI300X), which
+    is below what every read device reports."""
+    h100, h200 = CAT.gpus["h100-sxm5-80gb"], CAT.gpus["h200-sxm-141gb"]
+    assert rl.gpu_memory_bytes(h100) == 81_559 * 2**20 == 85_520_809_984
+    assert rl.gpu_memory_bytes(h200) == 143_771 * 2**20
+    assert CAT.gpus["mi300x"].reported_memory is None
+    assert rl.gpu_memory_bytes(CAT.gpus["mi300x"]) == 192e9
+    for gpu in CAT.gpus.values():
+        if gpu.reported_memory is not None:
+            assert rl.gpu_memory_bytes(gpu) >= gpu.memory_gb * 1e9  # nominal never above
+            assert gpu.reported_memory.source.startswith("https://")
+
+
+def test_a_reported_memory_far_from_the_nominal_is_refused() -> None:
+    doc = CAT.gpus["h100-sxm5-80gb"].model_dump(mode="json")
+    doc["reported_memory"] = {"mib": 40_000, "source": "https://example.org/typo"}
+    with pytest.raises(ValidationError, match=r"reported_memory\.mib: 40000 MiB is 0\.52 x"):
+        Gpu.model_validate(doc)
+    doc["reported_memory"] = {"mib": 81_559, "source": ""}
+    with pytest.raises(ValidationError):
+        Gpu.model_validate(doc)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_capacity_admits_as_its_engine_does(engine: str) -> None:
+    """The KV limit of :func:`replica_capacity` is ``floor(kv_capacity / kv_held(K))`` with
+    ``K`` the engine's admission context: ``P + G`` on TensorRT-LLM, ``P + G/2`` else."""
+    r = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8", engine=engine)
+    res = replica_capacity(r, 128, 2048)
+    k = 2176 if engine == "trtllm" else 1152
+    per_seq = r.coefficients.kv_held_bytes(k)
+    assert res.max_resident_sequences == math.floor(rl.kv_capacity_bytes(r) / per_seq)
+    assert res.bound.value == "kv_capacity"
+
+
+def test_one_sequence_that_its_reservation_does_not_fit_is_refused_naming_the_prompt() -> None:
+    """Same memory, two admission rules: a request whose mean context fits but whose whole
+    output does not is served by vLLM and refused on TensorRT-LLM's rule."""
+    vllm = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8")
+    trt = dataclasses.replace(vllm, engine="trtllm")
+    tokens = math.floor(rl.kv_capacity_bytes(vllm) / vllm.coefficients.kv_held_bytes(1))
+    prompt = tokens - 1000 - 1  # P + G/2 = tokens - 1 fits; P + G = tokens + 999 does not
+    assert replica_capacity(vllm, prompt, 2000).max_resident_sequences == 1
+    with pytest.raises(PlanningError) as info:
+        replica_capacity(trt, prompt, 2000)
+    assert info.value.issues[0][0] == "prompt_tokens"
+    assert "reserved at admission by trtllm" in str(info.value)
+
+
+def test_vendor_static_batches_fit_and_the_tightest_just_fit() -> None:
+    """NVIDIA's DLI course ran TensorRT-LLM 0.9.0 static batches of B requests, each
+    reaching P + G tokens of cache: every one must fit the model's memory (at most one
+    sequence short), and the tightest must not fit with more than 10% to spare (the
+    memory model is not generous either). With the nominal GB read as 1e9 bytes, Llama-2-
+    70B at 128/2,048 on one H100 (FP8) or two A100s held 16 of the 32 that ran."""
+    points = [
+        m
+        for m in cb.load_reference_measurements(CAT, include_skipped=True)
+        if m.usable and (m.id or "").startswith("dli-trt09-")
+    ]
+    assert len(points) >= 150
+    ratios = []
+    for m in points:
+        assert m.isl is not None and m.osl is not None and m.max_batch is not None
+        n = rl.max_resident_batch(base_replica(m, CAT), m.isl + m.osl)
+        assert n >= m.max_batch - 1, m.id
+        ratios.append(n / m.max_batch)
+    assert 0.95 <= min(ratios) <= 1.10
