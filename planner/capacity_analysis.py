@@ -18,7 +18,8 @@ from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype, Provenance, SloMs
 from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
-from planner.capacity import DEFAULT_TOKEN_BUDGET, CapacityResult, replica_capacity
+from planner.calibration.predict import engine_max_batch
+from planner.capacity import DEFAULT_TOKEN_BUDGET, Bound, CapacityResult, replica_capacity
 from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.request import MAX_RATE_RPS, CatalogRef
 
@@ -64,7 +65,10 @@ class CapacityRequest(BaseModel):
     )
     token_budget: Annotated[int, Field(strict=True, ge=2, le=1_048_576)] = DEFAULT_TOKEN_BUDGET
     max_batch: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] | None = Field(
-        default=None, description="The engine's max_num_seqs (default: no cap but the KV cache)."
+        default=None,
+        description="The engine's max_num_seqs (default: the engine's own default, "
+        "planner.engines.default_max_num_seqs: vLLM 1,024 on GPUs of 70 GiB or more other "
+        "than A100, else 256; TensorRT-LLM 2,048; SGLang only the KV cache).",
     )
     mfu: Frac | None = None
     mbu: Frac | None = None
@@ -156,6 +160,9 @@ def capacity_analysis(
         overlap_factor=req.overlap_factor,
         engine=req.engine,
     )
+    max_batch = req.max_batch
+    if max_batch is None:
+        max_batch = engine_max_batch(replica)
     result = replica_capacity(
         replica,
         req.prompt_tokens,
@@ -165,8 +172,14 @@ def capacity_analysis(
         concurrency=req.concurrency,
         request_rate_rps=req.request_rate_rps,
         token_budget=req.token_budget,
-        max_batch=req.max_batch,
+        max_batch=max_batch,
     )
+    if req.max_batch is None and max_batch is not None and result.bound == Bound.MAX_BATCH:
+        note = (
+            f"the batch is {req.engine}'s default max_num_seqs of {max_batch:,} on this GPU "
+            "(set max_batch to change it)"
+        )
+        result = result.model_copy(update={"notes": [*result.notes, note]})
     return CapacityAnalysis(
         replica=ReplicaSummary.of(replica),
         calibration=req.calibration,

@@ -38,6 +38,12 @@ Three engines are modelled, by the facts that move a plan:
   the weight read dominates the step (70B FP8 on one H100) it nearly halves the
   throughput, where attention and GEMMs grow with the batch it costs a few per cent.
 
+* **batch cap**: when not told, vLLM caps the running sequences at ``max_num_seqs`` =
+  1,024 on GPUs with at least 70 GiB that are not A100s and 256 elsewhere (its server
+  defaults, ``EngineArgs.get_batch_defaults``), TensorRT-LLM at ``max_batch_size`` =
+  2,048 (the LLM API's default); SGLang sizes its running requests from the KV cache
+  (:func:`default_max_num_seqs`).
+
 Sources: vLLM ``EngineArgs`` (gpu_memory_utilization, max_num_batched_tokens),
 SGLang ``ServerArgs`` (mem_fraction_static, chunked_prefill_size), TensorRT-LLM
 ``KvCacheConfig.free_gpu_memory_fraction``, ``max_num_tokens`` and
@@ -154,11 +160,38 @@ def kv_admission_context_tokens(
     return prompt_tokens + output_tokens / 2.0
 
 
+#: vLLM's server defaults for ``max_num_seqs`` (``EngineArgs.get_batch_defaults``): 1,024
+#: on devices of at least 70 GiB whose name is not an A100's, else 256.
+VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS_SMALL = 1024, 256
+VLLM_LARGE_DEVICE_BYTES = 70 * 2**30
+#: TensorRT-LLM's default ``max_batch_size`` (LLM API ``BuildConfig``).
+TRTLLM_MAX_BATCH_SIZE = 2048
+
+
+def default_max_num_seqs(profile: EngineProfile, gpu_id: str, memory_bytes: float) -> int | None:
+    """The running-sequence cap an engine applies when the user sets none (sequences):
+    vLLM 1,024 on a device of ``memory_bytes`` >= 70 GiB that is not an A100 (``gpu_id``
+    without "a100"), else 256; TensorRT-LLM 2,048; SGLang None (it sizes the running
+    requests from the KV cache, which the capacity model bounds anyway). The engines'
+    documented defaults, not fitted; ``memory_bytes`` is what the driver reports
+    (:func:`planner.roofline.gpu_memory_bytes`).
+
+    H100 (85.5e9 bytes): 1,024 on vLLM; A100 80GB and L40S: 256.
+    """
+    if profile.name == "vllm":
+        large = memory_bytes >= VLLM_LARGE_DEVICE_BYTES and "a100" not in gpu_id.lower()
+        return VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS_SMALL
+    if profile.name == "trtllm":
+        return TRTLLM_MAX_BATCH_SIZE
+    return None
+
+
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
     "EngineProfile",
     "attention_dtype",
+    "default_max_num_seqs",
     "engine_profile",
     "kv_admission_context_tokens",
     "launch_token_budget",

@@ -105,3 +105,36 @@ def test_vendor_static_batches_fit_and_the_tightest_just_fit() -> None:
         assert n >= m.max_batch - 1, m.id
         ratios.append(n / m.max_batch)
     assert 0.95 <= min(ratios) <= 1.10
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpu", "cap"),
+    [
+        ("vllm", "h100-sxm5-80gb", 1024),  # 85.5e9 bytes >= 70 GiB
+        ("vllm", "mi300x", 1024),
+        ("vllm", "a100-sxm-80gb", 256),  # vLLM keeps A100s at the small default
+        ("vllm", "l40s", 256),  # 48.3e9 bytes < 70 GiB
+        ("trtllm", "l40s", 2048),
+        ("sglang", "h100-sxm5-80gb", None),
+    ],
+)
+def test_engine_default_batch_caps(engine: str, gpu: str, cap: int | None) -> None:
+    g = CAT.gpus[gpu]
+    profile = engines.engine_profile(engine)
+    assert engines.default_max_num_seqs(profile, g.id, rl.gpu_memory_bytes(g)) == cap
+
+
+def test_capacity_analysis_applies_the_engine_default_cap_and_says_so() -> None:
+    """Llama-3.1-8B FP8 on one H200 at 128/2,048: the KV cache holds 1,717 sequences, vLLM
+    runs at most 1,024 unless told; an explicit max_batch replaces the default."""
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    shape: dict[str, object] = {"model": "llama-3.1-8b", "gpu": "h200-sxm-141gb"}
+    shape |= {"dtype": "fp8", "prompt_tokens": 128, "output_tokens": 2048}
+    capped = capacity_analysis(CAT, CapacityRequest.model_validate(shape)).result
+    assert capped.bound.value == "max_batch" and capped.batch == 1024
+    assert capped.max_resident_sequences > 1024
+    assert any("default max_num_seqs of 1,024" in n for n in capped.notes)
+    free = capacity_analysis(CAT, CapacityRequest.model_validate({**shape, "max_batch": 4096}))
+    assert free.result.batch > 1024 and not any("max_num_seqs" in n for n in free.result.notes)
+    assert free.result.output_tokens_per_s > capped.output_tokens_per_s

@@ -189,7 +189,8 @@ def register_capacity(asub: Any) -> None:
         p,
         "--max-batch",
         int,
-        help="the engine's max_num_seqs (default: only the KV cache caps the batch)",
+        help="the engine's max_num_seqs (default: the engine's own, vLLM 1,024 on GPUs of "
+        "70 GiB or more other than A100 and 256 elsewhere, TensorRT-LLM 2,048, SGLang none)",
     )
     cli.add_number(p, "--mfu", float, help="prefill MFU (default: GPU's)")
     cli.add_number(p, "--mbu", float, help="decode MBU (default: GPU's)")

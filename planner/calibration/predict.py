@@ -84,6 +84,14 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
     return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
 
 
+def engine_max_batch(replica: rl.Replica) -> int | None:
+    """The running-sequence cap ``replica``'s engine applies by default
+    (:func:`planner.engines.default_max_num_seqs` on the GPU's reported memory)."""
+    return engines.default_max_num_seqs(
+        engines.engine_profile(replica.engine), replica.gpu.id, rl.gpu_memory_bytes(replica.gpu)
+    )
+
+
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
     mfu, mbu, overhead = factors
     return dataclasses.replace(
@@ -144,6 +152,7 @@ def predict_with(
         return Prediction(layer_ms=kernel_layer_ms(replica, m.tokens))
     assert m.isl is not None and m.osl is not None
     budget = m.token_budget or DEFAULT_TOKEN_BUDGET
+    max_batch = m.max_batch if m.max_batch is not None else engine_max_batch(replica)
     if m.concurrency is not None:
         res = replica_capacity(
             replica,
@@ -151,7 +160,7 @@ def predict_with(
             m.osl,
             concurrency=m.concurrency,
             token_budget=budget,
-            max_batch=m.max_batch,
+            max_batch=max_batch,
         )
         return Prediction(
             output_tok_s=res.output_tokens_per_s, ttft_ms=res.ttft_ms, tpot_ms=res.tpot_ms
@@ -168,12 +177,12 @@ def predict_with(
             m.osl,
             concurrency=m.num_requests,
             token_budget=budget,
-            max_batch=m.max_batch,
+            max_batch=max_batch,
         )
         if rate >= full.requests_per_s:
             return Prediction(output_tok_s=full.output_tokens_per_s, tpot_ms=full.tpot_ms)
     res = replica_capacity(
-        replica, m.isl, m.osl, request_rate_rps=rate, token_budget=budget, max_batch=m.max_batch
+        replica, m.isl, m.osl, request_rate_rps=rate, token_budget=budget, max_batch=max_batch
     )
     out = res.output_tokens_per_s
     if m.num_requests is not None:
