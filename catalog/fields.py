@@ -112,3 +112,12 @@ class ReportedMemory(Frozen):
 
     mib: PosFloat = Field(le=MAX_MEMORY_GB * 1.1 * 1e9 / 2**20)
     source: Text = Field(min_length=1)
+
+
+def device_memory_bytes(memory_gb: float, reported: ReportedMemory | None) -> float:
+    """A GPU's device memory (bytes): the driver's reported total when known
+    (``reported.mib x 2^20``, measured), else ``memory_gb x 1e9`` (the nominal figure as
+    decimal GB, below what every read device reports: conservative)."""
+    if reported is not None:
+        return reported.mib * 2**20
+    return memory_gb * 1e9

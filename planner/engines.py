@@ -5,12 +5,13 @@ Three engines are modelled, by the facts that move a plan:
 
 * **memory**: the share of each GPU's memory the engine may use for weights, the KV
   cache and activations (``memory_utilization``) and the memory per GPU kept for
-  activations, CUDA graphs and the sampler (``activation_reserve_gb``). Vendors run
+  activations, CUDA graphs and the sampler (:func:`activation_reserve_gb`: on vLLM what
+  its start-up profile measures, see there; 1 GB on TensorRT-LLM, none on SGLang). Vendors run
   Llama-3.1-70B FP8 at tp 1 on an H100 80GB and BF16 at tp 2 on an A100 80GB
   (TensorRT-LLM), so those must fit. Shares are of the memory the driver reports
   (:func:`planner.roofline.gpu_memory_bytes`: an "80GB" H100 reports 81,559 MiB =
-  85.5e9 bytes): with 0.92 and 1 GB per GPU, 70B FP8 on one H100 leaves
-  85.5 x 0.92 - 1 - 70.6 = 7.1 GB of KV cache (about 43,000 fp8 tokens).
+  85.5e9 bytes): with 0.92 and vLLM's measured 4.6 GB per GPU, 70B FP8 on one H100
+  leaves 85.5 x 0.92 - 4.6 - 70.6 = 3.5 GB of KV cache (about 21,000 fp8 tokens).
   vLLM's default ``gpu_memory_utilization`` is 0.9; deployments raise it to
   0.92-0.95 for large models, and the launch commands say which value the plan
   assumes. SGLang's ``mem_fraction_static`` covers weights and KV only (activations
@@ -59,7 +60,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog.schema import Dtype
+from catalog.fields import device_memory_bytes
+from catalog.schema import Dtype, Gpu, Model
 from planner.errors import PlanningError
 
 
@@ -68,7 +70,8 @@ class EngineProfile:
     """The cost-model facts of one serving engine (see the module docstring).
 
     ``memory_utilization``: share of GPU memory for weights + KV (+ activations);
-    ``activation_reserve_gb``: GB per GPU kept for activations within that share;
+    ``activation_reserve_gb``: GB per GPU kept for activations within that share (vLLM's
+    is measured per model and tp instead: :func:`activation_reserve_gb`);
     ``fp8_attention``: attention runs at the FP8 peak when the KV cache is FP8;
     ``budget_counts_decodes``: the engine's token budget counts running decodes;
     ``reserves_max_output``: admission reserves KV for the prompt and the whole maximum
@@ -168,19 +171,69 @@ VLLM_LARGE_DEVICE_BYTES = 70 * 2**30
 TRTLLM_MAX_BATCH_SIZE = 2048
 
 
-def default_max_num_seqs(profile: EngineProfile, gpu_id: str, memory_bytes: float) -> int | None:
+#: vLLM's start-up memory profile (vLLM PR 10511, Dec 2024: Llama-3-8B on one and two
+#: H100s at its default 8,192 batched tokens): memory outside PyTorch's allocator (CUDA
+#: context and cuBLAS workspaces; with tp > 1 also NCCL and the custom all-reduce
+#: buffers) 1.79 GiB at tp 1 and 3.58 GiB at tp 2, and a PyTorch activation peak of 1.26
+#: GiB at both. Measured; larger tp assumed as tp 2.
+VLLM_NON_TORCH_GIB = {1: 1.79, 2: 3.58}
+VLLM_ACTIVATION_PEAK_GIB = 1.26
+#: The per-token activation width of that measurement, ``2 I + 4 H`` of Llama-3-8B (I =
+#: 14,336, H = 4,096): the peak of another model is scaled by its own width (assumed).
+VLLM_ACTIVATION_REF_WIDTH = 2 * 14_336 + 4 * 4_096
+
+
+def activation_reserve_gb(profile: EngineProfile, model: Model, tp: int, gpu: Gpu) -> float:
+    """Memory per GPU (GB of 1e9 bytes) an engine keeps outside weights and KV cache.
+
+    vLLM measures it at start-up (non-torch memory + the activation peak of a dummy
+    step of ``max_num_batched_tokens`` tokens, :func:`default_batched_tokens`) and gives
+    the KV cache only what is left: here ``(VLLM_NON_TORCH_GIB[1 if tp == 1 else 2] +
+    1.26 x (2 I + 4 H) / 45,056 x T / 8,192) x 2^30 / 1e9``, with ``I`` the model's MLP
+    intermediate width, ``H`` its hidden size and ``T`` vLLM's default token budget on the
+    GPU (the measured Llama-3-8B values scaled by width and tokens, as its MLP and hidden
+    states dominate the peak; the peak did not shrink from tp 1 to tp 2, so it is not
+    divided by tp). Llama-3-8B on H100: 3.27 GB at tp 1, 5.20 at tp 2 (as measured);
+    Llama-3.1-70B: 4.63 GB at tp 1 on an H100, 4.52 at tp 8 on A10Gs (2,048 tokens).
+    Other engines: their profile's ``activation_reserve_gb`` (TensorRT-LLM 1 GB, assumed;
+    SGLang 0, its ``mem_fraction_static`` covers weights and KV only).
+    """
+    if profile.name != "vllm":
+        return profile.activation_reserve_gb
+    non_torch = VLLM_NON_TORCH_GIB[1 if tp <= 1 else 2]
+    width = 2 * model.intermediate_size + 4 * model.hidden_size
+    tokens = default_batched_tokens(profile, gpu)
+    peak = VLLM_ACTIVATION_PEAK_GIB * width / VLLM_ACTIVATION_REF_WIDTH * tokens / 8192
+    return (non_torch + peak) * 2**30 / 1e9
+
+
+def _vllm_large_device(gpu: Gpu) -> bool:
+    """vLLM's "large GPU" test for its defaults: at least 70 GiB, not an A100."""
+    memory = device_memory_bytes(gpu.memory_gb, gpu.reported_memory)
+    return memory >= VLLM_LARGE_DEVICE_BYTES and "a100" not in gpu.id.lower()
+
+
+def default_batched_tokens(profile: EngineProfile, gpu: Gpu) -> int:
+    """The token budget per step an engine uses when not told (tokens): vLLM's server
+    default ``max_num_batched_tokens``, 8,192 on a large GPU (:func:`_vllm_large_device`)
+    and 2,048 elsewhere; 8,192 for the others (TensorRT-LLM's ``max_num_tokens``, SGLang's
+    chunked-prefill size on large GPUs). Documented defaults, not fitted."""
+    if profile.name == "vllm" and not _vllm_large_device(gpu):
+        return 2048
+    return 8192
+
+
+def default_max_num_seqs(profile: EngineProfile, gpu: Gpu) -> int | None:
     """The running-sequence cap an engine applies when the user sets none (sequences):
-    vLLM 1,024 on a device of ``memory_bytes`` >= 70 GiB that is not an A100 (``gpu_id``
-    without "a100"), else 256; TensorRT-LLM 2,048; SGLang None (it sizes the running
-    requests from the KV cache, which the capacity model bounds anyway). The engines'
-    documented defaults, not fitted; ``memory_bytes`` is what the driver reports
-    (:func:`planner.roofline.gpu_memory_bytes`).
+    vLLM 1,024 on a GPU of at least 70 GiB (as its driver reports it) that is not an
+    A100, else 256; TensorRT-LLM 2,048; SGLang None (it sizes the running requests from
+    the KV cache, which the capacity model bounds anyway). The engines' documented
+    defaults, not fitted.
 
     H100 (85.5e9 bytes): 1,024 on vLLM; A100 80GB and L40S: 256.
     """
     if profile.name == "vllm":
-        large = memory_bytes >= VLLM_LARGE_DEVICE_BYTES and "a100" not in gpu_id.lower()
-        return VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS_SMALL
+        return VLLM_MAX_NUM_SEQS_LARGE if _vllm_large_device(gpu) else VLLM_MAX_NUM_SEQS_SMALL
     if profile.name == "trtllm":
         return TRTLLM_MAX_BATCH_SIZE
     return None
@@ -190,7 +243,9 @@ __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
     "EngineProfile",
+    "activation_reserve_gb",
     "attention_dtype",
+    "default_batched_tokens",
     "default_max_num_seqs",
     "engine_profile",
     "kv_admission_context_tokens",

@@ -121,7 +121,7 @@ def test_vendor_static_batches_fit_and_the_tightest_just_fit() -> None:
 def test_engine_default_batch_caps(engine: str, gpu: str, cap: int | None) -> None:
     g = CAT.gpus[gpu]
     profile = engines.engine_profile(engine)
-    assert engines.default_max_num_seqs(profile, g.id, rl.gpu_memory_bytes(g)) == cap
+    assert engines.default_max_num_seqs(profile, g) == cap
 
 
 def test_capacity_analysis_applies_the_engine_default_cap_and_says_so() -> None:
@@ -138,3 +138,36 @@ def test_capacity_analysis_applies_the_engine_default_cap_and_says_so() -> None:
     free = capacity_analysis(CAT, CapacityRequest.model_validate({**shape, "max_batch": 4096}))
     assert free.result.batch > 1024 and not any("max_num_seqs" in n for n in free.result.notes)
     assert free.result.output_tokens_per_s > capped.output_tokens_per_s
+
+
+def test_vllm_keeps_what_its_start_up_profile_measured() -> None:
+    """vLLM PR 10511's profile of Llama-3-8B on H100s (same widths as the catalog's
+    Llama-3.1-8B): 1.79 GiB non-torch + 1.26 GiB activations at tp 1, 3.58 + 1.26 at tp 2;
+    wider models scale the activation peak by 2 I + 4 H, and GPUs where vLLM's default
+    token budget is 2,048 (A100, under 70 GiB) by a quarter."""
+    vllm = engines.engine_profile("vllm")
+    m8, m70 = CAT.models["llama-3.1-8b"], CAT.models["llama-3.1-70b"]
+    h100, a10g = CAT.gpus["h100-sxm5-80gb"], CAT.gpus["a10g"]
+    gib = 2**30 / 1e9
+    assert engines.activation_reserve_gb(vllm, m8, 1, h100) == pytest.approx(3.05 * gib)
+    assert engines.activation_reserve_gb(vllm, m8, 2, h100) == pytest.approx(4.84 * gib)
+    assert engines.activation_reserve_gb(vllm, m70, 1, h100) == pytest.approx(
+        (1.79 + 1.26 * (2 * 28_672 + 4 * 8_192) / 45_056) * gib
+    )
+    assert engines.default_batched_tokens(vllm, a10g) == 2048
+    assert engines.activation_reserve_gb(vllm, m70, 8, a10g) == pytest.approx(
+        (3.58 + 1.26 * (2 * 28_672 + 4 * 8_192) / 45_056 / 4) * gib
+    )
+    trt, sglang = engines.engine_profile("trtllm"), engines.engine_profile("sglang")
+    assert engines.activation_reserve_gb(trt, m70, 1, h100) == 1.0
+    assert engines.activation_reserve_gb(sglang, m70, 1, h100) == 0.0
+    r = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8")
+    assert r.activation_reserve_gb == engines.activation_reserve_gb(vllm, m70, 1, h100)
+
+
+def test_what_vendors_run_on_vllm_class_engines_still_fits() -> None:
+    """Llama-3.1-70B FP8 on one H100 and BF16 on two A100 80GBs (DOMAIN.md section 8) and
+    Llama-2-70B BF16 on eight A10Gs (FMBench's TGI runs) fit with vLLM's measured reserve."""
+    rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8")
+    rl.build_replica(CAT, "llama-3.1-70b", "a100-sxm-80gb", tp=2)
+    rl.build_replica(CAT, "llama-2-70b", "a10g", tp=8)

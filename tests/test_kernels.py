@@ -50,12 +50,15 @@ def test_deepseek_v3_on_8_h200_holds_hundreds_not_thousands_of_sequences() -> No
     r = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", kv_dtype="fp8")
     n = rl.max_resident_batch(r, 2300)
     assert n == math.floor(rl.kv_capacity_bytes(r) / (2300 * 35_136 * 8))
-    # DOMAIN.md's "about 480" reads the H200's 141 GB as 141e9 bytes; its driver reports
-    # 143,771 MiB = 150.75e9 bytes, so vLLM's 0.92 of it, less 1 GB and 84.1 GB of
-    # weights per GPU, holds 53.6 GB of latents: 665 sequences of 2,300 tokens (it was
-    # 4,344 with a sharded latent, 554 at 141e9 bytes)
-    free_per_gpu = 143_771 * 2**20 * 0.92 - 1e9 - rl.replica_weight_bytes(r) / 8
-    assert n == math.floor(free_per_gpu / (2300 * 35_136)) == 665
+    # DOMAIN.md's "about 480" reads the H200's 141 GB as 141e9 bytes and keeps 1 GB per
+    # GPU; its driver reports 143,771 MiB = 150.75e9 bytes and vLLM's start-up profile
+    # keeps 5.81 GB per GPU at tp 8 (planner.engines.activation_reserve_gb), so vLLM's
+    # 0.92 of it, less that and 84.1 GB of weights per GPU, holds 49.6 GB of latents: 606
+    # sequences of 2,300 tokens (it was 4,344 with a sharded latent)
+    reserve_gb = engines.activation_reserve_gb(engines.engine_profile("vllm"), r.model, 8, r.gpu)
+    assert reserve_gb == pytest.approx((3.58 + 1.26 * 65_536 / 45_056) * 2**30 / 1e9)
+    free_per_gpu = 143_771 * 2**20 * 0.92 - reserve_gb * 1e9 - rl.replica_weight_bytes(r) / 8
+    assert n == math.floor(free_per_gpu / (2300 * 35_136)) == 606
     sharded = math.floor(rl.kv_capacity_bytes(r) / (2300 * 35_136))
     assert sharded == 8 * n or sharded // 8 == n
 

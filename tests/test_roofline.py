@@ -97,7 +97,12 @@ def test_build_uses_catalog_defaults(llama: rl.Replica) -> None:
     assert llama.kv_dtype == "bf16"
     assert llama.scale_up_link is None
     assert llama.memory_utilization == rl.DEFAULT_MEMORY_UTILIZATION == 0.92  # vLLM profile
-    assert llama.activation_reserve_gb == rl.DEFAULT_ACTIVATION_RESERVE_GB == 1.0
+    # vLLM keeps what its start-up profile measures: 1.79 GiB outside torch and the
+    # activation peak, 1.26 GiB for Llama-3-8B scaled by 2 I + 4 H (planner.engines)
+    assert llama.activation_reserve_gb == pytest.approx(
+        (1.79 + 1.26 * (2 * 11_008 + 4 * 4_096) / 45_056) * 2**30 / 1e9
+    )
+    assert llama.activation_reserve_gb == pytest.approx(3.075, abs=1e-3)
     assert llama.engine == "vllm" and llama.attention_dtype == "bf16"
 
 
@@ -331,10 +336,14 @@ def test_moe_decode_reads_expected_distinct_experts() -> None:
 
 def test_kv_capacity(llama: rl.Replica) -> None:
     # an "80GB" H100 reports 81,559 MiB (85.52e9 bytes): vLLM takes 0.92 of that
-    free = 81_559 * 2**20 / 1e9 * 0.92 - 1.0 - arch.weight_bytes(llama.model, "bf16") / 1e9
+    free = (
+        81_559 * 2**20 / 1e9 * 0.92
+        - llama.activation_reserve_gb
+        - arch.weight_bytes(llama.model, "bf16") / 1e9
+    )
     assert rl.kv_capacity_bytes(llama) == pytest.approx(free * 1e9)
-    assert rl.kv_capacity_tokens(llama) == math.floor(free * 1e9 / 524_288) == 122_456
-    assert rl.max_resident_batch(llama, 4096) == math.floor(free * 1e9 / (4096 * 524_288)) == 29
+    assert rl.kv_capacity_tokens(llama) == math.floor(free * 1e9 / 524_288) == 118_498
+    assert rl.max_resident_batch(llama, 4096) == math.floor(free * 1e9 / (4096 * 524_288)) == 28
     tight = dataclasses.replace(llama, memory_utilization=0.1)
     assert rl.kv_capacity_tokens(tight) == 0
 

@@ -87,9 +87,7 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
 def engine_max_batch(replica: rl.Replica) -> int | None:
     """The running-sequence cap ``replica``'s engine applies by default
     (:func:`planner.engines.default_max_num_seqs` on the GPU's reported memory)."""
-    return engines.default_max_num_seqs(
-        engines.engine_profile(replica.engine), replica.gpu.id, rl.gpu_memory_bytes(replica.gpu)
-    )
+    return engines.default_max_num_seqs(engines.engine_profile(replica.engine), replica.gpu)
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:

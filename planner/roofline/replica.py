@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from catalog.fields import device_memory_bytes
 from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, Model
 from planner import architecture as arch
 from planner import engines
@@ -21,8 +22,9 @@ from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
 DEFAULT_MEMORY_UTILIZATION = engines.ENGINES[engines.DEFAULT_ENGINE].memory_utilization
 
 
-#: Memory kept per GPU for activations, CUDA graphs and the sampler's logits (GB) by the
-#: default engine (see :mod:`planner.engines`).
+#: Memory kept per GPU for activations, CUDA graphs and the sampler's logits (GB) by a
+#: :class:`Replica` built without :func:`build_replica` (which takes the engine's own,
+#: :func:`planner.engines.activation_reserve_gb`: vLLM's is measured per model and tp).
 DEFAULT_ACTIVATION_RESERVE_GB = engines.ENGINES[engines.DEFAULT_ENGINE].activation_reserve_gb
 
 
@@ -197,15 +199,24 @@ def gpu_memory_bytes(gpu: Gpu) -> float:
     measured: an "80GB" H100 reports 81,559 MiB = 85.5e9 bytes), else ``memory_gb x 1e9``
     (the nominal figure read as decimal GB, below what every measured device reports:
     conservative for a GPU nobody has read)."""
-    if gpu.reported_memory is not None:
-        return gpu.reported_memory.mib * 2**20
-    return gpu.memory_gb * 1e9
+    return device_memory_bytes(gpu.memory_gb, gpu.reported_memory)
 
 
 def usable_memory_gb(replica: Replica) -> float:
     """Memory the engine may use (GB of 1e9 bytes):
     ``tp x pp x gpu_memory_bytes / 1e9 x memory_utilization``."""
     return replica.gpus * gpu_memory_bytes(replica.gpu) / 1e9 * replica.memory_utilization
+
+
+def _reserve_at(replica: Replica, tp: int) -> float:
+    """The per-GPU reserve ``replica`` would have at ``tp`` (GB): its engine's
+    (:func:`planner.engines.activation_reserve_gb`) when it has its engine's own, else
+    the one it was given."""
+    profile = engines.engine_profile(replica.engine)
+    own = engines.activation_reserve_gb(profile, replica.model, replica.tp, replica.gpu)
+    if replica.activation_reserve_gb != own:
+        return replica.activation_reserve_gb
+    return engines.activation_reserve_gb(profile, replica.model, tp, replica.gpu)
 
 
 def check_memory_fit(replica: Replica) -> None:
@@ -233,7 +244,7 @@ def check_memory_fit(replica: Replica) -> None:
         t
         for t in (2**k for k in range(1, 11))
         if replica.tp < t <= max_tp(g)
-        and needed - replica.tp * replica.activation_reserve_gb + t * replica.activation_reserve_gb
+        and needed - replica.tp * replica.activation_reserve_gb + t * _reserve_at(replica, t)
         <= t * gpu_memory_bytes(g) / 1e9 * replica.memory_utilization
     ]
     if larger and replica.pp == 1:
@@ -405,7 +416,7 @@ def build_replica(
             profile.memory_utilization if memory_utilization is None else memory_utilization
         ),
         activation_reserve_gb=(
-            profile.activation_reserve_gb
+            engines.activation_reserve_gb(profile, model, tp, gpu)
             if activation_reserve_gb is None
             else activation_reserve_gb
         ),
@@ -459,7 +470,7 @@ def kv_capacity_tokens(replica: Replica) -> int:
 def max_resident_batch(replica: Replica, context_tokens: float) -> int:
     """Most sequences of ``context_tokens`` that fit in the KV cache at once:
     ``floor(kv_capacity_bytes / (kv_bytes_for_sequence(context) x kv_replication(tp)))``
-    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: 665, not thousands
+    (sequences). DeepSeek-V3 fp8 on 8 x H200 at 2,300 tokens: 606, not thousands
     (the latent is held whole on each of the 8 ranks)."""
     if context_tokens <= 0:
         raise PlanningError.for_field("context_tokens", f"must be > 0, got {context_tokens}")
