@@ -110,14 +110,23 @@ def test_capacity_errors_are_422_naming_the_field(client):
 
 
 def test_capacity_names_its_engine(client):
-    """The engine prices the replica: TensorRT-LLM admits fewer decode-heavy requests
-    (each reserves its whole output) than vLLM, which is the default."""
-    shape = {**CAPACITY, "prompt_tokens": 128, "output_tokens": 2048, "model": "llama-3.1-70b"}
-    shape |= {"dtype": "fp8"}
-    vllm = client.post("/analyses/capacity", json=shape).json()
-    trt = client.post("/analyses/capacity", json={**shape, "engine": "trtllm"}).json()
-    assert vllm["replica"]["engine"] == "vllm" and trt["replica"]["engine"] == "trtllm"
-    assert trt["result"]["max_resident_sequences"] < vllm["result"]["max_resident_sequences"]
+    """The engine prices the replica. Two shapes of the same mean context (128 + 2,048 and
+    1,151 + 2 tokens: P + G/2 = 1,152): vLLM holds as many of either, TensorRT-LLM, which
+    reserves each request's whole output, about half as many of the decode-heavy one."""
+    base = {**CAPACITY, "model": "llama-3.1-70b", "dtype": "fp8"}
+    long_out = {**base, "prompt_tokens": 128, "output_tokens": 2048}
+    short_out = {**base, "prompt_tokens": 1151, "output_tokens": 2}
+    held = {}
+    for engine in ("vllm", "trtllm"):
+        for name, shape in (("long", long_out), ("short", short_out)):
+            r = client.post("/analyses/capacity", json={**shape, "engine": engine})
+            assert r.status_code == 200, r.text
+            assert r.json()["replica"]["engine"] == engine
+            held[engine, name] = r.json()["result"]["max_resident_sequences"]
+    assert held["vllm", "long"] == held["vllm", "short"]
+    assert held["trtllm", "long"] < 0.6 * held["trtllm", "short"]
+    default = client.post("/analyses/capacity", json=long_out).json()
+    assert default["replica"]["engine"] == "vllm"
 
 
 def test_capacity_and_plans_use_a_stored_calibration(client):
