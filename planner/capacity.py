@@ -422,6 +422,13 @@ def admission_context_tokens(
     return engines.kv_admission_context_tokens(profile, prompt_tokens, output_tokens)
 
 
+def engine_max_batch(replica: rl.Replica) -> int | None:
+    """The running-sequence cap ``replica``'s engine applies when not told (sequences;
+    :func:`planner.engines.default_max_num_seqs` on the replica's GPU), for analyses and
+    measurements that set no ``max_batch``."""
+    return engines.default_max_num_seqs(engines.engine_profile(replica.engine), replica.gpu)
+
+
 # --------------------------------------------------------------------------- the analysis
 
 

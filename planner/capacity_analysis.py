@@ -18,8 +18,13 @@ from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype, Provenance, SloMs
 from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
-from planner.calibration.predict import engine_max_batch
-from planner.capacity import DEFAULT_TOKEN_BUDGET, Bound, CapacityResult, replica_capacity
+from planner.capacity import (
+    DEFAULT_TOKEN_BUDGET,
+    Bound,
+    CapacityResult,
+    engine_max_batch,
+    replica_capacity,
+)
 from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.request import MAX_RATE_RPS, CatalogRef
 

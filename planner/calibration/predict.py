@@ -18,7 +18,7 @@ from planner import engines
 from planner import roofline as rl
 from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
-from planner.capacity import DEFAULT_TOKEN_BUDGET, replica_capacity
+from planner.capacity import DEFAULT_TOKEN_BUDGET, engine_max_batch, replica_capacity
 
 
 def _kv_dtype(m: Measurement) -> Dtype:
@@ -82,12 +82,6 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
         return None
     assert m.prefill_tp is not None
     return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
-
-
-def engine_max_batch(replica: rl.Replica) -> int | None:
-    """The running-sequence cap ``replica``'s engine applies by default
-    (:func:`planner.engines.default_max_num_seqs` on the GPU's reported memory)."""
-    return engines.default_max_num_seqs(engines.engine_profile(replica.engine), replica.gpu)
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
