@@ -55,6 +55,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     Width,
     _printable_text,
     control_character,
+    device_memory_bytes,
     no_control_characters,
 )
 from catalog.kernel_floors import Fp8GemmEfficiency, MlaLayerFloor, MoeLayerFloor
@@ -419,7 +420,9 @@ class Gpu(Frozen):
     @model_validator(mode="after")
     def _reported_memory(self) -> Gpu:
         if self.reported_memory is not None:
-            ratio = self.reported_memory.mib * 2**20 / (self.memory_gb * 1e9)
+            ratio = device_memory_bytes(self.memory_gb, self.reported_memory) / (
+                self.memory_gb * 1e9
+            )
             if not 0.85 <= ratio <= 1.10:
                 raise ValueError(
                     f"reported_memory.mib: {self.reported_memory.mib:g} MiB is "

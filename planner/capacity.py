@@ -403,7 +403,8 @@ def _check_shape(
         )
     context = admission_context_tokens(replica, prompt_tokens, output_tokens)
     if rl.max_resident_batch(replica, context) < 1:
-        held = "reserved at admission by" if context == prompt_tokens + output_tokens else "on"
+        reserves = engines.engine_profile(replica.engine).reserves_max_output
+        held = "reserved at admission by" if reserves else "on"
         raise PlanningError.for_field(
             "prompt_tokens",
             f"one sequence of {context:,.0f} tokens ({held} {replica.engine}) needs more KV "

@@ -75,7 +75,12 @@ class EngineProfile:
     ``fp8_attention``: attention runs at the FP8 peak when the KV cache is FP8;
     ``budget_counts_decodes``: the engine's token budget counts running decodes;
     ``reserves_max_output``: admission reserves KV for the prompt and the whole maximum
-    output (TensorRT-LLM ``GUARANTEED_NO_EVICT``) instead of letting sequences grow.
+    output (TensorRT-LLM ``GUARANTEED_NO_EVICT``) instead of letting sequences grow;
+    ``profiles_memory``: the engine measures what it keeps outside weights and KV at
+    start-up (vLLM; :func:`activation_reserve_gb`) rather than a fixed reserve;
+    ``max_num_seqs``: its default running-sequence cap on (large, other) GPUs, None for
+    none; ``batched_tokens``: its default token budget per step on (large, other) GPUs
+    (large: at least 70 GiB and not an A100, vLLM's test: :func:`large_device`).
     """
 
     name: str
@@ -84,10 +89,26 @@ class EngineProfile:
     fp8_attention: bool
     budget_counts_decodes: bool
     reserves_max_output: bool = False
+    profiles_memory: bool = False
+    max_num_seqs: tuple[int | None, int | None] = (None, None)
+    batched_tokens: tuple[int, int] = (8192, 8192)
 
 
+#: Defaults from vLLM's ``EngineArgs.get_batch_defaults`` (server: ``max_num_seqs`` 1,024 /
+#: 256, ``max_num_batched_tokens`` 8,192 / 2,048 on large / other GPUs), TensorRT-LLM's LLM
+#: API (``max_batch_size`` 2,048, ``max_num_tokens`` 8,192) and SGLang (running requests
+#: sized from the KV cache, chunked prefill 8,192).
 ENGINES: dict[str, EngineProfile] = {
-    "vllm": EngineProfile("vllm", 0.92, 1.0, fp8_attention=False, budget_counts_decodes=True),
+    "vllm": EngineProfile(
+        "vllm",
+        0.92,
+        1.0,
+        fp8_attention=False,
+        budget_counts_decodes=True,
+        profiles_memory=True,
+        max_num_seqs=(1024, 256),
+        batched_tokens=(8192, 2048),
+    ),
     "sglang": EngineProfile("sglang", 0.88, 0.0, fp8_attention=False, budget_counts_decodes=False),
     "trtllm": EngineProfile(
         "trtllm",
@@ -96,6 +117,7 @@ ENGINES: dict[str, EngineProfile] = {
         fp8_attention=True,
         budget_counts_decodes=True,
         reserves_max_output=True,
+        max_num_seqs=(2048, 2048),
     ),
 }
 
@@ -163,12 +185,8 @@ def kv_admission_context_tokens(
     return prompt_tokens + output_tokens / 2.0
 
 
-#: vLLM's server defaults for ``max_num_seqs`` (``EngineArgs.get_batch_defaults``): 1,024
-#: on devices of at least 70 GiB whose name is not an A100's, else 256.
-VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS_SMALL = 1024, 256
+#: vLLM's "large GPU" threshold for its batch defaults (``EngineArgs.get_batch_defaults``).
 VLLM_LARGE_DEVICE_BYTES = 70 * 2**30
-#: TensorRT-LLM's default ``max_batch_size`` (LLM API ``BuildConfig``).
-TRTLLM_MAX_BATCH_SIZE = 2048
 
 
 #: vLLM's start-up memory profile (vLLM PR 10511, Dec 2024: Llama-3-8B on one and two
@@ -198,7 +216,7 @@ def activation_reserve_gb(profile: EngineProfile, model: Model, tp: int, gpu: Gp
     Other engines: their profile's ``activation_reserve_gb`` (TensorRT-LLM 1 GB, assumed;
     SGLang 0, its ``mem_fraction_static`` covers weights and KV only).
     """
-    if profile.name != "vllm":
+    if not profile.profiles_memory:
         return profile.activation_reserve_gb
     non_torch = VLLM_NON_TORCH_GIB[1 if tp <= 1 else 2]
     width = 2 * model.intermediate_size + 4 * model.hidden_size
@@ -207,36 +225,32 @@ def activation_reserve_gb(profile: EngineProfile, model: Model, tp: int, gpu: Gp
     return (non_torch + peak) * 2**30 / 1e9
 
 
-def _vllm_large_device(gpu: Gpu) -> bool:
-    """vLLM's "large GPU" test for its defaults: at least 70 GiB, not an A100."""
+def large_device(gpu: Gpu) -> bool:
+    """vLLM's "large GPU" test for its batch defaults: at least 70 GiB as the driver
+    reports it (:func:`catalog.fields.device_memory_bytes`) and not an A100."""
     memory = device_memory_bytes(gpu.memory_gb, gpu.reported_memory)
     return memory >= VLLM_LARGE_DEVICE_BYTES and "a100" not in gpu.id.lower()
 
 
 def default_batched_tokens(profile: EngineProfile, gpu: Gpu) -> int:
-    """The token budget per step an engine uses when not told (tokens): vLLM's server
-    default ``max_num_batched_tokens``, 8,192 on a large GPU (:func:`_vllm_large_device`)
-    and 2,048 elsewhere; 8,192 for the others (TensorRT-LLM's ``max_num_tokens``, SGLang's
-    chunked-prefill size on large GPUs). Documented defaults, not fitted."""
-    if profile.name == "vllm" and not _vllm_large_device(gpu):
-        return 2048
-    return 8192
+    """The token budget per step an engine uses when not told (tokens), from its profile's
+    ``batched_tokens``: vLLM's server default ``max_num_batched_tokens``, 8,192 on a large
+    GPU (:func:`large_device`) and 2,048 elsewhere; 8,192 for the others (TensorRT-LLM's
+    ``max_num_tokens``, SGLang's chunked-prefill size). Documented defaults, not fitted."""
+    large, other = profile.batched_tokens
+    return large if large_device(gpu) else other
 
 
 def default_max_num_seqs(profile: EngineProfile, gpu: Gpu) -> int | None:
-    """The running-sequence cap an engine applies when the user sets none (sequences):
-    vLLM 1,024 on a GPU of at least 70 GiB (as its driver reports it) that is not an
-    A100, else 256; TensorRT-LLM 2,048; SGLang None (it sizes the running requests from
-    the KV cache, which the capacity model bounds anyway). The engines' documented
-    defaults, not fitted.
+    """The running-sequence cap an engine applies when the user sets none (sequences), from
+    its profile's ``max_num_seqs``: vLLM 1,024 on a large GPU (:func:`large_device`), else
+    256; TensorRT-LLM 2,048; SGLang None (it sizes the running requests from the KV cache,
+    which the capacity model bounds anyway). The engines' documented defaults, not fitted.
 
     H100 (85.5e9 bytes): 1,024 on vLLM; A100 80GB and L40S: 256.
     """
-    if profile.name == "vllm":
-        return VLLM_MAX_NUM_SEQS_LARGE if _vllm_large_device(gpu) else VLLM_MAX_NUM_SEQS_SMALL
-    if profile.name == "trtllm":
-        return TRTLLM_MAX_BATCH_SIZE
-    return None
+    large, other = profile.max_num_seqs
+    return large if large_device(gpu) else other
 
 
 __all__ = [
@@ -249,5 +263,6 @@ __all__ = [
     "default_max_num_seqs",
     "engine_profile",
     "kv_admission_context_tokens",
+    "large_device",
     "launch_token_budget",
 ]
