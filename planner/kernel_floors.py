@@ -96,19 +96,44 @@ def _for_engine(by_engine: Mapping[str, float], engine: str | None) -> float:
     return min(by_engine.values())
 
 
-def moe_layer_floor_us(gpu: Gpu, engine: str) -> float:
-    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us), paid once
-    per MoE layer in every step with tokens, on top of the experts' GEMMs
-    (:meth:`StepCoefficients.moe_ms`).
+#: Experts per GPU of the two measured MoE layers (:func:`moe_layer_floor_us`):
+#: Mixtral's (8, ``moe_layer_floor.few_experts_by_engine_us``) and DeepSeek-V3's at tp 8
+#: without expert parallelism (256, ``moe_layer_floor.by_engine_us``).
+MOE_FLOOR_FEW_EXPERTS = 8
+MOE_FLOOR_MANY_EXPERTS = 256
 
-    Measured where the GPU's catalog entry has it (``moe_layer_floor.by_engine_us``, from
-    aiconfigurator's kernel database: the layer's one-token latency minus its experts'
-    weight read at peak HBM bandwidth, e.g. H200 with SGLang 27.6 us, with TensorRT-LLM
-    95.9 us); otherwise assumed: :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
-    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`."""
-    if gpu.moe_layer_floor is not None and engine in gpu.moe_layer_floor.by_engine_us:
-        return gpu.moe_layer_floor.by_engine_us[engine]
-    return MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
+
+def moe_layer_floor_us(
+    gpu: Gpu, engine: str, local_experts: float = MOE_FLOOR_MANY_EXPERTS
+) -> float:
+    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us) for a layer
+    holding ``local_experts`` experts per GPU (``E / ep``), paid once per MoE layer in
+    every step with tokens, on top of the experts' GEMMs (:meth:`StepCoefficients.moe_ms`).
+
+    ``f_many``: measured with 256 experts per GPU where the GPU's catalog entry has it
+    (``moe_layer_floor.by_engine_us``, aiconfigurator's kernel database: DeepSeek-V3's
+    layer at one token minus its experts' weight read at peak HBM bandwidth, e.g. H200
+    with SGLang 27.6 us, with TensorRT-LLM 95.9 us); otherwise assumed:
+    :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
+    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. ``f_few``: measured with 8 experts per GPU
+    (``moe_layer_floor.few_experts_by_engine_us``, Mixtral's layer, e.g. H100 with
+    TensorRT-LLM 29.9 us), else ``f_many`` (no cheaper floor without a measurement).
+    The floor is ``f_few`` up to 8 experts, linear in the experts from ``f_few`` at 8 to
+    ``f_many`` at 256 (TensorRT-LLM's block-scaled layer on H100: 108, 64, 45 and 35 us
+    at one token with 256, 128, 64 and 32 experts per GPU), and beyond 256 the larger of
+    ``f_many`` and that line extended."""
+    many = MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
+    few = many
+    floor = gpu.moe_layer_floor
+    if floor is not None and engine in floor.by_engine_us:
+        many = few = floor.by_engine_us[engine]
+        if floor.few_experts_by_engine_us is not None:
+            few = floor.few_experts_by_engine_us.get(engine, many)
+    if local_experts <= MOE_FLOOR_FEW_EXPERTS:
+        return few
+    slope = (many - few) / (MOE_FLOOR_MANY_EXPERTS - MOE_FLOOR_FEW_EXPERTS)
+    line = few + slope * (local_experts - MOE_FLOOR_FEW_EXPERTS)
+    return line if local_experts <= MOE_FLOOR_MANY_EXPERTS else max(many, line)
 
 
 def mla_layer_floor_us(gpu: Gpu, engine: str) -> float:

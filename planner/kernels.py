@@ -636,7 +636,9 @@ def coefficients_of(replica) -> StepCoefficients:
         ep=replica.ep,
         moe_layers=arch.moe_layer_count(model),
         moe_floor_ms=(
-            arch.moe_layer_count(model) * moe_layer_floor_us(gpu, replica.engine) * 1e-3
+            arch.moe_layer_count(model)
+            * moe_layer_floor_us(gpu, replica.engine, moe.num_experts / replica.ep)
+            * 1e-3
             if moe
             else 0.0
         ),

@@ -15,6 +15,7 @@ import pytest
 from script_support import load_script
 
 from catalog.loader import load_catalog
+from catalog.schema import Dtype
 from planner import calibration as cb
 from planner import fidelity as fd
 
@@ -450,6 +451,48 @@ def test_dli_static_batches_keep_the_saturated_run_and_its_throughput_only():
     assert (r["request_rate_rps"], r["num_requests"], r["max_batch"]) == ("inf", 256, 256)
     # a static batch's latencies are not in-flight batching's means: note only
     assert "ttft_ms" not in r and "tpot_ms" not in r and "50.0 ms" in r["note"]
+
+
+def test_dli_moe_runs_are_recorded_not_fitted_fake_weights_route_alike():
+    """Fake weights send every token to the same experts: Mixtral's static batches are
+    kept with a skip_reason that says why; dense models' runs are fitted."""
+    ex = _dli()
+    rows = [
+        _trt_row(Model="Mixtral 8x7B", GPU="H100 80GB HBM3", Precision="Mixed",
+                 **{"Tensor Model Parallel Size": "2"}),
+        _trt_row(),
+    ]  # fmt: skip
+    got = {r["model"]: r for r in ex.trt_records(rows, "https://example.org/trt.csv")}
+    assert got["mixtral-8x7b"]["skip_reason"] == ex.MOE_SKIP_REASON
+    assert "fake weights" in ex.MOE_SKIP_REASON and "not fitted" in ex.MOE_SKIP_REASON
+    assert "skip_reason" not in got["llama-2-70b"]
+
+
+def test_dli_mixtral_steps_are_faster_than_reading_every_expert_allows():
+    """The evidence behind MOE_SKIP_REASON, from the committed records: on A100, H100 SXM
+    and L40S every Mixtral static batch of at most 64 sequences decoded a token faster
+    than reading its weights (all eight experts) and its KV cache once at the peak HBM
+    bandwidth allows, so its router did not spread the batch over the experts."""
+    from planner import architecture as arch
+
+    cat = load_catalog()
+    model = cat.models["mixtral-8x7b"]
+    assert model.reference is not None
+    doc = json.loads((ROOT / "catalog/measurements/sources/nvidia-dli-benchmarks.json").read_text())
+    mixtral = [m for m in doc["measurements"] if m["model"] == model.id]
+    assert mixtral and all(m.get("skip_reason") for m in mixtral)
+    runs = [
+        m for m in mixtral
+        if m["gpu"] in ("a100-sxm-80gb", "h100-sxm5-80gb", "l40s") and m["max_batch"] <= 64
+    ]  # fmt: skip
+    assert len(runs) == 8
+    kv_per_token = arch.kv_bytes_per_token_per_layer(model, Dtype.BF16) * model.num_layers
+    for m in runs:
+        tpot_ms = float(m["note"].split("token-to-token latency ")[1].split(" ms")[0])
+        weights = model.reference.total_params_b * 1e9 * 2
+        kv = m["max_batch"] * (m["isl"] + m["osl"] / 2) * kv_per_token
+        floor_ms = (weights + kv) / m["tp"] / (cat.gpus[m["gpu"]].mem_bw_tbps * 1e9)
+        assert tpot_ms < 0.95 * floor_ms, m["id"]
 
 
 def test_dli_nim_runs_are_recorded_at_saturation_with_their_units():

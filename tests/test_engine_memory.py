@@ -92,10 +92,13 @@ def test_vendor_static_batches_fit_and_the_tightest_just_fit() -> None:
     sequence short), and the tightest must not fit with more than 10% to spare (the
     memory model is not generous either). With the nominal GB read as 1e9 bytes, Llama-2-
     70B at 128/2,048 on one H100 (FP8) or two A100s held 16 of the 32 that ran."""
+    # Mixtral's runs are recorded, not fitted (fake weights route every token alike), but
+    # the memory they held does not depend on the routing: they are checked too
     points = [
         m
         for m in cb.load_reference_measurements(CAT, include_skipped=True)
-        if m.usable and (m.id or "").startswith("dli-trt09-")
+        if (m.id or "").startswith("dli-trt09-")
+        and (m.usable or "fake weights" in (m.skip_reason or ""))
     ]
     assert len(points) >= 150
     ratios = []
