@@ -158,9 +158,9 @@ ANALOGY_SIGMA_LOG = 0.73
 #: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.64, GB200
-#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.73, A10G 0.80, L4 0.83, B200 0.89
-#: (DeepSeek-V3 FP8 and FP4), Gaudi 3 0.97, H100 SXM 0.97, and A100 80GB, H100 PCIe, H200,
+#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.65, GB200
+#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78, A10G 0.83, L4 0.87, B200 0.89
+#: (DeepSeek-V3 FP8 and FP4), Gaudi 3 0.98, and A100 80GB, H100 PCIe, H100 SXM, H200,
 #: L40S, MI300X 1.00 (the cap): median 0.93 (make calibrate-defaults computes it and
 #: scales the GPUs never measured by it). A GPU never checked is scaled by it, or by the
 #: lowest level of a checked GPU of its architecture when that is lower (GB200 as B200): an

@@ -96,32 +96,33 @@ def _for_engine(by_engine: Mapping[str, float], engine: str | None) -> float:
     return min(by_engine.values())
 
 
-#: Experts per GPU of the two measured MoE layers (:func:`moe_layer_floor_us`):
-#: Mixtral's (8, ``moe_layer_floor.few_experts_by_engine_us``) and DeepSeek-V3's at tp 8
-#: without expert parallelism (256, ``moe_layer_floor.by_engine_us``).
+#: Experts of the two measured MoE layers (:func:`moe_layer_floor_us`): Mixtral's shape
+#: (8, ``moe_layer_floor.few_experts_by_engine_us``) and DeepSeek-V3's (256,
+#: ``moe_layer_floor.by_engine_us``), both at tp 8 without expert parallelism.
 MOE_FLOOR_FEW_EXPERTS = 8
 MOE_FLOOR_MANY_EXPERTS = 256
 
 
-def moe_layer_floor_us(
-    gpu: Gpu, engine: str, local_experts: float = MOE_FLOOR_MANY_EXPERTS
-) -> float:
-    """Fixed cost of one routed-expert layer on ``gpu`` with ``engine`` (us) for a layer
-    holding ``local_experts`` experts per GPU (``E / ep``), paid once per MoE layer in
-    every step with tokens, on top of the experts' GEMMs (:meth:`StepCoefficients.moe_ms`).
+def moe_layer_floor_us(gpu: Gpu, engine: str, experts: float = MOE_FLOOR_MANY_EXPERTS) -> float:
+    """Fixed cost of one routed-expert layer of ``experts`` experts on ``gpu`` with
+    ``engine`` (us), paid once per MoE layer in every step with tokens, on top of the
+    experts' GEMMs (:meth:`StepCoefficients.moe_ms`).
 
-    ``f_many``: measured with 256 experts per GPU where the GPU's catalog entry has it
+    ``f_many``: measured with 256 experts where the GPU's catalog entry has it
     (``moe_layer_floor.by_engine_us``, aiconfigurator's kernel database: DeepSeek-V3's
-    layer at one token minus its experts' weight read at peak HBM bandwidth, e.g. H200
-    with SGLang 27.6 us, with TensorRT-LLM 95.9 us); otherwise assumed:
+    layer at tp 8 and one token minus its experts' weight read at peak HBM bandwidth,
+    e.g. H200 with SGLang 27.6 us, with TensorRT-LLM 95.9 us); otherwise assumed:
     :data:`MOE_LAYER_FLOOR_ASSUMED_US` for the engine, or
-    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. ``f_few``: measured with 8 experts per GPU
-    (``moe_layer_floor.few_experts_by_engine_us``, Mixtral's layer, e.g. H100 with
-    TensorRT-LLM 29.9 us), else ``f_many`` (no cheaper floor without a measurement).
+    :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. ``f_few``: measured with 8 experts
+    (``moe_layer_floor.few_experts_by_engine_us``, Mixtral's layer shape, e.g. H100 with
+    TensorRT-LLM 24.5 us), else ``f_many`` (no cheaper floor without a measurement).
     The floor is ``f_few`` up to 8 experts, linear in the experts from ``f_few`` at 8 to
-    ``f_many`` at 256 (TensorRT-LLM's block-scaled layer on H100: 108, 64, 45 and 35 us
-    at one token with 256, 128, 64 and 32 experts per GPU), and beyond 256 the larger of
-    ``f_many`` and that line extended."""
+    ``f_many`` at 256 (TensorRT-LLM's block-scaled layer on H100 at one token: 108, 64,
+    45 and 35 us with 256, 128, 64 and 32 experts per GPU), and beyond 256 the larger of
+    ``f_many`` and that line extended. It is read at the layer's experts, not the
+    experts per GPU under expert parallelism: DeepSeek-V3's served runs on 8 x H200 with
+    TensorRT-LLM at ep 8 pay the 256-expert floor (priced at ep 8's 32 experts per GPU,
+    their TPOT at 8-72 users came out 7-24% short)."""
     many = MOE_LAYER_FLOOR_ASSUMED_US.get(engine, MOE_LAYER_FLOOR_OTHER_ENGINES_US)
     few = many
     floor = gpu.moe_layer_floor
@@ -129,11 +130,11 @@ def moe_layer_floor_us(
         many = few = floor.by_engine_us[engine]
         if floor.few_experts_by_engine_us is not None:
             few = floor.few_experts_by_engine_us.get(engine, many)
-    if local_experts <= MOE_FLOOR_FEW_EXPERTS:
+    if experts <= MOE_FLOOR_FEW_EXPERTS:
         return few
     slope = (many - few) / (MOE_FLOOR_MANY_EXPERTS - MOE_FLOOR_FEW_EXPERTS)
-    line = few + slope * (local_experts - MOE_FLOOR_FEW_EXPERTS)
-    return line if local_experts <= MOE_FLOOR_MANY_EXPERTS else max(many, line)
+    line = few + slope * (experts - MOE_FLOOR_FEW_EXPERTS)
+    return line if experts <= MOE_FLOOR_MANY_EXPERTS else max(many, line)
 
 
 def mla_layer_floor_us(gpu: Gpu, engine: str) -> float:

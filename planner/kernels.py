@@ -637,7 +637,7 @@ def coefficients_of(replica) -> StepCoefficients:
         moe_layers=arch.moe_layer_count(model),
         moe_floor_ms=(
             arch.moe_layer_count(model)
-            * moe_layer_floor_us(gpu, replica.engine, moe.num_experts / replica.ep)
+            * moe_layer_floor_us(gpu, replica.engine, moe.num_experts)
             * 1e-3
             if moe
             else 0.0

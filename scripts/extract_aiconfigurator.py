@@ -17,8 +17,8 @@ needs are read from it:
   bandwidth, ``floor_us = latency(1 token) - 8 x 3 x 7168 x 2048 / 8 B / peak``: the
   part of the layer no weight read explains (routing, permutes, launches, quantization).
   The same with **few experts per GPU** (:func:`few_experts_floor_us`): Mixtral's layer
-  (hidden 4,096, expert FFN 14,336, 8 experts, top-2, bf16) at ``moe_tp_size`` 2, 4 and 8
-  and one token, less its 2 experts' read at peak, the median over the three. The fixed
+  shape (hidden 4,096, expert FFN 14,336, 8 experts, top-2), also fp8 block-scaled at
+  ``moe_tp_size`` 8 and one token, less its 2 experts' read at peak. The fixed
   cost grows with the experts a GPU holds (TensorRT-LLM's block-scaled layer on H100 at
   one token: 108 us with 256 experts per GPU, 64 with 128, 45 with 64, 35 with 32), so
   the cost model interpolates between the two (``planner.kernel_floors``).
@@ -278,35 +278,29 @@ def mla_floor_us(rows: Iterable[dict[str, Any]]) -> float | None:
 
 #: Mixtral-8x7B's routed-expert layer shape in moe_perf: few (8) experts per GPU.
 FEW_EXPERTS_MOE = {"hidden_size": 4096, "inter_size": 14336, "num_experts": 8, "topk": 2}
-#: Tensor-parallel sizes over which its floor is read (tp 1 holds 2 x 176M-parameter
-#: experts' reads of 0.2 ms, which swamp the floor).
-FEW_EXPERTS_TP = (2, 4, 8)
 
 
 def few_experts_floor_us(rows: Iterable[dict[str, Any]], peak_tb_per_s: float) -> float | None:
-    """The MoE layer floor (us) with :data:`FEW_EXPERTS_MOE`'s 8 experts per GPU: per tp in
-    :data:`FEW_EXPERTS_TP`, the bf16 layer's latency at one token (the mean over the
-    database's routing distributions, no expert parallelism) less its top-2 experts'
-    weights per GPU (``2 x 3 x 4096 x 14336 / tp x 2 B``) read at peak HBM bandwidth;
-    the median over tp, never below 0. None when the table has none of these rows."""
+    """The MoE layer floor (us) with :data:`FEW_EXPERTS_MOE`'s 8 experts per GPU, read as
+    DeepSeek's (:func:`moe_floor_us`) so that only the experts per GPU differ: fp8
+    block-scaled, ``moe_tp_size`` :data:`MOE_TP`, no expert parallelism, one token (the
+    mean over the database's routing distributions), less its top-2 experts' weights per
+    GPU (``2 x 3 x 4096 x 14336 / 8`` bytes) read at peak HBM bandwidth; never below 0.
+    None when the table has no such row."""
     shape = FEW_EXPERTS_MOE
-    by_tp: dict[int, list[float]] = {}
-    for r in rows:
-        if (
-            r.get("moe_dtype") == "bfloat16"
-            and all(r.get(k) == v for k, v in shape.items())
-            and r.get("moe_ep_size") == 1
-            and r.get("moe_tp_size") in FEW_EXPERTS_TP
-            and r.get("num_tokens") == 1
-        ):
-            by_tp.setdefault(int(r["moe_tp_size"]), []).append(float(r["latency"]) * 1e3)
-    if not by_tp:
+    got = [
+        float(r["latency"]) * 1e3
+        for r in rows
+        if r.get("moe_dtype") == "fp8_block"
+        and all(r.get(k) == v for k, v in shape.items())
+        and r.get("moe_ep_size") == 1
+        and r.get("moe_tp_size") == MOE_TP
+        and r.get("num_tokens") == 1
+    ]
+    if not got:
         return None
-    floors = []
-    for tp, lat in by_tp.items():
-        read = shape["topk"] * 3 * shape["hidden_size"] * shape["inter_size"] / tp * 2
-        floors.append(statistics.fmean(lat) - read / (peak_tb_per_s * 1e6))
-    return round(max(statistics.median(floors), 0.0), 1)
+    read = shape["topk"] * 3 * shape["hidden_size"] * shape["inter_size"] / MOE_TP
+    return round(max(statistics.fmean(got) - read / (peak_tb_per_s * 1e6), 0.0), 1)
 
 
 def moe_floor_us(one_token_us: float, peak_tb_per_s: float) -> float:
@@ -418,8 +412,8 @@ def extract(repo: Path) -> dict[str, Any]:
             "in a CUDA graph (and eager, where measured), "
             "and the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8) at one token "
             "with its floor (latency minus the experts' weight read at peak HBM bandwidth; "
-            "moe_layer_floor_8_experts_us: the same for Mixtral's bf16 layer of 8 experts "
-            "at tp 2-8, the median) "
+            "moe_layer_floor_8_experts_us: the same for Mixtral's layer shape of 8 experts, "
+            "also fp8 block-scaled at tp 8) "
             "and its expert reads' share of peak bandwidth over dense fp8 GEMMs' at 4-64 "
             "tokens (moe_expert_read_vs_dense, the median ratio), the MLA decode attention "
             "kernel at batch 1 and a one-token context (mla_layer_floor_us, 16 heads per GPU, "

@@ -53,22 +53,23 @@ def test_catalog_few_expert_floors_are_the_extracted_ones():
             assert got.few_experts_by_engine_us[engine] == pytest.approx(want), (gpu, engine)
 
 
-def test_moe_floor_interpolates_in_the_experts_a_gpu_holds():
-    """H100 with TensorRT-LLM: 29.9 us with 8 experts per GPU (Mixtral), 94.9 us with 256
-    (DeepSeek-V3 at tp 8); DeepSeek at ep 8 holds 32: 29.9 + (94.9 - 29.9) x 24 / 248 =
-    36.19 us (the database's block-scaled layer at tp 8, ep 8: 35 us); 512 experts extend
-    the line to 162.0 us; fewer than 8 stay at 29.9."""
+def test_moe_floor_interpolates_in_the_layers_experts():
+    """H100 with TensorRT-LLM: 24.5 us for a layer of 8 experts (Mixtral's shape), 94.9 us
+    for 256 (DeepSeek-V3's), both fp8 block-scaled at tp 8; a layer of 32 experts:
+    24.5 + (94.9 - 24.5) x 24 / 248 = 31.31 us; 512 experts extend the line to 167.6 us;
+    fewer than 8 stay at 24.5."""
     h100 = CAT.gpus["h100-sxm5-80gb"]
-    assert moe_layer_floor_us(h100, "trtllm", 8) == pytest.approx(29.9)
+    slope = (94.9 - 24.5) / 248
+    assert moe_layer_floor_us(h100, "trtllm", 8) == pytest.approx(24.5)
     assert moe_layer_floor_us(h100, "trtllm", 256) == pytest.approx(94.9)
     assert moe_layer_floor_us(h100, "trtllm") == pytest.approx(94.9)  # default: 256
-    assert moe_layer_floor_us(h100, "trtllm", 32) == pytest.approx(29.9 + 65.0 * 24 / 248)
-    assert moe_layer_floor_us(h100, "trtllm", 512) == pytest.approx(29.9 + 65.0 * 504 / 248)
-    assert moe_layer_floor_us(h100, "trtllm", 1) == pytest.approx(29.9)
+    assert moe_layer_floor_us(h100, "trtllm", 32) == pytest.approx(24.5 + slope * 24)
+    assert moe_layer_floor_us(h100, "trtllm", 512) == pytest.approx(24.5 + slope * 504)
+    assert moe_layer_floor_us(h100, "trtllm", 1) == pytest.approx(24.5)
     # SGLang on B200 measures a dearer few-expert layer: the line falls, never below
     # the 256-expert floor past it
     b200 = CAT.gpus["b200"]
-    assert moe_layer_floor_us(b200, "sglang", 8) == pytest.approx(53.7)
+    assert moe_layer_floor_us(b200, "sglang", 8) == pytest.approx(41.2)
     assert moe_layer_floor_us(b200, "sglang", 512) == pytest.approx(30.2)
     # unmeasured GPU: the assumed floor whatever the experts
     mi300x = CAT.gpus["mi300x"]
@@ -79,17 +80,18 @@ def test_moe_floor_interpolates_in_the_experts_a_gpu_holds():
         )
 
 
-def test_mixtral_step_pays_the_few_expert_floor_and_deepseek_ep_less():
-    """Mixtral (8 experts) on 2 x H100 with TensorRT-LLM pays 32 x 29.9 us per step;
-    DeepSeek-V3 (two stages of 8: its weights need 16 H100s) at ep 8 (32 experts per GPU)
-    pays 58 x 36.19 us, at ep 1 58 x 94.9 us."""
+def test_mixtral_step_pays_the_few_expert_floor_and_deepseek_the_many_at_any_ep():
+    """Mixtral (8 experts) on 2 x H100 with TensorRT-LLM pays 32 x 24.5 us per step.
+    DeepSeek-V3 (two stages of 8: its weights need 16 H100s) pays 58 x 94.9 us at ep 1
+    and at ep 8: the floor is read at the layer's 256 experts, not the 32 per GPU (its
+    served runs on H200 at ep 8 pay the 256-expert floor)."""
     mixtral = rl.build_replica(CAT, "mixtral-8x7b", "h100-sxm5-80gb", tp=2, engine="trtllm")
-    assert coefficients_of(mixtral).moe_floor_ms == pytest.approx(32 * 29.9e-3)
-    for ep, us in ((1, 94.9), (8, 29.9 + 65.0 * 24 / 248)):
+    assert coefficients_of(mixtral).moe_floor_ms == pytest.approx(32 * 24.5e-3)
+    for ep in (1, 8):
         ds = rl.build_replica(
             CAT, "deepseek-v3", "h100-sxm5-80gb", tp=8, dtype="fp8", engine="trtllm", ep=ep, pp=2
         )
-        assert coefficients_of(ds).moe_floor_ms == pytest.approx(58 * us * 1e-3)
+        assert coefficients_of(ds).moe_floor_ms == pytest.approx(58 * 94.9e-3)
 
 
 def test_assumed_floors_are_the_largest_measured():
@@ -206,26 +208,25 @@ def test_moe_floor_arithmetic():
 
 
 def test_few_experts_floor_arithmetic():
-    """H100 (3.35 TB/s), Mixtral's bf16 layer at one token: its 2 experts per GPU are
-    2 x 3 x 4,096 x 14,336 / tp x 2 bytes (352.3 MB at tp 2: 105.2 us at peak). Floors
-    137 - 105.16 = 31.84 (tp 2, the mean of two distributions), 83 - 52.58 = 30.42
-    (tp 4), 55 - 26.29 = 28.71 (tp 8): the median 30.4 us; other shapes, dtypes, token
-    counts and expert parallelism are not read."""
-    row = dict(extract.FEW_EXPERTS_MOE, moe_dtype="bfloat16", moe_ep_size=1, num_tokens=1)
+    """H100 (3.35 TB/s), Mixtral's layer shape fp8 block-scaled at tp 8 and one token: its
+    2 experts per GPU are 2 x 3 x 4,096 x 14,336 / 8 bytes (44,040,192: 13.15 us at
+    peak); two distributions at 37 and 39 us leave 38 - 13.15 = 24.85 -> 24.9 us. Other
+    shapes, dtypes, tp, token counts and expert parallelism are not read."""
+    row = dict(
+        extract.FEW_EXPERTS_MOE, moe_dtype="fp8_block", moe_tp_size=8, moe_ep_size=1, num_tokens=1
+    )
     rows = [
-        dict(row, moe_tp_size=2, latency=0.136),
-        dict(row, moe_tp_size=2, latency=0.138),
-        dict(row, moe_tp_size=4, latency=0.083),
-        dict(row, moe_tp_size=8, latency=0.055),
-        dict(row, moe_tp_size=8, latency=0.9, num_tokens=2),
-        dict(row, moe_tp_size=8, latency=0.9, moe_ep_size=2),
-        dict(row, moe_tp_size=8, latency=0.9, moe_dtype="fp8"),
-        dict(row, moe_tp_size=1, latency=0.9),
-        dict(row, moe_tp_size=8, latency=0.9, num_experts=16),
+        dict(row, latency=0.037),
+        dict(row, latency=0.039),
+        dict(row, latency=0.9, num_tokens=2),
+        dict(row, latency=0.9, moe_ep_size=2),
+        dict(row, latency=0.9, moe_dtype="bfloat16"),
+        dict(row, latency=0.9, moe_tp_size=4),
+        dict(row, latency=0.9, num_experts=16),
     ]
-    assert extract.few_experts_floor_us(rows, 3.35) == 30.4
+    assert extract.few_experts_floor_us(rows, 3.35) == 24.9
     assert extract.few_experts_floor_us([], 3.35) is None
-    assert extract.few_experts_floor_us([dict(row, moe_tp_size=8, latency=0.001)], 3.35) == 0.0
+    assert extract.few_experts_floor_us([dict(row, latency=0.001)], 3.35) == 0.0
 
 
 def test_all_to_all_is_deepeps_measured_kernel():
