@@ -16,8 +16,10 @@ Three engines are modelled, by the facts that move a plan:
   0.92-0.95 for large models, and the launch commands say which value the plan
   assumes. SGLang's ``mem_fraction_static`` covers weights and KV only (activations
   come from the rest), hence 0.88 and no reserve. TensorRT-LLM gives the KV cache
-  90% of the memory free after weights and activations: ``0.9 x (C - W - A) + W + A``
-  is about 0.95 of C for the models here.
+  90% of the memory free after weights and activations
+  (``KvCacheConfig.free_gpu_memory_fraction``): it uses ``0.9 x (C - W - A) + W + A``
+  of each GPU's ``C`` (:func:`memory_utilization`): 0.91 of an H100 for an 8B in FP8,
+  0.98 for a 70B in FP8 on one H100.
 * **attention precision**: attention runs at the attention kernel's precision, BF16
   on vLLM and SGLang even with FP8 weights and an FP8 KV cache (the KV is
   dequantized in the kernel); TensorRT-LLM's FP8 attention kernels (XQA/FMHA) run
@@ -80,7 +82,10 @@ class EngineProfile:
     start-up (vLLM; :func:`activation_reserve_gb`) rather than a fixed reserve;
     ``max_num_seqs``: its default running-sequence cap on (large, other) GPUs, None for
     none; ``batched_tokens``: its default token budget per step on (large, other) GPUs
-    (large: at least 70 GiB and not an A100, vLLM's test: :func:`large_device`).
+    (large: at least 70 GiB and not an A100, vLLM's test: :func:`large_device`);
+    ``kv_free_fraction``: the engine gives the KV cache this share of the memory free
+    after weights and its reserve instead of a fixed share of the GPU (TensorRT-LLM's
+    ``free_gpu_memory_fraction``; :func:`memory_utilization`), None for a fixed share.
     """
 
     name: str
@@ -92,6 +97,7 @@ class EngineProfile:
     profiles_memory: bool = False
     max_num_seqs: tuple[int | None, int | None] = (None, None)
     batched_tokens: tuple[int, int] = (8192, 8192)
+    kv_free_fraction: float | None = None
 
 
 #: Defaults from vLLM's ``EngineArgs.get_batch_defaults`` (server: ``max_num_seqs`` 1,024 /
@@ -118,6 +124,7 @@ ENGINES: dict[str, EngineProfile] = {
         budget_counts_decodes=True,
         reserves_max_output=True,
         max_num_seqs=(2048, 2048),
+        kv_free_fraction=0.9,
     ),
 }
 
@@ -223,6 +230,23 @@ def activation_reserve_gb(profile: EngineProfile, model: Model, tp: int, gpu: Gp
     tokens = default_batched_tokens(profile, gpu)
     peak = VLLM_ACTIVATION_PEAK_GIB * width / VLLM_ACTIVATION_REF_WIDTH * tokens / 8192
     return (non_torch + peak) * 2**30 / 1e9
+
+
+def memory_utilization(
+    profile: EngineProfile, weights_gb: float, reserve_gb: float, device_gb: float
+) -> float:
+    """Share of a GPU's memory ``device_gb`` (as the driver reports it) the engine uses for
+    weights, KV cache and its reserve (dimensionless, in (0, 1]): the profile's fixed
+    ``memory_utilization``, or with ``kv_free_fraction`` ``f`` (TensorRT-LLM, 0.9) the
+    weights and reserve per GPU plus ``f`` of what they leave free:
+    ``f + (1 - f) x min(weights_gb + reserve_gb, device_gb) / device_gb``. Llama-3.1-8B in
+    FP8 on an H100 (8.03 GB of weights + 1 GB of 85.52 GB): 0.911, a 68.8 GB KV cache;
+    Llama-3.1-70B in FP8 (70.55 + 1 GB): 0.984, 12.6 GB. Inputs: the catalog's weights,
+    the profile's reserve (assumed) and the GPU's reported memory."""
+    f = profile.kv_free_fraction
+    if f is None:
+        return profile.memory_utilization
+    return f + (1.0 - f) * min(weights_gb + reserve_gb, device_gb) / device_gb
 
 
 def large_device(gpu: Gpu) -> bool:

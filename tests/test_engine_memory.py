@@ -174,3 +174,30 @@ def test_what_vendors_run_on_vllm_class_engines_still_fits() -> None:
     rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8")
     rl.build_replica(CAT, "llama-3.1-70b", "a100-sxm-80gb", tp=2)
     rl.build_replica(CAT, "llama-2-70b", "a10g", tp=8)
+
+
+def test_trtllm_gives_the_kv_cache_90_percent_of_what_weights_leave_free() -> None:
+    """TensorRT-LLM's free_gpu_memory_fraction 0.9: Llama-3.1-8B FP8 on an H100 (85.52 GB
+    reported) holds 8.03 GB of weights and the 1 GB reserve, so it uses
+    0.9 + 0.1 x 9.03 / 85.52 = 0.911 of the GPU and its KV cache is
+    0.9 x (85.52 - 9.03) = 68.8 GB; the 70B in FP8 on one H100 uses 0.984 and keeps
+    0.9 x what is left (12.6 GB); vLLM keeps its fixed 0.92."""
+    gpu = CAT.gpus["h100-sxm5-80gb"]
+    device_gb = rl.gpu_memory_bytes(gpu) / 1e9
+    trt = engines.engine_profile("trtllm")
+    assert engines.memory_utilization(trt, 8.0, 1.0, 80.0) == pytest.approx(0.9 + 0.1 * 9 / 80)
+    assert engines.memory_utilization(trt, 90.0, 1.0, 80.0) == pytest.approx(1.0)
+    vllm = engines.engine_profile("vllm")
+    assert engines.memory_utilization(vllm, 8.0, 1.0, 80.0) == vllm.memory_utilization == 0.92
+    for model in ("llama-3.1-8b", "llama-3.1-70b"):
+        r = rl.build_replica(CAT, model, gpu.id, dtype="fp8", kv_dtype="fp8", engine="trtllm")
+        weights_gb = rl.replica_weight_bytes(r) / 1e9
+        free_gb = device_gb - weights_gb - r.activation_reserve_gb
+        assert r.memory_utilization == pytest.approx(
+            0.9 + 0.1 * (weights_gb + r.activation_reserve_gb) / device_gb
+        )
+        assert rl.kv_capacity_bytes(r) / 1e9 == pytest.approx(0.9 * free_gb)
+    small = rl.build_replica(CAT, "llama-3.1-8b", gpu.id, dtype="fp8", engine="trtllm")
+    big = rl.build_replica(CAT, "llama-3.1-70b", gpu.id, dtype="fp8", engine="trtllm")
+    assert small.memory_utilization == pytest.approx(0.911, abs=1e-3)
+    assert big.memory_utilization == pytest.approx(0.984, abs=1e-3)

@@ -5,6 +5,7 @@ the memory it needs and the KV cache it has left.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -427,6 +428,14 @@ def build_replica(
         dp=dp,
         ep=ep,
     )
+    if memory_utilization is None and profile.kv_free_fraction is not None:
+        share = engines.memory_utilization(
+            profile,
+            replica_weight_bytes(replica) / 1e9 / replica.gpus,
+            replica.activation_reserve_gb,
+            gpu_memory_bytes(gpu) / 1e9,
+        )
+        replica = dataclasses.replace(replica, memory_utilization=share)
     if check_fit:
         check_memory_fit(replica)
     return replica
