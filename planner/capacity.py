@@ -405,11 +405,14 @@ def _check_shape(
     if rl.max_resident_batch(replica, context) < 1:
         reserves = engines.engine_profile(replica.engine).reserves_max_output
         held = "reserved at admission by" if reserves else "on"
+        fit = min(rl.kv_capacity_tokens(replica), math.floor(context))
         raise PlanningError.for_field(
             "prompt_tokens",
-            f"one sequence of {context:,.0f} tokens ({held} {replica.engine}) needs more KV "
-            f"memory than the {rl.kv_capacity_bytes(replica) / 1e9:.1f} GB left after the "
-            "weights",
+            f"one sequence of {context:,.0f} tokens ({held} {replica.engine}) needs "
+            f"{replica.coefficients.kv_held_bytes(context) / 1e9:.2f} GB of KV cache, more "
+            f"than the {rl.kv_capacity_bytes(replica) / 1e9:.2f} GB left after the weights: "
+            f"about {fit:,} tokens fit, {context - fit:,.0f} fewer (or spread the model over "
+            "more GPUs)",
         )
 
 

@@ -84,6 +84,11 @@ def test_one_sequence_that_its_reservation_does_not_fit_is_refused_naming_the_pr
         replica_capacity(trt, prompt, 2000)
     assert info.value.issues[0][0] == "prompt_tokens"
     assert "reserved at admission by trtllm" in str(info.value)
+    # the message says how much the sequence needs and by how much to shorten it
+    need = trt.coefficients.kv_held_bytes(prompt + 2000) / 1e9
+    fit = rl.kv_capacity_tokens(trt)
+    assert f"needs {need:.2f} GB of KV cache" in str(info.value)
+    assert f"about {fit:,} tokens fit, {prompt + 2000 - fit:,} fewer" in str(info.value)
 
 
 def test_vendor_static_batches_fit_and_the_tightest_just_fit() -> None:
