@@ -19,10 +19,10 @@ class MoeLayerFloor(Frozen):
     quantization, launches), measured at one token.
 
     ``by_engine_us``: engine name (``vllm``, ``sglang``, ``trtllm``) -> floor (us) of a
-    layer holding 256 experts per GPU (DeepSeek-V3's, fp8 block-scaled, tp 8);
-    ``few_experts_by_engine_us``: the same for a layer holding 8 experts per GPU
-    (Mixtral's shape, also fp8 block-scaled at tp 8), where measured (the cost model
-    interpolates in the experts a GPU holds, :func:`planner.kernel_floors.moe_layer_floor_us`);
+    layer of 256 experts (DeepSeek-V3's, fp8 block-scaled, tp 8);
+    ``few_experts_by_engine_us``: the same for a layer of 8 experts (Mixtral's shape,
+    also fp8 block-scaled at tp 8), where measured (the cost model interpolates in the
+    layer's experts, :func:`planner.kernel_floors.moe_layer_floor_us`);
     ``expert_read_efficiency``: the share of the GPU's dense decode bandwidth (its
     ``decode_mbu``) at which the layer's grouped GEMMs read the experts' weights, where
     the same benchmark measured it (dimensionless, in (0, 1]); None: not measured, the

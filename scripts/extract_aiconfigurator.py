@@ -16,12 +16,13 @@ needs are read from it:
   its latency minus the time to read the 8 experts' weights at the GPU's peak HBM
   bandwidth, ``floor_us = latency(1 token) - 8 x 3 x 7168 x 2048 / 8 B / peak``: the
   part of the layer no weight read explains (routing, permutes, launches, quantization).
-  The same with **few experts per GPU** (:func:`few_experts_floor_us`): Mixtral's layer
-  shape (hidden 4,096, expert FFN 14,336, 8 experts, top-2), also fp8 block-scaled at
-  ``moe_tp_size`` 8 and one token, less its 2 experts' read at peak. The fixed
-  cost grows with the experts a GPU holds (TensorRT-LLM's block-scaled layer on H100 at
-  one token: 108 us with 256 experts per GPU, 64 with 128, 45 with 64, 35 with 32), so
-  the cost model interpolates between the two (``planner.kernel_floors``).
+  The same with **few experts** (:func:`few_experts_floor_us`): Mixtral's layer shape
+  (hidden 4,096, expert FFN 14,336, 8 experts, top-2), also fp8 block-scaled at
+  ``moe_tp_size`` 8 and one token, less its 2 experts' read at peak. The fixed cost
+  grows with the experts a GPU holds (TensorRT-LLM's block-scaled layer on H100 at one
+  token: 108 us with 256 experts per GPU, 64 with 128, 45 with 64, 35 with 32), so the
+  cost model interpolates between the two in the layer's experts
+  (``planner.kernel_floors.moe_layer_floor_us``).
 
 * **expert reads against dense reads** (``moe_perf`` and ``gemm_perf`` of the same
   engine): at 4-64 tokens, the share of peak HBM bandwidth at which the DeepSeek-V3
