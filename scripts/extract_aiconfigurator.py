@@ -137,12 +137,12 @@ READ_TOKENS = (4, 8, 16, 32, 64)
 DENSE_SHAPE_RANGE = (4096, 16384)
 
 
-def is_deepseek_layer(row: dict[str, Any]) -> bool:
-    """A moe_perf row of DeepSeek-V3's routed-expert layer: fp8 block-scaled,
-    :data:`DEEPSEEK_MOE`'s shape, tp :data:`MOE_TP`, no expert parallelism."""
+def is_deepseek_layer(row: dict[str, Any], shape: dict[str, int] = DEEPSEEK_MOE) -> bool:
+    """A moe_perf row of a routed-expert layer of ``shape`` (DeepSeek-V3's by default) as
+    the floors are read: fp8 block-scaled, tp :data:`MOE_TP`, no expert parallelism."""
     return (
         row.get("moe_dtype") == "fp8_block"
-        and all(row.get(k) == v for k, v in DEEPSEEK_MOE.items())
+        and all(row.get(k) == v for k, v in shape.items())
         and row.get("moe_tp_size") == MOE_TP
         and row.get("moe_ep_size") == 1
     )
@@ -250,12 +250,23 @@ def allreduce_floors(rows: Iterable[dict[str, Any]], eager: bool = False) -> dic
     return {str(tp): round(statistics.median(v), 2) for tp, v in sorted(by_tp.items()) if v}
 
 
+def _one_token_mean_us(rows: Iterable[dict[str, Any]], shape: dict[str, int]) -> float | None:
+    """Mean latency (us, unrounded) of the layer of ``shape`` at one token over the
+    database's routing distributions (:func:`is_deepseek_layer` rows); None without rows."""
+    got = [
+        float(r["latency"]) * 1e3
+        for r in rows
+        if is_deepseek_layer(r, shape) and r["num_tokens"] == 1
+    ]
+    return statistics.fmean(got) if got else None
+
+
 def moe_one_token_us(rows: Iterable[dict[str, Any]]) -> float | None:
     """Latency (us) of the DeepSeek-V3 routed-expert layer (fp8 block-scaled, tp 8, no
     expert parallelism) for one token: the mean over the database's routing
     distributions; None when the database has no such row."""
-    got = [float(r["latency"]) * 1e3 for r in rows if is_deepseek_layer(r) and r["num_tokens"] == 1]
-    return round(statistics.fmean(got), 2) if got else None
+    got = _one_token_mean_us(rows, DEEPSEEK_MOE)
+    return round(got, 2) if got is not None else None
 
 
 #: DeepSeek-V3's attention heads per GPU at tp 8 (128 / 8), as generation_mla_perf counts them.
@@ -289,19 +300,11 @@ def few_experts_floor_us(rows: Iterable[dict[str, Any]], peak_tb_per_s: float) -
     GPU (``2 x 3 x 4096 x 14336 / 8`` bytes) read at peak HBM bandwidth; never below 0.
     None when the table has no such row."""
     shape = FEW_EXPERTS_MOE
-    got = [
-        float(r["latency"]) * 1e3
-        for r in rows
-        if r.get("moe_dtype") == "fp8_block"
-        and all(r.get(k) == v for k, v in shape.items())
-        and r.get("moe_ep_size") == 1
-        and r.get("moe_tp_size") == MOE_TP
-        and r.get("num_tokens") == 1
-    ]
-    if not got:
+    one_token_us = _one_token_mean_us(rows, shape)
+    if one_token_us is None:
         return None
     read = shape["topk"] * 3 * shape["hidden_size"] * shape["inter_size"] / MOE_TP
-    return round(max(statistics.fmean(got) - read / (peak_tb_per_s * 1e6), 0.0), 1)
+    return round(max(one_token_us - read / (peak_tb_per_s * 1e6), 0.0), 1)
 
 
 def moe_floor_us(one_token_us: float, peak_tb_per_s: float) -> float:
