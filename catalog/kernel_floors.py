@@ -27,6 +27,10 @@ class MoeLayerFloor(Frozen):
     ``decode_mbu``) at which the layer's grouped GEMMs read the experts' weights, where
     the same benchmark measured it (dimensionless, in (0, 1]); None: not measured, the
     cost model assumes :data:`planner.kernels.MOE_BANDWIDTH_EFFICIENCY`;
+    ``grouped_gemm_peak_share_by_engine``: engine -> {expert width per GPU (expert FFN /
+    moe tp): the rate its grouped expert GEMMs reach with 128+ tokens per expert, as a
+    share of the FP8 dense peak} (dimensionless;
+    :func:`planner.kernel_floors.grouped_gemm_peak_share`);
     ``source``: where the figures come from (a kernel benchmark, with its version).
     Engines not listed take :data:`planner.kernels.MOE_LAYER_FLOOR_ASSUMED_US`."""
 
@@ -37,6 +41,9 @@ class MoeLayerFloor(Frozen):
         dict[Id, Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]] | None
     ) = Field(default=None, min_length=1, max_length=16)
     expert_read_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    grouped_gemm_peak_share_by_engine: (
+        dict[Id, dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0, le=1)]]] | None
+    ) = Field(default=None, min_length=1, max_length=16)
     source: Text = Field(min_length=10)
 
 

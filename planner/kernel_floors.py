@@ -9,6 +9,7 @@ measurement, so an unmeasured GPU never looks better than a measured one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from catalog.schema import Gpu
@@ -159,3 +160,82 @@ def moe_read_efficiency(gpu: Gpu) -> float:
     if floor is not None and floor.expert_read_efficiency is not None:
         return floor.expert_read_efficiency
     return MOE_BANDWIDTH_EFFICIENCY
+
+
+#: Saturated grouped-GEMM rate as a share of the weight dtype's dense peak
+#: (:func:`grouped_gemm_peak_share`) assumed for a GPU whose catalog entry does not
+#: measure it for the engine, per engine and expert width per GPU: the least share
+#: measured at that width on any catalog GPU with that engine (aiconfigurator's database:
+#: H100, H200, B200 and GB200), so an unmeasured GPU's expert GEMMs never reach a larger
+#: share of its peak than a measured GPU's. Engines nothing measures take the least over
+#: these engines. Checked against the catalog in tests/test_kernel_floors.py.
+GROUPED_GEMM_PEAK_SHARE_ASSUMED: dict[str, dict[int, float]] = {
+    "sglang": {
+        128: 0.077,
+        256: 0.107,
+        512: 0.123,
+        1024: 0.149,
+        2048: 0.165,
+        4096: 0.181,
+        8192: 0.194,
+        16384: 0.209,
+    },
+    "vllm": {
+        128: 0.081,
+        256: 0.115,
+        512: 0.139,
+        1024: 0.16,
+        2048: 0.177,
+        4096: 0.177,
+        8192: 0.188,
+        16384: 0.181,
+    },
+    "trtllm": {
+        128: 0.034,
+        256: 0.063,
+        512: 0.111,
+        1024: 0.168,
+        2048: 0.216,
+        4096: 0.319,
+        8192: 0.361,
+        16384: 0.376,
+    },
+}
+
+
+def grouped_gemm_peak_share(gpu: Gpu, engine: str | None, width: float) -> float:
+    """The rate a MoE layer's grouped expert GEMMs reach with every expert well fed (128+
+    tokens each), as a share of the GPU's dense peak (dimensionless, in (0, 1]), at
+    ``width`` = the expert FFN width per GPU (``expert_intermediate / (tp / ep)``); the
+    cost model caps the layer's expert GEMMs at ``peak x`` this
+    (:meth:`planner.kernels.StepCoefficients.moe_ms`).
+
+    Measured (``moe_layer_floor.grouped_gemm_peak_share_by_engine``, aiconfigurator's
+    kernel database: fp8 block-scaled layers of every shape it times over the FP8 peak,
+    the median per width; one curve fits DeepSeek-V3, Qwen3, Mixtral and gpt-oss shapes
+    alike, e.g. H200 with SGLang 0.113 at 128, 0.173 at 256, 0.326 at 2,048, 0.397 at
+    16,384, where its dense FP8 GEMMs reach about 0.55): narrow experts, as DeepSeek-V3's
+    at tp 8 (256), run at a third of a dense GEMM's rate. Else assumed:
+    :data:`GROUPED_GEMM_PEAK_SHARE_ASSUMED` for the engine (the least over engines for
+    others). Linear in ``log2(width)`` between the listed widths, flat beyond them. Read
+    on fp8 kernels and applied to the peak of the layer's weight dtype (BF16 and FP4
+    expert GEMMs assumed to reach the same share of their peaks)."""
+    table: Mapping[int, float] | None = None
+    floor = gpu.moe_layer_floor
+    if floor is not None and floor.grouped_gemm_peak_share_by_engine is not None:
+        table = floor.grouped_gemm_peak_share_by_engine.get(engine or "")
+    if table is None:
+        table = GROUPED_GEMM_PEAK_SHARE_ASSUMED.get(engine or "")
+    if table is None:
+        tables = GROUPED_GEMM_PEAK_SHARE_ASSUMED.values()
+        table = {w: min(t[w] for t in tables) for w in next(iter(tables))}
+    points = sorted(table.items())
+    x = math.log2(max(width, 1.0))
+    xs = [math.log2(w) for w, _ in points]
+    ys = [v for _, v in points]
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = next(j for j in range(1, len(xs)) if x <= xs[j])
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1])

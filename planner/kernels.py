@@ -65,6 +65,7 @@ Units: times in ms, bytes, FLOP; rates are stored per ms so a step costs arithme
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -89,6 +90,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
     fp8_gemm_efficiency,
+    grouped_gemm_peak_share,
     mla_layer_floor_us,
     moe_layer_floor_us,
     moe_read_efficiency,
@@ -296,6 +298,7 @@ class StepCoefficients:
     moe_layers: int = 0
     moe_floor_ms: float = 0.0  # moe_layers x moe_layer_floor_us / 1000
     moe_read_efficiency: float = MOE_BANDWIDTH_EFFICIENCY  # :func:`moe_read_efficiency`
+    f_grouped_per_ms: float = math.inf  # tp x peak x :func:`grouped_gemm_peak_share`
     # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
     # overhead_ms, which is the engine's step overhead plus this
     attention_floor_ms: float = 0.0
@@ -364,19 +367,25 @@ class StepCoefficients:
         e, k = self.num_experts, self.experts_per_token
         return e * (1.0 - (1.0 - k / e) ** tokens)
 
+    def grouped_time_per_flop(self, tokens: float) -> float:
+        """ms per routed FLOP of ``tokens`` tokens: ``max(1 / (F_gemm g(m)), 1 /
+        F_grouped)``, ``m = tokens k / E``, ``F_grouped`` the measured saturated rate."""
+        g = grouped_gemm_efficiency(tokens * self.experts_per_token / self.num_experts)
+        return max(1.0 / (self.f_gemm_per_ms * g), 1.0 / self.f_grouped_per_ms)
+
     def moe_ms(self, tokens: float) -> float:
         """Grouped expert GEMMs over ``tokens`` tokens (ms; 0 for dense models):
-        ``skew x max(tokens x 2 N_routed / (F_gemm x g(m)), touched x expert bytes /
-        (W_eff x e_read)) + moe_floor_ms``, ``m = tokens x k / E``, ``e_read`` the GPU's
+        ``skew x max(tokens x 2 N_routed x`` :meth:`grouped_time_per_flop` ``, touched x
+        expert bytes / (W_eff x e_read)) + moe_floor_ms``; ``F_grouped`` caps a prefill's
+        expert GEMMs at what the kernel measures at the layer's expert width (DeepSeek-V3
+        at tp 8 on H200 with SGLang: 0.173 of the FP8 peak, half of ``F_gemm``);
+        ``m = tokens x k / E``, ``e_read`` the GPU's
         :func:`moe_read_efficiency` (measured, else MOE_BANDWIDTH_EFFICIENCY);
         ``moe_floor_ms`` is the MoE layers' fixed cost (:func:`moe_layer_floor_us`), which
         dominates at decode batches of a few sequences."""
         if self.num_experts == 0 or tokens <= 0:
             return 0.0
-        m = tokens * self.experts_per_token / self.num_experts
-        compute = (
-            tokens * self.routed_flops_per_token / (self.f_gemm_per_ms * grouped_gemm_efficiency(m))
-        )
+        compute = tokens * self.routed_flops_per_token * self.grouped_time_per_flop(tokens)
         memory = (
             self.experts_touched(tokens)
             * self.expert_bytes_all_layers
@@ -528,18 +537,14 @@ class StepCoefficients:
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
-        """Pure compute of a chunk (ms): ``T x 2 N_dense / F_gemm + T x 2 N_routed /
-        (F_gemm g(m)) + attention FLOPs / F_attn`` (no weight-read floor, no overhead)."""
+        """Pure compute of a chunk (ms): ``T x 2 N_dense / F_gemm + T x 2 N_routed x``
+        :meth:`grouped_time_per_flop` ``+ attention FLOPs / F_attn`` (no weight-read floor,
+        no overhead)."""
         if chunk <= 0:
             return 0.0
         t = chunk * self.dense_flops_per_token / self.f_gemm_per_ms
         if self.num_experts:
-            m = chunk * self.experts_per_token / self.num_experts
-            t += (
-                chunk
-                * self.routed_flops_per_token
-                / (self.f_gemm_per_ms * grouped_gemm_efficiency(m))
-            )
+            t += chunk * self.routed_flops_per_token * self.grouped_time_per_flop(chunk)
         return t + self.chunk_attention_parts_ms(chunk, start)[0]
 
     def chunk_steps_array_ms(
@@ -643,6 +648,14 @@ def coefficients_of(replica) -> StepCoefficients:
             else 0.0
         ),
         moe_read_efficiency=moe_read_efficiency(gpu),
+        f_grouped_per_ms=tp
+        * peak_w
+        * 1e9
+        * grouped_gemm_peak_share(
+            gpu, replica.engine, moe.expert_intermediate_size * replica.ep / tp
+        )
+        if moe
+        else math.inf,
         **spec_fields,
     )
 
@@ -675,6 +688,7 @@ __all__ = [
     "effective_tpot_ms",
     "fp8_gemm_efficiency",
     "grouped_gemm_efficiency",
+    "grouped_gemm_peak_share",
     "mla_layer_floor_us",
     "moe_layer_floor_us",
     "moe_read_efficiency",

@@ -34,6 +34,18 @@ needs are read from it:
   engines, capped at 1 (the ratio's excess over 1 is routing skew, which touches fewer
   experts than the uniform count, and is not priced).
 
+* **grouped expert GEMMs' saturated rate** (``moe_perf``): the rate (FLOP/s) a
+  routed-expert layer reaches once every expert has enough tokens (``m = n k / E >=
+  128``, balanced routing, fp8 block-scaled, no expert parallelism) as a share of the FP8
+  dense peak, per **expert width per GPU** ``w = expert FFN / moe_tp_size``: the median
+  over every layer shape of that width the database times (DeepSeek-V3, Qwen3, Mixtral,
+  gpt-oss... at tp 1-32), at the widths of :data:`GROUPED_WIDTHS`
+  (:func:`grouped_gemm_peak_share`). One curve holds across shapes (H200 with SGLang:
+  0.11 of the peak at w = 128, 0.17 at 256, 0.33 at 2,048, about a third of a dense
+  GEMM's rate at 256 and 60% at 2,048), so the cost model caps a layer's expert GEMMs at
+  it (``planner.kernel_floors.grouped_gemm_peak_share``): a DeepSeek-V3 prefill at tp 8
+  (w = 256) runs its experts at a third of the dense rate.
+
 * **MLA attention floor** (``generation_mla_perf``, SGLang and TensorRT-LLM; vLLM's
   database has only the whole attention module): the latency (us) of one MLA decode
   attention kernel at batch 1 and a one-token context with DeepSeek-V3's 16 heads per
@@ -136,6 +148,14 @@ READ_TOKENS = (4, 8, 16, 32, 64)
 #: Dense GEMM shapes compared (weights of N x K with both in this range, fp8).
 DENSE_SHAPE_RANGE = (4096, 16384)
 
+#: Expert widths per GPU (expert FFN / moe_tp_size) at which the grouped GEMMs' saturated
+#: share of the dense rate is read (:func:`grouped_gemm_share`).
+GROUPED_WIDTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: Tokens per expert from which a grouped GEMM counts as saturated.
+GROUPED_SATURATED_TOKENS = 128
+#: FP8 dense peak (TFLOP/s) per aiconfigurator system (the catalog's fp8_dense_tflops).
+FP8_PEAK_TFLOPS = {"h100_sxm": 1978.9, "h200_sxm": 1978.9, "b200_sxm": 4500.0, "gb200": 5000.0}
+
 
 def is_deepseek_layer(row: dict[str, Any], shape: dict[str, int] = DEEPSEEK_MOE) -> bool:
     """A moe_perf row of a routed-expert layer of ``shape`` (DeepSeek-V3's by default) as
@@ -182,6 +202,38 @@ def expert_read_vs_dense(
         s_moe = touched * ONE_EXPERT_BYTES_PER_GPU / (read_us * peak_tb_per_s * 1e6)
         ratios.append(s_moe / statistics.median(dense[n]))
     return round(statistics.median(ratios), 2)
+
+
+def grouped_gemm_peak_share(
+    moe_rows: Iterable[dict[str, Any]], fp8_peak_tflops: float
+) -> dict[int, float] | None:
+    """Saturated rate of grouped expert GEMMs as a share of the FP8 dense peak, per
+    expert width per GPU (dimensionless): for every fp8 block-scaled layer shape (hidden
+    h, expert FFN i, E experts, top-k) at ``moe_tp_size`` t without expert parallelism,
+    balanced routing, its rate ``n k x 2 x 3 h i / t / latency`` at each token count ``n``
+    with ``n k / E >= GROUPED_SATURATED_TOKENS``, the median over those counts, over
+    ``fp8_peak_tflops``; then per width ``w = i / t`` in :data:`GROUPED_WIDTHS` the median
+    over the shapes of that width (rounded to 0.001). None without such shapes."""
+    shapes: dict[tuple[int, int, int, int, int], dict[int, list[float]]] = {}
+    for r in moe_rows:
+        if (
+            r.get("moe_dtype") != "fp8_block"
+            or r.get("moe_ep_size") != 1
+            or r.get("distribution") != "balanced"
+        ):
+            continue
+        key = (r["hidden_size"], r["inter_size"], r["num_experts"], r["topk"], r["moe_tp_size"])
+        shapes.setdefault(key, {}).setdefault(int(r["num_tokens"]), []).append(float(r["latency"]))
+    by_width: dict[int, list[float]] = {}
+    for (h, i, e, k, t), lat in shapes.items():
+        rates = [
+            n * k * 2 * 3 * h * i / t / (statistics.fmean(v) * 1e9)
+            for n, v in lat.items()
+            if n * k / e >= GROUPED_SATURATED_TOKENS
+        ]
+        if len(rates) >= 2 and i % t == 0 and i // t in GROUPED_WIDTHS:
+            by_width.setdefault(i // t, []).append(statistics.median(rates) / fp8_peak_tflops)
+    return {w: round(statistics.median(v), 3) for w, v in sorted(by_width.items())} or None
 
 
 def fp8_gemm_vs_bf16(rows: Iterable[dict[str, Any]]) -> float | None:
@@ -387,6 +439,8 @@ def extract(repo: Path) -> dict[str, Any]:
                     e["moe_expert_read_vs_dense"] = ratio
             if moe and (few := few_experts_floor_us(moe, peak)) is not None:
                 e["moe_layer_floor_8_experts_us"] = few
+            if moe and (share := grouped_gemm_peak_share(moe, FP8_PEAK_TFLOPS[system])):
+                e["moe_grouped_gemm_peak_share_by_width"] = share
             if (ratio := fp8_gemm_vs_bf16(gemm)) is not None:
                 e["fp8_gemm_vs_bf16"] = ratio
             mla = _parquet(
@@ -419,7 +473,11 @@ def extract(repo: Path) -> dict[str, Any]:
             "moe_layer_floor_8_experts_us: the same for Mixtral's layer shape of 8 experts, "
             "also fp8 block-scaled at tp 8) "
             "and its expert reads' share of peak bandwidth over dense fp8 GEMMs' at 4-64 "
-            "tokens (moe_expert_read_vs_dense, the median ratio), the MLA decode attention "
+            "tokens (moe_expert_read_vs_dense, the median ratio), the saturated rate of "
+            "grouped expert GEMMs (>= 128 tokens per expert, fp8 block-scaled, balanced "
+            "routing) as a share of the FP8 dense peak per expert width per GPU "
+            "(moe_grouped_gemm_peak_share_by_width: expert FFN / moe_tp_size -> the median "
+            "over layer shapes of that width), the MLA decode attention "
             "kernel at batch 1 and a one-token context (mla_layer_floor_us, 16 heads per GPU, "
             "fp8 KV), "
             "FP8 GEMMs' share of the FP8 peak over BF16 GEMMs' share of the BF16 peak at "
@@ -430,7 +488,8 @@ def extract(repo: Path) -> dict[str, Any]:
             "and DeepEP's low-latency all-to-all (per-operation latency at one token, "
             "bandwidth share at 1,024 tokens). "
             "Kernel benchmarks, not serving runs: the cost model's collective latency, "
-            "MoE layer floor, expert-read efficiency, MLA layer floor and FP8 GEMM "
+            "MoE layer floor, expert-read efficiency, grouped GEMM share, MLA layer floor "
+            "and FP8 GEMM "
             "efficiency come from here "
             "(catalog/data/links, catalog/data/gpus)."
         ),
