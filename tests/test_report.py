@@ -765,7 +765,7 @@ def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data
     assert 0.9 * min(imax) <= MEASURED_AGG_TTFT_EXTRA_MS <= min(imax)
     assert all(-200 <= x <= 70 for x in nim)
     assert all(x.users <= 8 for x in got)
-    tight = {"name": "rag", "mode": "aggregated", "ttft_ms": 700.0, "slo": {"ttft_ms": 800}}
+    tight = {"name": "rag", "mode": "aggregated", "ttft_ms": 795.0, "slo": {"ttft_ms": 800}}
     roomy = {**tight, "ttft_ms": 800 - MEASURED_AGG_TTFT_EXTRA_MS}
     assert "beyond the 800 ms SLO" in (aggregated_ttft_line(tight) or "")
     assert "within the 800 ms SLO" in (aggregated_ttft_line(roomy) or "")
