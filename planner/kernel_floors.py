@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import numpy as np
+
 from catalog.schema import Gpu
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
@@ -229,13 +231,7 @@ def grouped_gemm_peak_share(gpu: Gpu, engine: str | None, width: float) -> float
     if table is None:
         tables = GROUPED_GEMM_PEAK_SHARE_ASSUMED.values()
         table = {w: min(t[w] for t in tables) for w in next(iter(tables))}
-    points = sorted(table.items())
+    widths = sorted(table)
     x = math.log2(max(width, 1.0))
-    xs = [math.log2(w) for w, _ in points]
-    ys = [v for _, v in points]
-    if x <= xs[0]:
-        return ys[0]
-    if x >= xs[-1]:
-        return ys[-1]
-    i = next(j for j in range(1, len(xs)) if x <= xs[j])
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    # np.interp is flat beyond the ends, as the docstring says
+    return float(np.interp(x, [math.log2(w) for w in widths], [table[w] for w in widths]))
