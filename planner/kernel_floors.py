@@ -170,7 +170,7 @@ def moe_read_efficiency(gpu: Gpu) -> float:
 #: measured at that width on any catalog GPU with that engine (aiconfigurator's database:
 #: H100, H200, B200 and GB200), so an unmeasured GPU's expert GEMMs never reach a larger
 #: share of its peak than a measured GPU's. Engines nothing measures take the least over
-#: these engines. Checked against the catalog in tests/test_kernel_floors.py.
+#: these engines. Checked against the catalog in tests/test_grouped_gemm.py.
 GROUPED_GEMM_PEAK_SHARE_ASSUMED: dict[str, dict[int, float]] = {
     "sglang": {
         128: 0.077,
