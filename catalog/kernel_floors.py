@@ -1,12 +1,12 @@
 """Measured kernel floors of a GPU's catalog entry (split from :mod:`catalog.schema`,
 which re-exports them): the fixed cost of a MoE layer and of an MLA decode attention
-kernel per serving engine, the MoE layer's expert-read efficiency and FP8 GEMMs'
-efficiency against BF16 ones, each with the kernel benchmark it comes from
-(``scripts/extract_aiconfigurator.py``)."""
+kernel per serving engine, the MoE layer's expert-read efficiency, FP8 GEMMs'
+efficiency against BF16 ones and the decode attention kernel's rate, each with the
+kernel benchmark it comes from (``scripts/extract_aiconfigurator.py``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -74,6 +74,32 @@ class Fp8GemmEfficiency(Frozen):
     :data:`planner.kernels.FP8_GEMM_EFFICIENCY_ASSUMED`."""
 
     by_engine: dict[Id, Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=16
+    )
+    source: Text = Field(min_length=10)
+
+
+class DecodeAttentionFit(Frozen):
+    """One engine's decode attention kernel on this GPU for one KV-cache dtype:
+    ``pair_ns`` the time per (sequence, KV head) pair per layer beyond its KV bytes (ns);
+    ``saturated_share`` the share of peak HBM bandwidth at which the KV bytes stream
+    (dimensionless, in (0, 1])."""
+
+    pair_ns: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)]
+    saturated_share: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class DecodeAttention(Frozen):
+    """The measured decode attention kernel (GQA/MHA; MLA has :class:`MlaLayerFloor`)
+    per serving engine and KV-cache dtype: a step's KV read takes at least
+    ``layers x pairs x pair_ns + KV bytes / (peak x saturated_share)``
+    (:func:`planner.kernel_floors.decode_attention_rate`).
+
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> :class:`DecodeAttentionFit`};
+    ``source``: the kernel benchmark and its versions. Engines not listed take the
+    slowest listed values."""
+
+    by_engine: dict[Id, dict[Literal["bf16", "fp8"], DecodeAttentionFit]] = Field(
         min_length=1, max_length=16
     )
     source: Text = Field(min_length=10)

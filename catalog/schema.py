@@ -58,7 +58,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     device_memory_bytes,
     no_control_characters,
 )
-from catalog.kernel_floors import Fp8GemmEfficiency, MlaLayerFloor, MoeLayerFloor
+from catalog.kernel_floors import DecodeAttention, Fp8GemmEfficiency, MlaLayerFloor, MoeLayerFloor
 
 
 class Dtype(StrEnum):
@@ -409,6 +409,7 @@ class Gpu(Frozen):
         default=None,
         description="Measured FP8 GEMM efficiency relative to BF16 per engine; None: assumed.",
     )
+    decode_attention: DecodeAttention | None = None  # measured kernel rate; None: the MBU only
     sources: Sources
     notes: Text = ""
     uncertain: list[Name] = Field(

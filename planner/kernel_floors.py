@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from catalog.schema import Gpu
+from catalog.schema import Dtype, Gpu
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
 #: weights (many small GEMMs, one per expert, each with its own tail), on a GPU whose
@@ -235,3 +235,108 @@ def grouped_gemm_peak_share(gpu: Gpu, engine: str | None, width: float) -> float
     x = math.log2(max(width, 1.0))
     # np.interp is flat beyond the ends, as the docstring says
     return float(np.interp(x, [math.log2(w) for w in widths], [table[w] for w in widths]))
+
+
+#: Share of ``peak(fp4) x MFU x fp8_gemm_efficiency`` (the FP8 GEMMs' measured share,
+#: :func:`fp8_gemm_efficiency`) that FP4 weight GEMMs are assumed to reach, where no FP4
+#: measurement backs the GPU's factors. Assumed, not fitted: the reference measurements
+#: price no FP4 run the planner can use, and FP4 GEMMs pay block-scale handling and
+#: activation quantization (W4A4) that FP8 GEMMs do not, in kernels younger than FP8's. At
+#: 0.75 an FP4 GEMM runs 1.5x an FP8 one on Blackwell (peak ratio 2x). Checked, not fitted:
+#: the reference set's DeepSeek-V3/R1 FP4 runs on B200 (InferenceX, TensorRT-LLM; imported
+#: as skipped because the catalog had no FP4 DeepSeek then) that the planner can price are
+#: measured at a median 1.45x the throughput this predicts, against 1.0x for the FP8 runs
+#: on the same GPU and model: FP4 is priced pessimistically, never better than FP8
+#: (tests/test_fp4.py).
+FP4_GEMM_DERATE = 0.75
+
+#: Share of the effective HBM bandwidth ``W_eff`` that reading FP4 weights is assumed to
+#: reach where no FP4 measurement backs the factors (dequantizing 16- or 32-value blocks
+#: in small-batch GEMMs costs issue slots a BF16/FP8 read does not). Assumed, not fitted.
+FP4_WEIGHT_READ_DERATE = 0.85
+
+
+def weight_dtype_derates(
+    gpu: Gpu, dtype: Dtype | str, engine: str | None = None
+) -> tuple[float, float]:
+    """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
+    MBU for weights in ``dtype`` run by ``engine`` (dimensionless, <= 1).
+
+    * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
+      their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
+      (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
+    * fp4: ``(FP4_GEMM_DERATE x fp8_gemm_efficiency(gpu, engine),
+      FP4_WEIGHT_READ_DERATE)`` unless the GPU's catalog (or an applied calibration) has
+      factors measured in fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set
+      or fitted on BF16/FP8 runs, and an unmeasured format must not look better than a
+      measured one (an FP4 GEMM runs at most 1.5x the FP8 one of the same GPU);
+    * (1, 1) for every other dtype."""
+    d = Dtype(dtype)
+    if d == Dtype.FP8:
+        return (fp8_gemm_efficiency(gpu, engine), 1.0)
+    if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
+        return (1.0, 1.0)
+    return (FP4_GEMM_DERATE * fp8_gemm_efficiency(gpu, engine), FP4_WEIGHT_READ_DERATE)
+
+
+#: The decode attention kernel (``(pair_ns, saturated_share)``, :func:`decode_attention_rate`)
+#: assumed for a GPU whose catalog entry has no ``decode_attention``, per architecture
+#: (the catalog's ``arch``), engine and KV dtype: the slowest measured on a catalog GPU of
+#: that architecture (aiconfigurator's database: the largest ``pair_ns`` and the least
+#: ``saturated_share`` of H100 and H200 for Hopper, so H100 NVL and PCIe, the same GH100
+#: die, take them; of B200 and GB200 for Blackwell). Checked against the catalog in
+#: tests/test_decode_attention.py.
+DECODE_ATTENTION_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
+    "Hopper": {
+        "sglang": {"bf16": (11.67, 0.891), "fp8": (17.37, 0.514)},
+        "vllm": {"bf16": (16.57, 0.898), "fp8": (27.31, 0.645)},
+        "trtllm": {"bf16": (4.57, 0.833), "fp8": (4.45, 0.684)},
+    },
+    "Blackwell": {
+        "sglang": {"bf16": (2.04, 0.879), "fp8": (3.14, 0.845)},
+        "vllm": {"bf16": (2.65, 0.882), "fp8": (3.94, 0.904)},
+        "trtllm": {"bf16": (2.29, 0.901), "fp8": (3.3, 0.92)},
+    },
+}
+
+
+def _slowest(fits: Mapping[str, tuple[float, float]] | None) -> tuple[float, float] | None:
+    """The slowest of several ``(pair_ns, saturated_share)``: the largest per-pair cost
+    and the least share (None when there are none)."""
+    if not fits:
+        return None
+    return max(f[0] for f in fits.values()), min(f[1] for f in fits.values())
+
+
+def decode_attention_rate(
+    gpu: Gpu, engine: str | None, kv_dtype: Dtype | str
+) -> tuple[float, float] | None:
+    """``(pair_ns, saturated_share)`` of ``gpu``'s decode attention kernel (GQA/MHA) with
+    ``engine`` and a ``kv_dtype`` KV cache, or None where nothing measures a kernel of
+    that family: a decode step's KV read takes at least ``layers x B x kv_heads_per_rank
+    x pair_ns + KV bytes / (tp x peak HBM x saturated_share)``
+    (:meth:`planner.kernels.StepCoefficients.kv_read_ms_per_seq`).
+
+    Measured (the catalog's ``decode_attention``, aiconfigurator's kernel database: on
+    H200, vLLM's FP8-KV kernel pays 27.3 ns per (sequence, KV head) pair per layer and
+    streams its bytes at 0.645 of the peak; its BF16 one 16.6 ns and 0.898). An engine
+    the entry does not list takes the slowest listed (per pair and per byte, for the
+    dtype); a GPU without an entry its architecture's :data:`DECODE_ATTENTION_BY_ARCH`
+    (the slowest over that table's engines for an engine it does not list). Other
+    architectures (Ampere, Ada, CDNA, Gaudi) return None: no kernel benchmark measures
+    their attention kernels, which their fitted decode MBU (from their own serving
+    measurements) prices alone; NVIDIA's per-pair costs are not theirs to borrow."""
+    d = Dtype(kv_dtype).value
+    entry = gpu.decode_attention
+    if entry is not None:
+        fits = {
+            e: (f[d].pair_ns, f[d].saturated_share) for e, f in entry.by_engine.items() if d in f
+        }
+        own = fits.get(engine or "")
+        return own if own is not None else _slowest(fits)
+    table = DECODE_ATTENTION_BY_ARCH.get(gpu.arch)
+    if table is None:
+        return None
+    fits = {e: f[d] for e, f in table.items() if d in f}
+    own = fits.get(engine or "")
+    return own if own is not None else _slowest(fits)

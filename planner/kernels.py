@@ -71,7 +71,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from catalog.schema import Dtype, Gpu, Link
+from catalog.schema import Link
 from planner import architecture as arch
 from planner.collectives import (
     ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION,
@@ -83,17 +83,21 @@ from planner.collectives import (
     pcie_allreduce_alpha_beta,
 )
 from planner.kernel_floors import (  # re-exported: the measured kernel floors
+    FP4_GEMM_DERATE,
+    FP4_WEIGHT_READ_DERATE,
     FP8_GEMM_EFFICIENCY_ASSUMED,
     FP8_GEMM_EFFICIENCY_BY_ARCH,
     MLA_LAYER_FLOOR_ASSUMED_US,
     MOE_BANDWIDTH_EFFICIENCY,
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
+    decode_attention_rate,
     fp8_gemm_efficiency,
     grouped_gemm_peak_share,
     mla_layer_floor_us,
     moe_layer_floor_us,
     moe_read_efficiency,
+    weight_dtype_derates,
 )
 
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
@@ -107,48 +111,6 @@ ACTIVATION_BYTES = 2.0
 #: waits for it). Assumed: routing skew at decode batches with an expert-placement
 #: balancer is commonly reported at 1.1-1.3x; 1.25 errs high. Not fitted.
 EP_LOAD_IMBALANCE = 1.25
-
-
-#: Share of ``peak(fp4) x MFU x fp8_gemm_efficiency`` (the FP8 GEMMs' measured share,
-#: :func:`fp8_gemm_efficiency`) that FP4 weight GEMMs are assumed to reach, where no FP4
-#: measurement backs the GPU's factors. Assumed, not fitted: the reference measurements
-#: price no FP4 run the planner can use, and FP4 GEMMs pay block-scale handling and
-#: activation quantization (W4A4) that FP8 GEMMs do not, in kernels younger than FP8's. At
-#: 0.75 an FP4 GEMM runs 1.5x an FP8 one on Blackwell (peak ratio 2x). Checked, not fitted:
-#: the reference set's DeepSeek-V3/R1 FP4 runs on B200 (InferenceX, TensorRT-LLM; imported
-#: as skipped because the catalog had no FP4 DeepSeek then) that the planner can price are
-#: measured at a median 1.45x the throughput this predicts, against 1.0x for the FP8 runs
-#: on the same GPU and model: FP4 is priced pessimistically, never better than FP8
-#: (tests/test_fp4.py).
-FP4_GEMM_DERATE = 0.75
-
-#: Share of the effective HBM bandwidth ``W_eff`` that reading FP4 weights is assumed to
-#: reach where no FP4 measurement backs the factors (dequantizing 16- or 32-value blocks
-#: in small-batch GEMMs costs issue slots a BF16/FP8 read does not). Assumed, not fitted.
-FP4_WEIGHT_READ_DERATE = 0.85
-
-
-def weight_dtype_derates(
-    gpu: Gpu, dtype: Dtype | str, engine: str | None = None
-) -> tuple[float, float]:
-    """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
-    MBU for weights in ``dtype`` run by ``engine`` (dimensionless, <= 1).
-
-    * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
-      their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
-      (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
-    * fp4: ``(FP4_GEMM_DERATE x fp8_gemm_efficiency(gpu, engine),
-      FP4_WEIGHT_READ_DERATE)`` unless the GPU's catalog (or an applied calibration) has
-      factors measured in fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set
-      or fitted on BF16/FP8 runs, and an unmeasured format must not look better than a
-      measured one (an FP4 GEMM runs at most 1.5x the FP8 one of the same GPU);
-    * (1, 1) for every other dtype."""
-    d = Dtype(dtype)
-    if d == Dtype.FP8:
-        return (fp8_gemm_efficiency(gpu, engine), 1.0)
-    if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
-        return (1.0, 1.0)
-    return (FP4_GEMM_DERATE * fp8_gemm_efficiency(gpu, engine), FP4_WEIGHT_READ_DERATE)
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
@@ -299,6 +261,10 @@ class StepCoefficients:
     moe_floor_ms: float = 0.0  # moe_layers x moe_layer_floor_us / 1000
     moe_read_efficiency: float = MOE_BANDWIDTH_EFFICIENCY  # :func:`moe_read_efficiency`
     f_grouped_per_ms: float = math.inf  # tp x peak x :func:`grouped_gemm_peak_share`
+    # the measured decode attention kernel (:func:`decode_attention_rate`): per sequence
+    # per step, layers x KV heads per rank x pair_ns (ms), and tp x peak x saturated share
+    attn_pair_ms: float = 0.0
+    w_attn_per_ms: float = math.inf
     # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
     # overhead_ms, which is the engine's step overhead plus this
     attention_floor_ms: float = 0.0
@@ -403,7 +369,17 @@ class StepCoefficients:
         if batch <= 0:
             return 0.0, 0.0
         flops = queries * batch * self.decode_attn_per_ctx * self.context_weight(context)
-        return flops / self.f_attn_per_ms, batch * self.kv_held_bytes(context) / self.w_per_ms
+        return flops / self.f_attn_per_ms, batch * self.kv_read_ms_per_seq(
+            self.kv_held_bytes(context)
+        )
+
+    def kv_read_ms_per_seq(self, kv_bytes: float) -> float:
+        """One decoding sequence's KV read of ``kv_bytes`` (ms): ``max(kv / W_eff,
+        attn_pair_ms + kv / W_attn)``, the second the measured attention kernel
+        (:func:`decode_attention_rate`; none for MLA or unmeasured families)."""
+        a = kv_bytes / self.w_per_ms
+        b = self.attn_pair_ms + kv_bytes / self.w_attn_per_ms
+        return a if a > b else b
 
     def chunk_attention_parts_ms(self, chunk: float, start: float) -> tuple[float, float]:
         """(compute, memory) of a chunk's attention after ``start`` cached tokens (ms)."""
@@ -593,6 +569,8 @@ def coefficients_of(replica) -> StepCoefficients:
     repl = arch.kv_replication(model, replica.attention_tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl
     moe = model.moe
+    rate = None if model.mla else decode_attention_rate(gpu, replica.engine, replica.kv_dtype)
+    heads = -(-model.num_kv_heads // replica.attention_tp)  # whole heads per rank
     # MLA models: every layer's decode attention kernel pays its measured floor per step
     attention_floor_ms = (
         model.num_layers * mla_layer_floor_us(gpu, replica.engine) * 1e-3
@@ -656,6 +634,8 @@ def coefficients_of(replica) -> StepCoefficients:
         )
         if moe
         else math.inf,
+        attn_pair_ms=model.num_layers * heads * rate[0] * 1e-6 if rate else 0.0,
+        w_attn_per_ms=tp * gpu.mem_bw_tbps * 1e9 * rate[1] if rate else math.inf,
         **spec_fields,
     )
 
@@ -684,6 +664,7 @@ __all__ = [
     "all_to_all_ms",
     "allreduce_ms",
     "coefficients_of",
+    "decode_attention_rate",
     "decode_tokens_per_s",
     "effective_tpot_ms",
     "fp8_gemm_efficiency",

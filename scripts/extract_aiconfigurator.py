@@ -386,6 +386,71 @@ def all_to_all_fit(rows: Iterable[dict[str, Any]], link_gb_per_s: float) -> dict
     return {"latency_us": round(by_tokens[1] / 2, 1), "bandwidth_fraction": round(fraction, 2)}
 
 
+#: Decode attention rows fitted (:func:`decode_attention_fit`): head size 128, no sliding
+#: window, GQA groups of 1-8 query heads per KV head, at least this many (sequence, KV
+#: head) pairs per kernel (the GPU filled) and contexts in this range (tokens).
+ATTENTION_MIN_PAIRS = 64
+ATTENTION_CONTEXTS = (128, 16384)
+ATTENTION_GROUPS = (1, 2, 4, 8)
+#: aiconfigurator KV-cache dtype -> the catalog's.
+ATTENTION_KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
+
+
+def decode_attention_fit(
+    rows: Iterable[dict[str, Any]], peak_tb_per_s: float
+) -> dict[str, dict[str, float]]:
+    """Per KV dtype, the decode attention kernel (``generation_attention_perf``) as
+    ``t_us = launch_us + pairs x pair_ns / 1e3 + KV bytes / (peak x saturated_share)``,
+    fitted by non-negative least squares on relative error over the rows with
+    :data:`ATTENTION_MIN_PAIRS` or more (sequence, KV head) pairs and contexts in
+    :data:`ATTENTION_CONTEXTS`; KV bytes = ``batch x context x kv_heads x 128 x 2 x``
+    the dtype's bytes. ``pair_ns``: the cost per pair beyond its bytes (page lookups,
+    softmax and output per head, split-KV reduction); ``saturated_share``: the share of
+    peak HBM bandwidth at which its bytes stream (FP8 KV pays dequantization: 0.51-0.83
+    on H100 and H200, against 0.83-0.92 in BF16); ``launch_us`` is reported, not used
+    (the step overhead carries launches). With ``rows`` (the fit's) and
+    ``median_abs_error`` of the fit."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    out: dict[str, dict[str, float]] = {}
+    for aic_dtype, dtype in ATTENTION_KV_DTYPES.items():
+        sel = []
+        for r in rows:
+            heads, kv = r.get("num_heads"), r.get("num_key_value_heads")
+            ctx = r.get("isl", 0) + r.get("step", 0)
+            if (
+                r.get("kv_cache_dtype") != aic_dtype
+                or r.get("head_dim") != 128
+                or r.get("window_size") not in (0, None)
+                or not heads
+                or not kv
+                or heads % kv
+                or heads // kv not in ATTENTION_GROUPS
+                or r["batch_size"] * kv < ATTENTION_MIN_PAIRS
+                or not ATTENTION_CONTEXTS[0] <= ctx <= ATTENTION_CONTEXTS[1]
+            ):
+                continue
+            nbytes = r["batch_size"] * ctx * kv * 128 * 2 * (1 if dtype == "fp8" else 2)
+            sel.append((r["batch_size"] * kv, nbytes, r["latency"] * 1e3))
+        if len(sel) < 10:
+            continue
+        pairs, nbytes, t_us = (np.array(x, dtype=float) for x in zip(*sel, strict=True))
+        a = np.stack([np.ones_like(t_us), pairs, nbytes / (peak_tb_per_s * 1e6)], axis=1)
+        x, _ = nnls(a / t_us[:, None], np.ones_like(t_us))
+        if x[2] <= 0:
+            continue
+        err = np.median(np.abs(a @ x / t_us - 1.0))
+        out[dtype] = {
+            "pair_ns": round(float(x[1]) * 1e3, 2),
+            "saturated_share": round(min(1.0, 1.0 / float(x[2])), 3),
+            "launch_us": round(float(x[0]), 1),
+            "rows": len(sel),
+            "median_abs_error": round(float(err), 3),
+        }
+    return out
+
+
 def _parquet(repo: Path, path: str) -> list[dict[str, Any]] | None:
     import pyarrow.parquet as pq  # type: ignore[import-not-found]  # only this script needs it
 
@@ -448,6 +513,12 @@ def extract(repo: Path) -> dict[str, Any]:
             )
             if mla and (floor := mla_floor_us(mla)) is not None:
                 e["mla_layer_floor_us"] = floor
+            gen = _parquet(
+                repo,
+                f"{DATA}/{system}/attention/{engine}/{version}/generation_attention_perf.parquet",
+            )
+            if gen and (attention := decode_attention_fit(gen, peak)):
+                e["decode_attention"] = attention
             entry["engines"][engine] = e
         gpus[gpu] = entry
     gemm_only: dict[str, Any] = {}
@@ -483,13 +554,17 @@ def extract(repo: Path) -> dict[str, Any]:
             "FP8 GEMMs' share of the FP8 peak over BF16 GEMMs' share of the BF16 peak at "
             "1,024-8,192 tokens (fp8_gemm_vs_bf16, the median over 4,096-16,384 square-ish "
             "weight shapes; also for L40S, under fp8_gemm_only), "
+            "the decode attention kernel per KV dtype (decode_attention: launch_us + "
+            "pairs x pair_ns + KV bytes / (peak x saturated_share), fitted over batches "
+            "of 64+ (sequence, KV head) pairs and 128-16,384-token contexts, head size "
+            "128, GQA groups of 1-8), "
             "NCCL's all-reduce over PCIe on an 8 x L40S server (pcie_allreduce: per GPU "
             "count, the small-message latency and the bus bandwidth at 1-64 MB), "
             "and DeepEP's low-latency all-to-all (per-operation latency at one token, "
             "bandwidth share at 1,024 tokens). "
             "Kernel benchmarks, not serving runs: the cost model's collective latency, "
-            "MoE layer floor, expert-read efficiency, grouped GEMM share, MLA layer floor "
-            "and FP8 GEMM "
+            "MoE layer floor, expert-read efficiency, grouped GEMM share, MLA layer floor, "
+            "decode attention rate and FP8 GEMM "
             "efficiency come from here "
             "(catalog/data/links, catalog/data/gpus)."
         ),

@@ -135,7 +135,9 @@ def prefill_ms(
 
 def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> float:
     """Memory time of a decode step (ms): ``weights read / (W_eff x read derate) +
-    B x KV_held(s) / W_eff`` (the derate: :func:`planner.kernels.weight_dtype_derates`).
+    B x KV read(KV_held(s))`` (the derate: :func:`planner.kernels.weight_dtype_derates`;
+    the KV read: :meth:`planner.kernels.StepCoefficients.kv_read_ms_per_seq`, at least
+    ``KV_held / W_eff``).
 
     Weights read follow :func:`weight_bytes_read_per_step` (MoE reads only the
     experts the batch routes to); ``KV_held(s)`` is one sequence's KV with its TP
@@ -143,9 +145,9 @@ def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> f
     A bound for reports; the step itself is :func:`decode_step_ms`.
     """
     c = replica.coefficients
-    kv = batch * c.kv_held_bytes(context_tokens)
+    kv_ms = batch * c.kv_read_ms_per_seq(c.kv_held_bytes(context_tokens))
     weights = weight_bytes_read_per_step(replica, batch)
-    return weights / c.w_weights_per_ms + kv / c.w_per_ms
+    return weights / c.w_weights_per_ms + kv_ms
 
 
 def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> float:

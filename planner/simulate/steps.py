@@ -52,6 +52,9 @@ class StepModel:
         self._kv_per_token = c.kv_full_held + c.draft_kv_held
         # chunk sums in closed form (chunks_ms): attention affine in the chunk's start
         self._closed = self._plain and 0.0 <= self._one_minus_overlap <= 1.0
+        # the measured attention kernel's floor on a sequence's KV read
+        # (StepCoefficients.kv_read_ms_per_seq): per-sequence ms, bytes/ms
+        self._attn_pair, self._w_attn = c.attn_pair_ms, c.w_attn_per_ms
         self._closed_consts = (
             c.queries_per_seq,
             c.decode_attn_per_ctx,
@@ -109,7 +112,9 @@ class StepModel:
             q, d_attn, layers, f_attn, kv_token, w, _, pp = self._closed_consts
             b = batch / pp
             compute = q * b * d_attn * (layers * context_tokens) / f_attn
-            memory = b * (kv_token * context_tokens) / w
+            kvb = kv_token * context_tokens
+            m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
+            memory = b * (m1 if m1 > m2 else m2)
             t = gm + (compute if compute > memory else memory) + co
             return t + pl if pp > 1 else t
         if not self._fast or batch <= 0:
@@ -126,7 +131,7 @@ class StepModel:
             cw = c.context_weight(context_tokens)
             kv = c.kv_held_bytes(context_tokens)
         compute = c.queries_per_seq * b * c.decode_attn_per_ctx * cw / c.f_attn_per_ms
-        memory = b * kv / c.w_per_ms
+        memory = b * c.kv_read_ms_per_seq(kv)
         t = gm + (compute if compute > memory else memory) + co
         return t + pl if c.pp > 1 else t
 
@@ -151,7 +156,9 @@ class StepModel:
             q, d_attn, layers, f_attn, kv, w, p_attn, _ = self._closed_consts
             if b > 0:
                 dc = q * b * d_attn * (layers * context) / f_attn
-                dm = b * (kv * context) / w
+                kvb = kv * context
+                m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
+                dm = b * (m1 if m1 > m2 else m2)
             else:
                 dc = dm = 0.0
             s_end = layers * end * end / 2.0
@@ -162,7 +169,7 @@ class StepModel:
             if b > 0:
                 flops = c.queries_per_seq * b * c.decode_attn_per_ctx * c.context_weight(context)
                 dc = flops / c.f_attn_per_ms
-                dm = b * c.kv_held_bytes(context) / c.w_per_ms
+                dm = b * c.kv_read_ms_per_seq(c.kv_held_bytes(context))
             else:
                 dc = dm = 0.0
             cc = c.prefill_attn_per_ctx * (c.span(end) - c.span(chunk_start)) / c.f_attn_per_ms
@@ -288,7 +295,9 @@ class StepModel:
         b = batch / pp
         if b > 0:  # StepCoefficients.decode_attention_parts_ms, the same operations
             dc = q * b * d_attn * (layers * context) / f_attn
-            dm = b * (kv * context) / w
+            kvb = kv * context
+            m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
+            dm = b * (m1 if m1 > m2 else m2)
         else:
             dc = dm = 0.0
         a_d = dc if dc > dm else dm
