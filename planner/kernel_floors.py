@@ -300,6 +300,23 @@ DECODE_ATTENTION_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, float]]]] =
 }
 
 
+#: The same for a GPU of an architecture nothing measures (Ampere, Ada, AMD's CDNA): the
+#: slowest over :data:`DECODE_ATTENTION_BY_ARCH` per engine and dtype (largest
+#: ``pair_ns``, least share). Checked in tests/test_decode_attention.py.
+DECODE_ATTENTION_ASSUMED: dict[str, dict[str, tuple[float, float]]] = {
+    "sglang": {"bf16": (11.67, 0.879), "fp8": (17.37, 0.514)},
+    "vllm": {"bf16": (16.57, 0.882), "fp8": (27.31, 0.645)},
+    "trtllm": {"bf16": (4.57, 0.833), "fp8": (4.45, 0.684)},
+}
+#: Vendors whose accelerators take no borrowed decode attention kernel: Intel's Gaudi 3
+#: runs attention on its matrix engines and TPCs, not in GPU thread blocks, and its
+#: measured serving runs contradict a per-(sequence, KV head) cost of GPU kernels
+#: (Llama-2-7B at 1,536 sequences of 128/128 tokens, measured 19,810 tokens/s, would be
+#: predicted 43% below with vLLM's, against 20% below without); its fitted decode MBU
+#: prices its attention.
+NO_BORROWED_DECODE_ATTENTION = frozenset({"Intel"})
+
+
 def _slowest(fits: Mapping[str, tuple[float, float]] | None) -> tuple[float, float] | None:
     """The slowest of several ``(pair_ns, saturated_share)``: the largest per-pair cost
     and the least share (None when there are none)."""
@@ -322,10 +339,10 @@ def decode_attention_rate(
     streams its bytes at 0.645 of the peak; its BF16 one 16.6 ns and 0.898). An engine
     the entry does not list takes the slowest listed (per pair and per byte, for the
     dtype); a GPU without an entry its architecture's :data:`DECODE_ATTENTION_BY_ARCH`
-    (the slowest over that table's engines for an engine it does not list). Other
-    architectures (Ampere, Ada, CDNA, Gaudi) return None: no kernel benchmark measures
-    their attention kernels, which their fitted decode MBU (from their own serving
-    measurements) prices alone; NVIDIA's per-pair costs are not theirs to borrow."""
+    (the slowest over that table's engines for an engine it does not list), or
+    :data:`DECODE_ATTENTION_ASSUMED` for an architecture nothing measures (A100, L40S,
+    MI300X: never a faster kernel than a measured GPU's). Gaudi returns None
+    (:data:`NO_BORROWED_DECODE_ATTENTION`): its fitted decode MBU prices its attention."""
     d = Dtype(kv_dtype).value
     entry = gpu.decode_attention
     if entry is not None:
@@ -336,7 +353,9 @@ def decode_attention_rate(
         return own if own is not None else _slowest(fits)
     table = DECODE_ATTENTION_BY_ARCH.get(gpu.arch)
     if table is None:
-        return None
+        if gpu.vendor in NO_BORROWED_DECODE_ATTENTION:
+            return None
+        table = DECODE_ATTENTION_ASSUMED
     fits = {e: f[d] for e, f in table.items() if d in f}
     own = fits.get(engine or "")
     return own if own is not None else _slowest(fits)

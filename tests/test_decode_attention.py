@@ -15,7 +15,11 @@ from script_support import load_script
 
 from catalog.loader import load_catalog
 from planner import roofline as rl
-from planner.kernel_floors import DECODE_ATTENTION_BY_ARCH, decode_attention_rate
+from planner.kernel_floors import (
+    DECODE_ATTENTION_ASSUMED,
+    DECODE_ATTENTION_BY_ARCH,
+    decode_attention_rate,
+)
 from planner.simulate.steps import StepModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,9 +108,18 @@ def test_rates_measured_assumed_and_absent():
                 ref = decode_attention_rate(CAT.gpus[gpu], engine, dtype)
                 assert got is not None and ref is not None
                 assert got[0] >= ref[0] and got[1] <= ref[1]
-    # no kernel benchmark measures AMD's or Ampere's attention: their fitted MBU prices it
-    assert decode_attention_rate(CAT.gpus["mi300x"], "vllm", "fp8") is None
-    assert decode_attention_rate(CAT.gpus["a100-sxm-80gb"], "vllm", "bf16") is None
+    # architectures nothing measures (AMD's CDNA, Ampere) take the slowest measured kernel
+    assert decode_attention_rate(CAT.gpus["mi300x"], "vllm", "fp8") == (27.31, 0.645)
+    assert decode_attention_rate(CAT.gpus["a100-sxm-80gb"], "vllm", "bf16") == (16.57, 0.882)
+    # Gaudi 3 borrows no GPU attention kernel: its fitted MBU prices its attention
+    assert decode_attention_rate(CAT.gpus["gaudi3"], "vllm", "fp8") is None
+
+
+def test_assumed_for_unmeasured_architectures_is_the_slowest_of_all():
+    for engine, by_dtype in DECODE_ATTENTION_ASSUMED.items():
+        for dtype, (pair_ns, share) in by_dtype.items():
+            fits = [t[engine][dtype] for t in DECODE_ATTENTION_BY_ARCH.values()]
+            assert pair_ns == max(f[0] for f in fits) and share == min(f[1] for f in fits)
 
 
 def test_kv_read_floor_worked_example():
@@ -138,13 +151,14 @@ def test_trtllm_bf16_long_context_keeps_the_fitted_bandwidth():
     assert c.kv_read_ms_per_seq(kv) == pytest.approx(kv / c.w_per_ms)
 
 
-def test_mla_and_unmeasured_families_have_no_floor():
+def test_mla_and_gaudi_have_no_floor():
     ds = rl.build_replica(
         CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", kv_dtype="fp8", engine="sglang"
     )
     assert ds.coefficients.attn_pair_ms == 0.0 and math.isinf(ds.coefficients.w_attn_per_ms)
-    mi = rl.build_replica(CAT, "llama-3.1-8b", "mi300x", dtype="fp8", kv_dtype="fp8", engine="vllm")
-    assert mi.coefficients.attn_pair_ms == 0.0 and math.isinf(mi.coefficients.w_attn_per_ms)
+    gaudi = rl.build_replica(CAT, "llama-3.1-8b", "gaudi3", dtype="fp8", kv_dtype="fp8")
+    c = gaudi.coefficients
+    assert c.attn_pair_ms == 0.0 and math.isinf(c.w_attn_per_ms)
 
 
 def test_the_simulator_prices_the_same_step():
