@@ -330,8 +330,8 @@ def decode_attention_rate(
 ) -> tuple[float, float] | None:
     """``(pair_ns, saturated_share)`` of ``gpu``'s decode attention kernel (GQA/MHA) with
     ``engine`` and a ``kv_dtype`` KV cache, or None where nothing measures a kernel of
-    that family: a decode step's KV read takes at least ``layers x B x kv_heads_per_rank
-    x pair_ns + KV bytes / (tp x peak HBM x saturated_share)``
+    that family: a decode step's KV read takes at least ``layers x B / dp x
+    kv_heads_per_rank x pair_ns + KV bytes / (tp x peak HBM x saturated_share)``
     (:meth:`planner.kernels.StepCoefficients.kv_read_ms_per_seq`).
 
     Measured (the catalog's ``decode_attention``, aiconfigurator's kernel database: on

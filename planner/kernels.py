@@ -262,7 +262,8 @@ class StepCoefficients:
     moe_read_efficiency: float = MOE_BANDWIDTH_EFFICIENCY  # :func:`moe_read_efficiency`
     f_grouped_per_ms: float = math.inf  # tp x peak x :func:`grouped_gemm_peak_share`
     # the measured decode attention kernel (:func:`decode_attention_rate`): per sequence
-    # per step, layers x KV heads per rank x pair_ns (ms), and tp x peak x saturated share
+    # per step, layers x KV heads per rank x pair_ns / dp (ms; dp attention ranks each
+    # serve 1/dp of the sequences, in parallel), and tp x peak x saturated share
     attn_pair_ms: float = 0.0
     w_attn_per_ms: float = math.inf
     # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
@@ -634,7 +635,7 @@ def coefficients_of(replica) -> StepCoefficients:
         )
         if moe
         else math.inf,
-        attn_pair_ms=model.num_layers * heads * rate[0] * 1e-6 if rate else 0.0,
+        attn_pair_ms=model.num_layers * heads * rate[0] * 1e-6 / replica.dp if rate else 0.0,
         w_attn_per_ms=tp * gpu.mem_bw_tbps * 1e9 * rate[1] if rate else math.inf,
         **spec_fields,
     )

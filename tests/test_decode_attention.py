@@ -161,13 +161,37 @@ def test_mla_and_gaudi_have_no_floor():
     assert c.attn_pair_ms == 0.0 and math.isinf(c.w_attn_per_ms)
 
 
+def test_data_parallel_attention_ranks_share_the_per_pair_cost():
+    # Mixtral (8 KV heads) at tp 8: plain, each GPU holds one KV head of every sequence;
+    # with 8 attention ranks, each rank holds all 8 heads of 1/8 of the sequences, so a
+    # step of B sequences pays B / 8 x 8 heads per GPU: the same per-pair time per GPU
+    def pair_ms(dp: int) -> float:
+        return rl.build_replica(
+            CAT,
+            "mixtral-8x7b",
+            "h200-sxm-141gb",
+            tp=8,
+            dtype="fp8",
+            kv_dtype="fp8",
+            engine="vllm",
+            dp=dp,
+            ep=dp,
+        ).coefficients.attn_pair_ms
+
+    assert pair_ms(1) == pytest.approx(32 * 1 * 27.31e-6)
+    assert pair_ms(8) == pytest.approx(32 * 8 * 27.31e-6 / 8)
+
+
 def test_the_simulator_prices_the_same_step():
     r = rl.build_replica(
         CAT, "llama-3.1-8b", "h200-sxm-141gb", dtype="fp8", kv_dtype="fp8", engine="vllm"
     )
     sim = StepModel(r)
     for batch, ctx in ((1, 100.0), (64, 400.0), (512, 3000.0)):
-        assert sim.decode_ms(batch, ctx) == pytest.approx(r.coefficients.step_ms(batch, ctx))
+        want = r.coefficients.step_ms(batch, ctx)
+        assert sim.decode_ms(batch, ctx) == pytest.approx(want, rel=1e-12)
+        # a second call takes the cached inline path
+        assert sim.decode_ms(batch, ctx) == pytest.approx(want, rel=1e-12)
         assert sim.mixed_ms(batch, ctx, 256.0, 1000.0) == pytest.approx(
-            r.coefficients.step_ms(batch, ctx, 256.0, 1000.0)
+            r.coefficients.step_ms(batch, ctx, 256.0, 1000.0), rel=1e-12
         )
