@@ -300,14 +300,6 @@ DECODE_ATTENTION_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, float]]]] =
 }
 
 
-#: The same for a GPU of an architecture nothing measures (Ampere, Ada, AMD's CDNA): the
-#: slowest over :data:`DECODE_ATTENTION_BY_ARCH` per engine and dtype (largest
-#: ``pair_ns``, least share). Checked in tests/test_decode_attention.py.
-DECODE_ATTENTION_ASSUMED: dict[str, dict[str, tuple[float, float]]] = {
-    "sglang": {"bf16": (11.67, 0.879), "fp8": (17.37, 0.514)},
-    "vllm": {"bf16": (16.57, 0.882), "fp8": (27.31, 0.645)},
-    "trtllm": {"bf16": (4.57, 0.833), "fp8": (4.45, 0.684)},
-}
 #: Vendors whose accelerators take no borrowed decode attention kernel: Intel's Gaudi 3
 #: runs attention on its matrix engines and TPCs, not in GPU thread blocks, and its
 #: measured serving runs contradict a per-(sequence, KV head) cost of GPU kernels
@@ -323,6 +315,19 @@ def _slowest(fits: Mapping[str, tuple[float, float]] | None) -> tuple[float, flo
     if not fits:
         return None
     return max(f[0] for f in fits.values()), min(f[1] for f in fits.values())
+
+
+#: The same for a GPU of an architecture nothing measures (Ampere, Ada, AMD's CDNA): the
+#: slowest over :data:`DECODE_ATTENTION_BY_ARCH` per engine and dtype (largest
+#: ``pair_ns``, least share; vLLM's FP8 kernel: 27.31 ns, 0.645).
+DECODE_ATTENTION_ASSUMED: dict[str, dict[str, tuple[float, float]]] = {
+    engine: {
+        dtype: slowest
+        for dtype in by_dtype
+        if (slowest := _slowest({a: t[engine][dtype] for a, t in DECODE_ATTENTION_BY_ARCH.items()}))
+    }
+    for engine, by_dtype in DECODE_ATTENTION_BY_ARCH["Hopper"].items()
+}
 
 
 def decode_attention_rate(
