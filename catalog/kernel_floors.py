@@ -1,7 +1,8 @@
 """Measured kernel floors of a GPU's catalog entry (split from :mod:`catalog.schema`,
 which re-exports them): the fixed cost of a MoE layer and of an MLA decode attention
 kernel per serving engine, the MoE layer's expert-read efficiency, FP8 GEMMs'
-efficiency against BF16 ones and the decode attention kernel's rate, each with the
+efficiency against BF16 ones, dense GEMMs' rate gain with tokens per step and the decode
+attention kernel's rate, each with the
 kernel benchmark it comes from (``scripts/extract_aiconfigurator.py``)."""
 
 from __future__ import annotations
@@ -102,4 +103,27 @@ class DecodeAttention(Frozen):
     by_engine: dict[Id, dict[Literal["bf16", "fp8"], DecodeAttentionFit]] = Field(
         min_length=1, max_length=16
     )
+    source: Text = Field(min_length=10)
+
+
+class GemmTokenGain(Frozen):
+    """How much faster per FLOP this GPU's dense weight GEMMs run as a step's token count
+    grows past 512, per serving engine and weight dtype (dimensionless, >= 1): the rate at
+    1,024, 2,048, 4,096 and 8,192 tokens (:data:`planner.kernel_floors.GEMM_GAIN_TOKENS`)
+    over the rate at 512, the median over weight shapes of 4,096-16,384 x 4,096-16,384
+    (fuller tiles and waves; :func:`planner.kernel_floors.gemm_token_gain`).
+
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> the four gains}; ``source``: the
+    kernel benchmark and its versions. Engines not listed take the least listed gains."""
+
+    by_engine: dict[
+        Id,
+        dict[
+            Literal["bf16", "fp8"],
+            Annotated[
+                list[Annotated[float, Field(ge=1, le=4, allow_inf_nan=False)]],
+                Field(min_length=4, max_length=4),
+            ],
+        ],
+    ] = Field(min_length=1, max_length=16)
     source: Text = Field(min_length=10)

@@ -58,7 +58,13 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
     device_memory_bytes,
     no_control_characters,
 )
-from catalog.kernel_floors import DecodeAttention, Fp8GemmEfficiency, MlaLayerFloor, MoeLayerFloor
+from catalog.kernel_floors import (
+    DecodeAttention,
+    Fp8GemmEfficiency,
+    GemmTokenGain,
+    MlaLayerFloor,
+    MoeLayerFloor,
+)
 
 
 class Dtype(StrEnum):
@@ -129,9 +135,9 @@ class Provenance(StrEnum):
     """Where a set of efficiency factors comes from: ``fitted`` to measurements (its
     ``points`` and the fit's residual spread); ``scaled``: the analogy's split between
     compute and bandwidth with its level scaled to the GPU's measured throughput
-    (``level_scale``; ``points`` and the spread of the scaled factors on them); or set
-    by ``analogy`` with another SKU (no measurement: level
-    :data:`ANALOGY_LEVEL_SCALE` or lower, the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
+    (``level_scale``; ``points`` and the spread of the scaled factors on them); or set by
+    ``analogy`` with another SKU (no measurement: level :data:`ANALOGY_LEVEL_SCALE` or
+    lower, the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
 
     FITTED = "fitted"
     SCALED = "scaled"
@@ -158,15 +164,14 @@ ANALOGY_SIGMA_LOG = 0.73
 #: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.65, GB200
-#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78, A10G 0.83, L4 0.87, B200 0.89
-#: (DeepSeek-V3 FP8 and FP4), Gaudi 3 0.98, and A100 80GB, H100 PCIe, H100 SXM, H200,
-#: L40S, MI300X 1.00 (the cap): median 0.93 (make calibrate-defaults computes it and
-#: scales the GPUs never measured by it). A GPU never checked is scaled by it, or by the
-#: lowest level of a checked GPU of its architecture when that is lower (GB200 as B200): an
-#: unmeasured GPU must not look better than a measured one
-#: (planner.fidelity.analogy_level_scale).
-ANALOGY_LEVEL_SCALE = 0.93
+#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.67, GB200
+#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78, B200 0.88 (DeepSeek-V3 FP8 and
+#: FP4), L4 0.88, H100 PCIe 0.89, A10G 0.90, and A100 80GB, Gaudi 3, H100 SXM, H200,
+#: L40S, MI300X 1.00 (the cap): median 0.90 (make calibrate-defaults computes it). A GPU
+#: never checked is scaled by it, or by the lowest level of a checked GPU of its
+#: architecture when lower (planner.fidelity.analogy_level_scale): an unmeasured GPU must
+#: not look better than a measured one.
+ANALOGY_LEVEL_SCALE = 0.90
 
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
 
@@ -174,8 +179,7 @@ SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True
 class Uncertainty(Frozen):
     """Provenance and spread of a set of efficiency factors.
 
-    ``provenance``: ``fitted`` or ``scaled`` (to ``points`` measured points) or
-    ``analogy`` (none).
+    ``provenance``: ``fitted`` or ``scaled`` (to ``points`` measured points), or ``analogy``.
     ``points``: measured points the factors were fitted or scaled to (0 for analogy).
     ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
     measured values (dimensionless, natural log): the fit's residual spread; for
@@ -397,19 +401,16 @@ class Gpu(Frozen):
     server: Server
     efficiency: Efficiency
     moe_layer_floor: MoeLayerFloor | None = Field(
-        default=None,
-        description="Measured fixed cost of a MoE layer per engine (us); None: assumed.",
+        default=None, description="Measured MoE layer fixed cost per engine (us); None: assumed."
     )
     mla_layer_floor: MlaLayerFloor | None = Field(
-        default=None,
-        description="Measured fixed cost of an MLA decode attention kernel per engine (us); "
-        "None: assumed.",
+        default=None, description="Measured MLA decode kernel floor per engine (us); None: assumed."
     )
     fp8_gemm: Fp8GemmEfficiency | None = Field(
-        default=None,
-        description="Measured FP8 GEMM efficiency relative to BF16 per engine; None: assumed.",
+        default=None, description="Measured FP8 GEMM share against BF16 per engine; None: assumed."
     )
     decode_attention: DecodeAttention | None = None  # measured kernel rate; None: the MBU only
+    gemm_token_gain: GemmTokenGain | None = None  # measured; None: the architecture's or 1
     sources: Sources
     notes: Text = ""
     uncertain: list[Name] = Field(

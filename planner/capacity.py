@@ -101,8 +101,7 @@ class CapacityResult(BaseModel):
     time from admission to first token (queueing before admission excluded).
     ``bound`` says what limits the throughput; ``step_bound`` which roofline side
     dominates the mean step (compute or memory_bandwidth); ``saturated`` whether
-    the replica runs at its maximum.
-    """
+    the replica runs at its maximum."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -193,13 +192,14 @@ class StepModel:
 
     def parts_ms(self, batch: float, chunk_tokens: float) -> tuple[float, float, float]:
         """(memory, decode compute, chunk compute) of one step, ms: the bytes every
-        kernel reads over ``W_eff`` and the two sides' FLOPs over their peaks (bounds
-        for reports and :meth:`is_compute_bound`)."""
+        kernel reads over ``W_eff`` and the two sides' FLOPs over their peaks, dense GEMMs
+        at the step's token gain (bounds for reports and :meth:`is_compute_bound`)."""
         c = self.coefficients
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
         weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
-        gemm_per_token = (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
+        g = kn.gain_at_tokens(c.gemm_gain, n)
+        gemm_per_token = (c.dense_flops_per_token / g + c.routed_flops_per_token) / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 
     def step_ms(self, batch: float, chunk_tokens: float) -> float:

@@ -364,3 +364,85 @@ def decode_attention_rate(
     fits = {e: f[d] for e, f in table.items() if d in f}
     own = fits.get(engine or "")
     return own if own is not None else _slowest(fits)
+
+
+#: Token counts of a step at which a dense GEMM's rate gain is measured (the catalog's
+#: ``gemm_token_gain``: the rate there over the rate at :data:`GEMM_GAIN_BASE_TOKENS`).
+GEMM_GAIN_BASE_TOKENS = 512
+GEMM_GAIN_TOKENS = (1024, 2048, 4096, 8192)
+
+#: The gain (:func:`gemm_token_gain`) of a GPU whose catalog entry has no
+#: ``gemm_token_gain``, per architecture, engine and weight dtype: the least gain measured
+#: at each token count on a catalog GPU of that architecture (aiconfigurator's database:
+#: A100 80GB for Ampere, so A100 40GB; H100 and H200 for Hopper, so H100 NVL and PCIe; L40S
+#: for Ada, so L4; B200 and GB200 for Blackwell). An architecture nothing measures (AMD
+#: CDNA 3, Gaudi 3, the A10G's GA102) gets no gain: its GEMMs run at the MFU at every
+#: step size, never faster than a measured GPU's. Checked against the catalog in
+#: tests/test_gemm_token_gain.py.
+GEMM_TOKEN_GAIN_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, ...]]]] = {
+    "Ampere": {
+        "sglang": {"bf16": (1.049, 1.076, 1.124, 1.132)},
+        "vllm": {"bf16": (1.056, 1.14, 1.162, 1.167)},
+        "trtllm": {"bf16": (1.041, 1.126, 1.138, 1.134)},
+    },
+    "Blackwell": {
+        "sglang": {"bf16": (1.057, 1.138, 1.169, 1.187), "fp8": (1.177, 1.261, 1.292, 1.258)},
+        "vllm": {"bf16": (1.059, 1.115, 1.126, 1.0), "fp8": (1.213, 1.305, 1.347, 1.277)},
+        "trtllm": {"bf16": (1.067, 1.134, 1.085, 1.095), "fp8": (1.262, 1.476, 1.52, 1.565)},
+    },
+    "Hopper": {
+        "sglang": {"bf16": (1.038, 1.063, 1.052, 1.0), "fp8": (1.117, 1.109, 1.048, 1.0)},
+        "vllm": {"bf16": (1.016, 1.022, 1.0, 1.0), "fp8": (1.027, 1.033, 1.023, 1.174)},
+        "trtllm": {"bf16": (1.037, 1.059, 1.074, 1.076), "fp8": (1.11, 1.179, 1.227, 1.239)},
+    },
+    "Ada Lovelace": {
+        "sglang": {"bf16": (1.052, 1.029, 1.0, 1.0), "fp8": (1.078, 1.098, 1.079, 1.003)},
+        "vllm": {"bf16": (1.069, 1.105, 1.022, 1.0), "fp8": (1.033, 1.063, 1.015, 1.004)},
+        "trtllm": {"bf16": (1.087, 1.122, 1.133, 1.167), "fp8": (1.168, 1.195, 1.219, 1.141)},
+    },
+}
+
+
+def gemm_token_gain(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> tuple[float, ...]:
+    """How much faster per FLOP ``gpu``'s dense weight GEMMs in ``dtype`` run with
+    ``engine`` at :data:`GEMM_GAIN_TOKENS` tokens per step than at 512 (dimensionless,
+    each >= 1; ``()``: no gain, the MFU at every step size). The cost model divides a
+    step's dense GEMM compute time by :func:`gain_at_tokens` of these
+    (:meth:`planner.kernels.StepCoefficients.gemm_ms`): the fitted MFU prices a
+    decode-sized step, a prefill chunk of thousands of tokens fills the tensor cores
+    better (H100 with TensorRT-LLM, FP8: 1.14 at 1,024 tokens, 1.26 at 8,192; BF16
+    1.04-1.10).
+
+    Measured (the catalog's ``gemm_token_gain``, aiconfigurator's kernel database); an
+    engine the entry does not list takes the least gain over the listed engines at each
+    token count; a GPU without an entry its architecture's
+    :data:`GEMM_TOKEN_GAIN_BY_ARCH` (likewise), none for an architecture nothing
+    measures or a dtype nothing measures (FP4)."""
+    d = Dtype(dtype).value
+    entry = gpu.gemm_token_gain
+    if entry is not None:
+        curves = {e: tuple(c[d]) for e, c in entry.by_engine.items() if d in c}
+    else:
+        table = GEMM_TOKEN_GAIN_BY_ARCH.get(gpu.arch, {})
+        curves = {e: c[d] for e, c in table.items() if d in c}
+    own = curves.get(engine or "")
+    if own is not None:
+        return own
+    if not curves:
+        return ()
+    return tuple(min(v) for v in zip(*curves.values(), strict=True))
+
+
+def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
+    """The GEMM rate gain at ``tokens`` tokens per step (dimensionless): 1 at or below
+    :data:`GEMM_GAIN_BASE_TOKENS`, ``gains[i]`` at ``GEMM_GAIN_TOKENS[i]`` (each twice
+    the previous), linear in log2(tokens) between, the last beyond the last; 1 without
+    ``gains``."""
+    if not gains or tokens <= GEMM_GAIN_BASE_TOKENS:
+        return 1.0
+    x = math.log2(tokens / GEMM_GAIN_BASE_TOKENS)
+    i = int(x)
+    if i >= len(gains):
+        return gains[-1]
+    lo = 1.0 if i == 0 else gains[i - 1]
+    return lo + (gains[i] - lo) * (x - i)

@@ -4,7 +4,8 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
 (starting after ``s_c`` cached tokens) runs, one after another:
 
 * **weight GEMMs** over all ``n = B + T`` tokens (everything but the routed experts):
-  ``max(n x 2 N_dense / F_gemm, dense weight bytes / W_eff)``;
+  ``max(n x 2 N_dense / (F_gemm x g_n), dense weight bytes / W_eff)``, ``g_n`` the GEMM
+  rate's measured gain from 512 to ``n`` tokens (:func:`gemm_token_gain`, >= 1);
 * **MoE expert GEMMs** (grouped): ``max(n x 2 N_routed_active / (F_gemm x g(m)),
   experts touched x expert bytes / (W_eff x e_read))`` with
   ``m = n k / E`` tokens per expert, :func:`grouped_gemm_efficiency` ``g(m)`` and the
@@ -93,6 +94,8 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
     decode_attention_rate,
     fp8_gemm_efficiency,
+    gain_at_tokens,
+    gemm_token_gain,
     grouped_gemm_peak_share,
     mla_layer_floor_us,
     moe_layer_floor_us,
@@ -277,6 +280,7 @@ class StepCoefficients:
     draft: StepCoefficients | None = None
     draft_steps: int = 0
     draft_kv_held: float = 0.0  # drafter KV bytes per token (DRAFT_TARGET_LAYERS layers)
+    gemm_gain: tuple[float, ...] = ()  # dense GEMM rate gains, :func:`gemm_token_gain`
 
     # ------------------------------------------------------------ shapes
 
@@ -316,13 +320,16 @@ class StepCoefficients:
     # ------------------------------------------------------------ kernels
 
     def gemm_ms(self, tokens: float) -> float:
-        """Dense weight GEMMs over ``tokens`` tokens:
-        ``max(tokens x 2 N_dense / F_gemm, dp x dense bytes / W_eff)`` (ms; 0 with no
-        tokens; ``dp`` attention ranks each read their own copy)."""
+        """Dense weight GEMMs over ``tokens`` tokens: ``max(tokens x 2 N_dense / (F_gemm x
+        g_n), dp x dense bytes / W_eff)`` (ms; 0 with no tokens; ``dp`` attention ranks
+        each read their own copy; ``g_n`` the measured rate gain at ``tokens`` tokens,
+        :func:`gain_at_tokens` of ``gemm_gain``)."""
         if tokens <= 0:
             return 0.0
         return max(
-            tokens * self.dense_flops_per_token / self.f_gemm_per_ms,
+            tokens
+            * self.dense_flops_per_token
+            / (self.f_gemm_per_ms * gain_at_tokens(self.gemm_gain, tokens)),
             self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
         )
 
@@ -514,12 +521,13 @@ class StepCoefficients:
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
-        """Pure compute of a chunk (ms): ``T x 2 N_dense / F_gemm + T x 2 N_routed x``
-        :meth:`grouped_time_per_flop` ``+ attention FLOPs / F_attn`` (no weight-read floor,
-        no overhead)."""
+        """Pure compute of a chunk (ms): ``T x 2 N_dense / (F_gemm x g_T) + T x 2 N_routed
+        x`` :meth:`grouped_time_per_flop` ``+ attention FLOPs / F_attn`` (no weight-read
+        floor, no overhead)."""
         if chunk <= 0:
             return 0.0
-        t = chunk * self.dense_flops_per_token / self.f_gemm_per_ms
+        g = gain_at_tokens(self.gemm_gain, chunk)
+        t = chunk * self.dense_flops_per_token / (self.f_gemm_per_ms * g)
         if self.num_experts:
             t += chunk * self.routed_flops_per_token * self.grouped_time_per_flop(chunk)
         return t + self.chunk_attention_parts_ms(chunk, start)[0]
@@ -591,6 +599,11 @@ def coefficients_of(replica) -> StepCoefficients:
         }
     return StepCoefficients(
         f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu * gemm_derate / 1e3,
+        # the gain never lifts a GEMM past the peak (MFU x derate x gain <= 1)
+        gemm_gain=tuple(
+            min(g, max(1.0, 1.0 / (replica.prefill_mfu * gemm_derate)))
+            for g in gemm_token_gain(gpu, replica.engine, replica.weight_dtype)
+        ),
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
         w_per_ms=w_per_ms,
         w_weights_per_ms=w_per_ms * read_derate,
@@ -669,6 +682,8 @@ __all__ = [
     "decode_tokens_per_s",
     "effective_tpot_ms",
     "fp8_gemm_efficiency",
+    "gain_at_tokens",
+    "gemm_token_gain",
     "grouped_gemm_efficiency",
     "grouped_gemm_peak_share",
     "mla_layer_floor_us",

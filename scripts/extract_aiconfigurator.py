@@ -60,6 +60,14 @@ needs are read from it:
   database covers), the median over shapes (:func:`fp8_gemm_vs_bf16`), per engine. Also
   read for L40S (:data:`GEMM_ONLY_SYSTEMS`), whose other tables are not used.
 
+* **GEMM rate against tokens per step** (``gemm_perf``, bf16 and fp8): a dense GEMM of
+  4,096-16,384 x 4,096-16,384 weights runs faster per FLOP as its token count grows past
+  the 512 of a decode-heavy step (fuller tiles and waves): its rate at 1,024, 2,048, 4,096
+  and 8,192 tokens over its rate at 512, the median over shapes, floored at 1
+  (:func:`gemm_token_gain`; H100 with TensorRT-LLM: fp8 1.14 / 1.21 / 1.24 / 1.26, bf16
+  1.04-1.10). Also read for L40S and A100 (whose newest collected versions differ,
+  :data:`SYSTEM_ENGINE_VERSIONS`).
+
 * **all-reduce over PCIe** (``nccl_perf`` of L40S, NCCL 2.27.3, an 8-GPU PCIe server
   without NVLink): per GPU count, the median latency of fp16 all-reduces of at most
   :data:`SMALL_MESSAGE_ELEMENTS` elements and the median bus bandwidth
@@ -109,7 +117,9 @@ SYSTEMS = {
 }
 #: Systems read for the FP8-against-BF16 GEMM ratio only (aiconfigurator system ->
 #: catalog GPU id).
-GEMM_ONLY_SYSTEMS = {"l40s": "l40s"}
+GEMM_ONLY_SYSTEMS = {"l40s": "l40s", "a100_sxm": "a100-sxm-80gb"}
+#: Engine versions read where a system lacks :data:`ENGINE_VERSIONS`' (the newest collected).
+SYSTEM_ENGINE_VERSIONS = {"a100_sxm": {"sglang": "0.5.10", "vllm": "0.14.0", "trtllm": "1.0.0"}}
 #: The NCCL table read for all-reduce over PCIe (system, NCCL version).
 PCIE_NCCL = ("l40s", "2.27.3")
 #: Message sizes (bytes) over which the PCIe all-reduce's bus bandwidth is read.
@@ -120,6 +130,10 @@ FP8_COMPARE_TOKENS = (1024, 8192)
 FP8_COMPARE_SHAPES = (4096, 16384)
 #: FP8 dense peak over BF16 dense peak (Hopper, Ada, Blackwell datasheets).
 FP8_PEAK_OVER_BF16 = 2.0
+#: Token counts (m) at which a dense GEMM's rate is compared with its rate at
+#: :data:`GAIN_BASE_TOKENS` (:func:`gemm_token_gain`; planner.kernel_floors.GEMM_GAIN_TOKENS).
+GAIN_BASE_TOKENS = 512
+GAIN_TOKENS = (1024, 2048, 4096, 8192)
 #: The DeepEP low-latency table read (the only collected version).
 DEEPEP_VERSION = "0.5.12"
 EP_RANKS = 8
@@ -258,6 +272,40 @@ def fp8_gemm_vs_bf16(rows: Iterable[dict[str, Any]]) -> float | None:
         if "fp8" in d and "bfloat16" in d
     ]
     return round(statistics.median(ratios), 3) if ratios else None
+
+
+def gemm_token_gain(rows: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per dtype (``bf16``, ``fp8``): a dense GEMM's rate (FLOP/s) at each of
+    :data:`GAIN_TOKENS` tokens over its rate at :data:`GAIN_BASE_TOKENS`, the median over
+    weight shapes (N and K in :data:`FP8_COMPARE_SHAPES`, both token counts measured),
+    floored at 1 (dimensionless): ``(m / 512) x t(512) / t(m)``. Rows of one shape, dtype
+    and m are averaged (the median latency); a dtype with no such shape is left out."""
+    lo, hi = FP8_COMPARE_SHAPES
+    names = {"bfloat16": "bf16", "fp8": "fp8"}
+    lat: dict[str, dict[tuple[int, int], dict[int, list[float]]]] = {}
+    wanted = {GAIN_BASE_TOKENS, *GAIN_TOKENS}
+    for r in rows:
+        dt = names.get(str(r.get("gemm_dtype")))
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        if dt is None or m not in wanted or not (lo <= n <= hi and lo <= k <= hi):
+            continue
+        lat.setdefault(dt, {}).setdefault((n, k), {}).setdefault(m, []).append(float(r["latency"]))
+    out: dict[str, list[float]] = {}
+    for dt, shapes in lat.items():
+        gains = []
+        for m in GAIN_TOKENS:
+            base = GAIN_BASE_TOKENS
+            ratios = [
+                m / base * statistics.median(t[base]) / statistics.median(t[m])
+                for t in shapes.values()
+                if base in t and m in t
+            ]
+            if not ratios:
+                break
+            gains.append(round(max(1.0, statistics.median(ratios)), 3))
+        if len(gains) == len(GAIN_TOKENS):
+            out[dt] = gains
+    return out
 
 
 def pcie_allreduce_fit(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -508,6 +556,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["moe_grouped_gemm_peak_share_by_width"] = share
             if (ratio := fp8_gemm_vs_bf16(gemm)) is not None:
                 e["fp8_gemm_vs_bf16"] = ratio
+            if gain := gemm_token_gain(gemm):
+                e["gemm_token_gain"] = gain
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
             )
@@ -523,11 +573,16 @@ def extract(repo: Path) -> dict[str, Any]:
         gpus[gpu] = entry
     gemm_only: dict[str, Any] = {}
     for system, gpu in GEMM_ONLY_SYSTEMS.items():
-        engines = {
-            engine: {"version": version, "fp8_gemm_vs_bf16": ratio}
-            for engine, version in ENGINE_VERSIONS.items()
-            if (ratio := fp8_gemm_vs_bf16(_gemm(repo, system, engine, version))) is not None
-        }
+        engines: dict[str, Any] = {}
+        for engine, version in SYSTEM_ENGINE_VERSIONS.get(system, ENGINE_VERSIONS).items():
+            gemm = _gemm(repo, system, engine, version)
+            e = {"version": version}
+            if (ratio := fp8_gemm_vs_bf16(gemm)) is not None:
+                e["fp8_gemm_vs_bf16"] = ratio
+            if gain := gemm_token_gain(gemm):
+                e["gemm_token_gain"] = gain
+            if len(e) > 1:
+                engines[engine] = e
         gemm_only[gpu] = {"system": system, "engines": engines}
     system, version = PCIE_NCCL
     nccl = _parquet(repo, f"{DATA}/{system}/comm/nccl/{version}/nccl_perf.parquet")
@@ -554,6 +609,9 @@ def extract(repo: Path) -> dict[str, Any]:
             "FP8 GEMMs' share of the FP8 peak over BF16 GEMMs' share of the BF16 peak at "
             "1,024-8,192 tokens (fp8_gemm_vs_bf16, the median over 4,096-16,384 square-ish "
             "weight shapes; also for L40S, under fp8_gemm_only), "
+            "a dense GEMM's rate at 1,024, 2,048, 4,096 and 8,192 tokens over its rate at "
+            "512 tokens (gemm_token_gain per dtype, the median over the same weight shapes, "
+            "floored at 1; also for L40S and A100, under fp8_gemm_only), "
             "the decode attention kernel per KV dtype (decode_attention: launch_us + "
             "pairs x pair_ns + KV bytes / (peak x saturated_share), fitted over batches "
             "of 64+ (sequence, KV head) pairs and 128-16,384-token contexts, head size "
@@ -564,8 +622,8 @@ def extract(repo: Path) -> dict[str, Any]:
             "bandwidth share at 1,024 tokens). "
             "Kernel benchmarks, not serving runs: the cost model's collective latency, "
             "MoE layer floor, expert-read efficiency, grouped GEMM share, MLA layer floor, "
-            "decode attention rate and FP8 GEMM "
-            "efficiency come from here "
+            "decode attention rate, FP8 GEMM "
+            "efficiency and GEMM rate gain with tokens per step come from here "
             "(catalog/data/links, catalog/data/gpus)."
         ),
         "source": f"https://github.com/ai-dynamo/aiconfigurator/tree/{_commit(repo)}/{DATA}",

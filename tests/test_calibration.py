@@ -151,9 +151,11 @@ def test_model_names_map_to_catalog_ids():
 
 def test_kernel_prediction_is_the_layer_roofline():
     """llama-2-7b's linear layers: 202.4M parameters per layer; 4096 tokens on one H100
-    at MFU 0.5 take 4096 x 2 x 202.4M / 494.7 TFLOP/s = 3.35 ms."""
+    at MFU 0.5 take 4096 x 2 x 202.4M / 494.7 TFLOP/s = 3.35 ms at 512 tokens' rate, and
+    H100's GEMMs (vLLM, bf16) run 1.005x that rate at 4,096 tokens: 3.335 ms."""
     r = rl.build_replica(CAT, "llama-2-7b", H100, mfu=0.5, mbu=0.7)
-    assert cb.kernel_layer_ms(r, 4096) == pytest.approx(3.352, rel=1e-3)
+    assert r.coefficients.gemm_gain[2] == 1.005  # at 4,096 tokens
+    assert cb.kernel_layer_ms(r, 4096) == pytest.approx(3.352 / 1.005, rel=1e-3)
     # one token reads the layer's 404.8 MB at 0.7 x 3.35 TB/s
     assert cb.kernel_layer_ms(r, 1) == pytest.approx(0.1726, rel=1e-3)
 

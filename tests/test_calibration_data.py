@@ -302,8 +302,9 @@ def a100_fit_rows():
     return fd.evaluate(points, CAT, {g: r.fit.factors for g, r in fits.items()})
 
 
-def _holdout_medians(rows, gpu=None):
+def _holdout_medians(rows, gpu=None, quantity=None):
     sel = [r for r in rows if r.split == "holdout" and (gpu is None or r.gpu == gpu)]
+    sel = [r for r in sel if quantity is None or r.quantity == quantity]
     sel = [r for r in sel if r.signed_before is not None and r.signed_after is not None]
     return (
         len(sel),
@@ -312,13 +313,30 @@ def _holdout_medians(rows, gpu=None):
     )
 
 
-def test_a_fit_on_the_fit_split_improves_held_out_a100_kernels(a100_fit_rows):
-    """Where the model represents what was measured (the linear layers of a layer,
-    Vidur's A100 profiles), factors fitted on the fit split predict the held-out
-    points better than the analogy factors."""
-    n, before, after = _holdout_medians(a100_fit_rows, "a100-sxm-80gb")
+def test_a_calibration_on_the_fit_split_improves_the_held_out_split():
+    """The shipped calibration (levels and fits set on the fit split only,
+    scripts/calibrate_defaults.py) predicts the held-out split better than the analogy
+    factors: 13.2% -> 11.8% median |error| over its 190 values."""
+    rows = fd.evaluate(cb.load_reference_measurements(CAT), CAT, fd.shipped_factors(CAT))
+    n, before, after = _holdout_medians(rows)
+    assert n >= 150
+    assert after < 0.92 * before
+
+
+def test_a_free_fit_of_a100_kernels_does_not_beat_the_analogy_with_the_measured_gemm_gain(
+    a100_fit_rows,
+):
+    """Vidur's A100 profiles of a layer's linear layers: with the GEMM rate's measured gain
+    by token count (planner.kernels.gemm_token_gain) the analogy factors predict the
+    held-out kernels to 3% (13.7% without it; the fit-split ones 18.2% -> 14.4%), and a
+    free two-factor fit on the fit split (26 values, serving runs too) does not improve on
+    that: 9% on the held-out kernels, which is why make calibrate-defaults does not adopt
+    it."""
+    n, before, after = _holdout_medians(a100_fit_rows, "a100-sxm-80gb", "layer_ms")
     assert n >= 3
-    assert after < 0.8 * before
+    assert before < 0.05
+    assert after > before
+    assert CAT.gpus["a100-sxm-80gb"].efficiency.provenance != "fitted"
 
 
 def test_the_shipped_levels_keep_held_out_throughput_within_target_and_not_optimistic():

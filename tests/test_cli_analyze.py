@@ -91,10 +91,12 @@ def test_chunk_budget_table(capsys) -> None:
     assert [r[0] for r in rows] == ["256", "512", "683", "1,024", "2,048", "4,096"]
     by_budget = {r[0]: r for r in rows}
     # budget, chunk ms, step ms, penalty, chunks, TTFT ms, KV re-read GB, KV re-read ms
-    assert by_budget["683"][1:6] == ["20.1", "20.1", "0.0%", "6", "122.7"]
-    assert by_budget["1,024"][3] == "49.8%"
+    # the chunk of T* tokens fits with room to spare: H100's GEMMs run 1.7% faster at 683
+    # tokens than at 512 (measured, planner.kernels.gemm_token_gain); T* is first-order
+    assert by_budget["683"][1:6] == ["19.8", "20.1", "0.0%", "6", "121.8"]
+    assert by_budget["1,024"][3] == "44.1%"
     assert by_budget["512"][6] == "7.516"
-    assert "shrinking budget: 6 chunks of 727 -> 641 tokens" in out
+    assert "shrinking budget: 6 chunks of 743 -> 582 tokens" in out
     assert "TTFT 120.6 ms" in out
 
 
@@ -125,7 +127,7 @@ def test_chunk_budget_json(capsys) -> None:
             for t, s in zip(sizes, starts, strict=True)
         )
     )
-    assert data["shrinking"]["chunk_tokens"] == [727, 708, 690, 673, 657, 641]
+    assert data["shrinking"]["chunk_tokens"] == [743, 721, 701, 683, 666, 582]
     assert data["replica"]["overlap_factor"] == 1.0
 
 

@@ -446,6 +446,9 @@ def test_catalog_fp8_gemm_efficiency_is_the_extracted_one():
             for engine, figures in entry["engines"].items()
             if "fp8_gemm_vs_bf16" in figures
         }
+        if not want:  # A100: read for the token gain only, no FP8
+            assert CAT.gpus[gpu].fp8_gemm is None
+            continue
         got = CAT.gpus[gpu].fp8_gemm
         assert got is not None, gpu
         assert got.by_engine == want, gpu

@@ -17,7 +17,7 @@ from planner.service import make_plan
 REQUEST: dict[str, Any] = {
     "name": "70b bf16 on h100",
     "model": "llama-3.1-70b",
-    "traffic": {"rate_rps": 20, "classes": [{"workload": "chat", "share": 1.0}]},
+    "traffic": {"rate_rps": 40, "classes": [{"workload": "chat", "share": 1.0}]},
     "candidates": {"gpus": ["h100-sxm5-80gb"], "dtypes": ["bf16"]},
 }
 

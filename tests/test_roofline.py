@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from catalog.loader import load_catalog, with_entries
+from catalog.kernel_floors import GemmTokenGain
+from catalog.loader import build_catalog, load_catalog, with_entries
 from catalog.schema import Catalog, Gpu, Model
 from planner import architecture as arch
 from planner import roofline as rl
@@ -73,14 +74,28 @@ def _catalog() -> Catalog:
 
 
 CAT = _catalog()
+#: DOMAIN.md's worked checks are first-order: one GEMM rate whatever the step's tokens, so
+#: their H100's GEMM gain by token count is 1 (tests/test_gemm_token_gain.py has the gain).
+NO_GAIN = GemmTokenGain(
+    by_engine={e: {"bf16": [1.0] * 4, "fp8": [1.0] * 4} for e in ("vllm", "sglang", "trtllm")},
+    source="first-order: one GEMM rate at every step size (DOMAIN.md)",
+)
+FIRST_ORDER = build_catalog(
+    {
+        "gpus": {**CAT.gpus, H100: CAT.gpus[H100].model_copy(update={"gemm_token_gain": NO_GAIN})},
+        "models": dict(CAT.models),
+        "workloads": dict(CAT.workloads),
+        "links": dict(CAT.links),
+    }
+)
 
 
 @pytest.fixture
 def llama() -> rl.Replica:
     """llama-2-7b on one H100 at DOMAIN.md's worked inputs (MFU 0.5, MBU 0.7; the catalog's
-    2 ms overhead): H100's analogy factors, which the shipped catalog scales by its
-    measured level (test_build_uses_catalog_defaults)."""
-    return rl.build_replica(CAT, LLAMA, H100, mfu=0.5, mbu=0.7)
+    2 ms overhead; no GEMM gain by token count): H100's analogy factors, which the shipped
+    catalog scales by its measured level (test_build_uses_catalog_defaults)."""
+    return rl.build_replica(FIRST_ORDER, LLAMA, H100, mfu=0.5, mbu=0.7)
 
 
 # --------------------------------------------------------------------------- building

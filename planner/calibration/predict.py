@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
@@ -93,11 +94,14 @@ def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
 
 def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     """One transformer layer's linear layers (QKV, O, MLP) on ``tokens`` tokens, per GPU
-    shard (ms): ``max(tokens x 2 x params / F_eff, params x b_w / W_eff)`` with
-    ``params`` the layer's attention-projection and MLP parameters (dense models)."""
+    shard (ms): ``max(tokens x 2 x params / (F_eff x g), params x b_w / W_eff)`` with
+    ``params`` the layer's attention-projection and MLP parameters (dense models) and
+    ``g`` the GPU's measured GEMM rate gain at ``tokens`` tokens
+    (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them."""
     model = replica.model
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
-    compute = tokens * 2.0 * params / rl.effective_flops(replica)
+    gain = kn.gain_at_tokens(replica.coefficients.gemm_gain, tokens)
+    compute = tokens * 2.0 * params / (rl.effective_flops(replica) * gain)
     memory = (
         params
         * arch.weight_bytes_per_param(model, replica.weight_dtype)

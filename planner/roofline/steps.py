@@ -152,9 +152,11 @@ def decode_memory_ms(replica: Replica, batch: float, context_tokens: float) -> f
 
 def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> float:
     """Compute time of a decode step (ms): ``B x 2 N_active / F_gemm + B x decode
-    attention FLOPs(s) / F_attn`` (MLA absorbed). A bound for reports."""
+    attention FLOPs(s) / F_attn`` (MLA absorbed; dense GEMMs at the gain of ``B`` tokens,
+    :func:`planner.kernels.gain_at_tokens`). A bound for reports."""
     c = replica.coefficients
-    gemm = batch * (c.dense_flops_per_token + c.routed_flops_per_token) / c.f_gemm_per_ms
+    dense = c.dense_flops_per_token / kn.gain_at_tokens(c.gemm_gain, batch)
+    gemm = batch * (dense + c.routed_flops_per_token) / c.f_gemm_per_ms
     return gemm + c.decode_attention_parts_ms(batch, context_tokens)[0]
 
 

@@ -1,0 +1,192 @@
+"""Dense GEMMs run faster per FLOP as a step's token count grows (issue 10): the rate
+gain from 512 to 1,024-8,192 tokens, measured per GPU, engine and weight dtype from
+aiconfigurator's kernel database (scripts/extract_aiconfigurator.py), carried in the
+catalog, borrowed no faster than the slowest measured GPU of the same architecture, and
+applied to a step's dense GEMM compute (planner.kernels.StepCoefficients.gemm_ms)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+from script_support import load_script
+
+from catalog.kernel_floors import GemmTokenGain
+from catalog.loader import load_catalog
+from planner import roofline as rl
+from planner.kernel_floors import (
+    GEMM_GAIN_TOKENS,
+    GEMM_TOKEN_GAIN_BY_ARCH,
+    gain_at_tokens,
+    gemm_token_gain,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRACTED = json.loads(
+    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
+)
+CAT = load_catalog()
+extract = load_script("extract_aiconfigurator")
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def _rows(rate_at: dict[int, float], dtype: str = "fp8", n: int = 8192, k: int = 4096):
+    """GEMM rows of one weight shape whose rate (FLOP per ms) at m tokens is rate_at[m]."""
+    return [
+        {"gemm_dtype": dtype, "m": m, "n": n, "k": k, "latency": 2.0 * m * n * k / r}
+        for m, r in rate_at.items()
+    ]
+
+
+def test_extraction_is_the_median_rate_ratio_over_shapes_floored_at_one():
+    base = 1e12
+    rows = (
+        _rows({512: base, 1024: 1.2 * base, 2048: 1.3 * base, 4096: 1.4 * base, 8192: base})
+        + _rows(
+            {512: base, 1024: 1.4 * base, 2048: 1.5 * base, 4096: 1.6 * base, 8192: 0.9 * base},
+            n=16384,
+        )
+        + _rows({512: base, 1024: 9 * base}, n=2048)  # weights below 4,096: not read
+        + _rows({512: base, 1024: 9 * base}, dtype="int8")  # not bf16 or fp8: not read
+    )
+    got = extract.gemm_token_gain(rows)
+    # medians of (1.2, 1.4), (1.3, 1.5), (1.4, 1.6) and (1.0, 0.9) -> 0.95 floored at 1
+    assert got == {"fp8": [1.3, 1.4, 1.5, 1.0]}
+    # a dtype missing a token count is left out
+    assert extract.gemm_token_gain(_rows({512: base, 1024: base}, dtype="bfloat16")) == {}
+
+
+def test_catalog_gains_are_the_extracted_ones():
+    seen = set()
+    for gpu, entry in {**EXTRACTED["gpus"], **EXTRACTED["fp8_gemm_only"]}.items():
+        want = {
+            e: figures["gemm_token_gain"]
+            for e, figures in entry["engines"].items()
+            if "gemm_token_gain" in figures
+        }
+        if not want:
+            continue
+        got = CAT.gpus[gpu].gemm_token_gain
+        assert got is not None, gpu
+        assert got.by_engine == want, gpu
+        assert "aiconfigurator" in got.source
+        seen.add(gpu)
+    assert seen == {"h100-sxm5-80gb", "h200-sxm-141gb", "b200", "gb200-per-gpu", "l40s"} | {
+        "a100-sxm-80gb"
+    }
+
+
+def test_architecture_tables_are_the_least_measured_gain_of_the_architecture():
+    least: dict[str, dict[str, dict[str, tuple[float, ...]]]] = {}
+    for g in CAT.gpus.values():
+        if g.gemm_token_gain is None:
+            continue
+        for engine, by_dtype in g.gemm_token_gain.by_engine.items():
+            for dtype, gains in by_dtype.items():
+                cur = least.setdefault(g.arch, {}).setdefault(engine, {}).get(dtype)
+                least[g.arch][engine][dtype] = (
+                    tuple(gains) if cur is None else tuple(map(min, cur, gains))
+                )
+    assert least == GEMM_TOKEN_GAIN_BY_ARCH
+
+
+def test_measured_borrowed_and_unmeasured_gains():
+    h100 = CAT.gpus["h100-sxm5-80gb"]
+    assert gemm_token_gain(h100, "trtllm", "fp8") == (1.14, 1.213, 1.242, 1.257)
+    assert gemm_token_gain(h100, "trtllm", "bf16") == (1.043, 1.08, 1.094, 1.096)
+    # an engine the entry does not list: the least over the listed engines, per token count
+    assert gemm_token_gain(h100, "nim", "fp8") == (1.027, 1.033, 1.023, 1.0)
+    assert gemm_token_gain(h100, None, "fp8") == (1.027, 1.033, 1.023, 1.0)
+    # H100 NVL (no entry) takes Hopper's least of H100 and H200
+    nvl = CAT.gpus["h100-nvl-94gb"]
+    assert gemm_token_gain(nvl, "trtllm", "fp8") == (1.11, 1.179, 1.227, 1.239)
+    # A100 40GB takes A100 80GB's (Ampere); no FP8 measured on Ampere
+    assert gemm_token_gain(CAT.gpus["a100-40gb"], "vllm", "bf16") == (1.056, 1.14, 1.162, 1.167)
+    assert gemm_token_gain(CAT.gpus["a100-40gb"], "vllm", "fp8") == ()
+    # nothing measures AMD, Gaudi or the A10G's GA102, nor FP4 weights anywhere
+    for gpu in ("mi300x", "mi325x", "gaudi3", "a10g"):
+        for engine in (*ENGINES, None):
+            assert gemm_token_gain(CAT.gpus[gpu], engine, "fp8") == ()
+            assert gemm_token_gain(CAT.gpus[gpu], engine, "bf16") == ()
+    assert gemm_token_gain(CAT.gpus["b200"], "trtllm", "fp4") == ()
+
+
+def test_an_unmeasured_gpu_never_gets_a_larger_gain_than_a_measured_one_of_its_architecture():
+    for gpu in CAT.gpus.values():
+        if gpu.gemm_token_gain is not None:
+            continue
+        mates = [g for g in CAT.gpus.values() if g.arch == gpu.arch and g.gemm_token_gain]
+        for engine in (*ENGINES, "tgi", None):
+            for dtype in ("bf16", "fp8"):
+                mine = gemm_token_gain(gpu, engine, dtype)
+                for mate in mates:
+                    theirs = gemm_token_gain(mate, engine, dtype)
+                    assert all(a <= b for a, b in zip(mine, theirs, strict=True)), gpu.id
+                if not mates:
+                    assert mine == ()
+
+
+def test_gain_between_the_measured_token_counts():
+    gains = (1.1, 1.2, 1.3, 1.4)
+    assert [gain_at_tokens(gains, n) for n in (1, 256, 512)] == [1.0, 1.0, 1.0]
+    assert [gain_at_tokens(gains, n) for n in GEMM_GAIN_TOKENS] == pytest.approx(list(gains))
+    # linear in log2(tokens): halfway between 1,024 and 2,048 in log2 is 1,448.15
+    assert gain_at_tokens(gains, 1024 * 2**0.5) == pytest.approx(1.15)
+    assert gain_at_tokens(gains, 724.08) == pytest.approx(1.05, abs=1e-4)
+    assert gain_at_tokens(gains, 100_000) == 1.4
+    assert gain_at_tokens((), 100_000) == 1.0
+
+
+@given(st.floats(1, 1e6), st.floats(1, 1e6))
+def test_gain_is_monotone_where_the_measured_gains_are(a: float, b: float):
+    gains = (1.1, 1.2, 1.3, 1.4)
+    lo, hi = sorted((a, b))
+    assert 1.0 <= gain_at_tokens(gains, lo) <= gain_at_tokens(gains, hi) <= 1.4
+
+
+def test_step_dense_gemm_compute_is_divided_by_the_gain():
+    # Llama-3.1-8B FP8 on one H100 with TensorRT-LLM: a 2,048-token prefill chunk's dense
+    # GEMMs run 1.213x faster than at the MFU alone; a 256-token step reads weights
+    r = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", dtype="fp8", engine="trtllm")
+    c = r.coefficients
+    assert c.gemm_gain == (1.14, 1.213, 1.242, 1.257)
+    flat = dataclasses.replace(c, gemm_gain=())
+    compute = 2048 * c.dense_flops_per_token / c.f_gemm_per_ms
+    assert flat.gemm_ms(2048) == pytest.approx(compute)
+    assert c.gemm_ms(2048) == pytest.approx(compute / 1.213)
+    assert c.chunk_compute_ms(2048, 0) == pytest.approx(
+        flat.chunk_compute_ms(2048, 0) - compute + compute / 1.213
+    )
+    assert c.gemm_ms(64) == flat.gemm_ms(64)  # bandwidth-bound, and below 512 tokens
+    # the step sums it: 2,048 chunk tokens and 64 decodes at a 1,000-token context
+    step = c.step_ms(64, 1000.0, 2048, 0)
+    assert step == pytest.approx(
+        flat.step_ms(64, 1000.0, 2048, 0) - flat.gemm_ms(2112) + c.gemm_ms(2112)
+    )
+    assert step < flat.step_ms(64, 1000.0, 2048, 0)
+
+
+def test_a_gpu_nothing_measures_is_priced_at_its_mfu_at_every_step_size():
+    r = rl.build_replica(CAT, "llama-3.1-8b", "mi300x", dtype="fp8", engine="vllm")
+    c = r.coefficients
+    assert c.gemm_gain == ()
+    assert c.gemm_ms(8192) == pytest.approx(8192 * c.dense_flops_per_token / c.f_gemm_per_ms)
+
+
+@pytest.mark.parametrize(
+    "by_engine, field",
+    [
+        ({"vllm": {"fp8": [0.9, 1.1, 1.2, 1.3]}}, "0"),  # a gain below 1
+        ({"vllm": {"fp8": [1.1, 1.2, 1.3]}}, "fp8"),  # three token counts, not four
+        ({"vllm": {"fp4": [1.1, 1.2, 1.3, 1.4]}}, "fp4"),  # a dtype nothing measures
+    ],
+)
+def test_bad_gain_entries_are_refused_naming_the_field(by_engine, field):
+    with pytest.raises(ValidationError) as err:
+        GemmTokenGain.model_validate({"by_engine": by_engine, "source": "a kernel benchmark"})
+    assert field in str(err.value)
