@@ -7,9 +7,10 @@ kernel benchmark it comes from (``scripts/extract_aiconfigurator.py``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from catalog.fields import Frozen, Id, Text
 
@@ -114,7 +115,9 @@ class GemmTokenGain(Frozen):
     (fuller tiles and waves; :func:`planner.kernel_floors.gemm_token_gain`).
 
     ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> the four gains}; ``source``: the
-    kernel benchmark and its versions. Engines not listed take the least listed gains."""
+    kernel benchmark and its versions. Engines not listed take the least listed gains.
+    Each gain is at most ``1 + ln 2`` times the one before (1 before the first), so a step
+    of more tokens never takes less GEMM time (the cost model interpolates in log2)."""
 
     by_engine: dict[
         Id,
@@ -127,3 +130,16 @@ class GemmTokenGain(Frozen):
         ],
     ] = Field(min_length=1, max_length=16)
     source: Text = Field(min_length=10)
+
+    @field_validator("by_engine")
+    @classmethod
+    def _time_grows_with_tokens(cls, v: dict[str, dict[str, list[float]]]) -> Any:
+        for engine, curves in v.items():
+            for dtype, gains in curves.items():
+                for i, (before, g) in enumerate(zip([1.0, *gains], gains, strict=False)):
+                    if g > (1.0 + math.log(2.0)) * before:
+                        raise ValueError(
+                            f"{engine}.{dtype}[{i}]: gain {g} is more than 1 + ln 2 times the "
+                            f"previous {before}: a step of more tokens would take less time"
+                        )
+        return v

@@ -18,16 +18,16 @@ mean number of sequences in decode [sequences]:
   ``c = B x P / (G - 1)`` [tokens];
 * a decoding sequence sees ``B_s = max(B, 1)`` decodes in its step; the budget
   left for prefill is ``T_avail = T - B_s`` [tokens];
-* steps that carry prefill hold a chunk of ``T_c = min(max(P, c), T_avail)``
-  tokens (one whole prompt, several short ones, or one budget-sized chunk of a
-  long one); a share ``f = c / T_c`` of the steps carries one;
-* :func:`step_ms` prices a step of ``b`` decodes and ``n`` chunk tokens:
-  memory ``(weights read + b x KV(P + G/2)) / W_eff``, decode compute
-  ``b x flops_per_token(P + G/2) / F_eff``, chunk compute ``n x prefill
-  FLOPs of the prompt per token / F_eff``; ``d = max(memory, decode compute)``,
-  ``t = max(d, chunk) + (1 - overlap) x min(d, chunk)``, never below the sum of
-  the two compute times (tensor cores cannot overlap compute with compute), plus
-  TP all-reduces and the per-step overhead (:mod:`planner.roofline` functions);
+* steps that carry prefill hold a chunk of ``T_c = min(max(P, c), T_avail)`` tokens (one
+  whole prompt, several short ones, or one budget-sized chunk of a long one); a share
+  ``f = c / T_c`` of the steps carries one;
+* :func:`step_ms` prices a step of ``b`` decodes and ``n`` chunk tokens: memory
+  ``(weights read + b x KV(P + G/2)) / W_eff``, decode compute ``b x flops_per_token(P +
+  G/2) / F_eff``, chunk compute ``n x prefill FLOPs per prompt token / F_eff`` (dense
+  GEMMs x the measured gain at ``b + n`` tokens); ``d = max(memory, decode compute)``,
+  ``t = max(d, chunk) + (1 - overlap) x min(d, chunk)``, never below the sum of the two
+  compute times (tensor cores cannot overlap compute with compute), plus TP all-reduces
+  and the per-step overhead (:mod:`planner.roofline` functions);
 * TPOT = the mean step ``t = f x step(B_s, T_c) + (1 - f) x step(B_s, 0)`` [ms];
 * throughput (Little's law on the decode phase, ``B = X (G - 1) t``):
   ``X = B / ((G - 1) t)`` [requests/s]; output tokens/s = ``X x G``;
@@ -198,7 +198,7 @@ class StepModel:
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
         weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
-        g = kn.gain_at_tokens(c.gemm_gain, n)
+        g = kn.gain_at_tokens(c.gemm_gain, n / c.dp)
         gemm_per_token = (c.dense_flops_per_token / g + c.routed_flops_per_token) / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 

@@ -440,6 +440,8 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
     ``gains``."""
     if not gains or tokens <= GEMM_GAIN_BASE_TOKENS:
         return 1.0
+    if not tokens < GEMM_GAIN_TOKENS[-1]:  # the last, and for inf or nan tokens
+        return gains[-1]
     x = math.log2(tokens / GEMM_GAIN_BASE_TOKENS)
     i = int(x)
     if i >= len(gains):

@@ -115,8 +115,8 @@ SYSTEMS = {
     "b200_sxm": ("b200", 8.0, "nvlink5", 900.0),
     "gb200": ("gb200-per-gpu", 8.0, "nvlink5", 900.0),
 }
-#: Systems read for the FP8-against-BF16 GEMM ratio only (aiconfigurator system ->
-#: catalog GPU id).
+#: Systems read for their GEMM tables only, the FP8-against-BF16 ratio and the gain by
+#: token count (aiconfigurator system -> catalog GPU id; the JSON's ``fp8_gemm_only``).
 GEMM_ONLY_SYSTEMS = {"l40s": "l40s", "a100_sxm": "a100-sxm-80gb"}
 #: Engine versions read where a system lacks :data:`ENGINE_VERSIONS`' (the newest collected).
 SYSTEM_ENGINE_VERSIONS = {"a100_sxm": {"sglang": "0.5.10", "vllm": "0.14.0", "trtllm": "1.0.0"}}

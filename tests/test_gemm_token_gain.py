@@ -7,6 +7,7 @@ applied to a step's dense GEMM compute (planner.kernels.StepCoefficients.gemm_ms
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from script_support import load_script
 
 from catalog.kernel_floors import GemmTokenGain
 from catalog.loader import load_catalog
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.kernel_floors import (
     GEMM_GAIN_TOKENS,
@@ -162,7 +164,7 @@ def test_step_dense_gemm_compute_is_divided_by_the_gain():
     assert c.chunk_compute_ms(2048, 0) == pytest.approx(
         flat.chunk_compute_ms(2048, 0) - compute + compute / 1.213
     )
-    assert c.gemm_ms(64) == flat.gemm_ms(64)  # bandwidth-bound, and below 512 tokens
+    assert c.gemm_ms(500) == flat.gemm_ms(500)  # no gain at 512 tokens or fewer
     # the step sums it: 2,048 chunk tokens and 64 decodes at a 1,000-token context
     step = c.step_ms(64, 1000.0, 2048, 0)
     assert step == pytest.approx(
@@ -184,9 +186,73 @@ def test_a_gpu_nothing_measures_is_priced_at_its_mfu_at_every_step_size():
         ({"vllm": {"fp8": [0.9, 1.1, 1.2, 1.3]}}, "0"),  # a gain below 1
         ({"vllm": {"fp8": [1.1, 1.2, 1.3]}}, "fp8"),  # three token counts, not four
         ({"vllm": {"fp4": [1.1, 1.2, 1.3, 1.4]}}, "fp4"),  # a dtype nothing measures
+        # 2,048 tokens would take less GEMM time than 1,024 (2.2 > (1 + ln 2) x 1.2)
+        ({"sglang": {"bf16": [1.2, 2.2, 2.3, 2.4]}}, "sglang.bf16[1]"),
     ],
 )
 def test_bad_gain_entries_are_refused_naming_the_field(by_engine, field):
     with pytest.raises(ValidationError) as err:
         GemmTokenGain.model_validate({"by_engine": by_engine, "source": "a kernel benchmark"})
     assert field in str(err.value)
+
+
+def test_the_analyses_say_which_gain_they_priced():
+    from api.cli.calibrate import gemm_gain_text
+    from planner.analyses.common import ReplicaSummary
+
+    h200 = rl.build_replica(CAT, "llama-3.1-8b", "h200-sxm-141gb", dtype="fp8", engine="trtllm")
+    summary = ReplicaSummary.of(h200)
+    assert summary.gemm_gain == [1.11, 1.179, 1.227, 1.239]
+    assert gemm_gain_text(summary.gemm_gain) == (
+        "x1.11 / x1.18 / x1.23 / x1.24 faster at 1,024 / 2,048 / 4,096 / 8,192 tokens per step "
+        "than at 512 (kernels)"
+    )
+    mi300x = ReplicaSummary.of(rl.build_replica(CAT, "llama-3.1-8b", "mi300x", dtype="fp8"))
+    assert mi300x.gemm_gain == []
+    assert "no measured gain" in gemm_gain_text(mi300x.gemm_gain)
+
+
+def test_a_larger_step_never_takes_less_gemm_time_on_any_catalog_curve():
+    curves = {
+        (g.id, e, d): tuple(gains)
+        for g in CAT.gpus.values()
+        if g.gemm_token_gain is not None
+        for e, by_dtype in g.gemm_token_gain.by_engine.items()
+        for d, gains in by_dtype.items()
+    }
+    assert len(curves) == 33  # non-monotone ones too: H100 SGLang fp8 1.117 ... 1.0
+    tokens = [256 * 1.01**i for i in range(500)]
+    for key, gains in curves.items():
+        times = [n / gain_at_tokens(gains, n) for n in tokens]
+        assert all(b >= a for a, b in itertools.pairwise(times)), key
+
+
+def test_with_data_parallel_attention_the_gain_is_a_ranks():
+    # DeepSeek-V3 on 8 x H200 with 8 data-parallel attention ranks: a 4,096-token step's
+    # dense GEMMs run 512 tokens per rank, where nothing is gained
+    r = rl.build_replica(
+        CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", engine="sglang", dp=8, ep=8
+    )
+    c = r.coefficients
+    assert c.dp == 8 and c.gemm_gain == (1.126, 1.146, 1.145, 1.066)
+    flat = dataclasses.replace(c, gemm_gain=())
+    assert c.gemm_ms(4096) == flat.gemm_ms(4096)
+    assert c.chunk_compute_ms(4096, 0) == flat.chunk_compute_ms(4096, 0)
+    # 16,384 tokens: 2,048 per rank, gain 1.146
+    compute = 16384 * c.dense_flops_per_token / c.f_gemm_per_ms
+    weights = 8 * c.dense_weight_bytes / c.w_weights_per_ms
+    assert c.gemm_ms(16384) == pytest.approx(max(compute / 1.146, weights))
+    assert c.gemm_ms(16384) < flat.gemm_ms(16384)
+
+
+def test_the_gain_never_lifts_a_gemm_past_its_peak():
+    # B200 fp8 with TensorRT-LLM at MFU 1: its FP8 GEMMs reach 0.731 of the FP8 peak, and
+    # 0.731 x 1.546 would pass it at 2,048 tokens; the gains stop at 1 / 0.731 = 1.368
+    r = rl.build_replica(CAT, "llama-3.1-8b", "b200", dtype="fp8", engine="trtllm", mfu=1.0)
+    raw = gemm_token_gain(CAT.gpus["b200"], "trtllm", "fp8")
+    assert raw == (1.285, 1.546, 1.566, 1.565)
+    d = kn.fp8_gemm_efficiency(CAT.gpus["b200"], "trtllm")
+    assert d == 0.731
+    assert r.coefficients.gemm_gain == pytest.approx((1.285, 1 / d, 1 / d, 1 / d))
+    at_peak = rl.build_replica(CAT, "llama-3.1-8b", "b200", dtype="bf16", mfu=1.0)
+    assert at_peak.coefficients.gemm_gain == (1.0, 1.0, 1.0, 1.0)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from api.cli import common as cli
-from api.cli.calibrate import register_capacity
+from api.cli.calibrate import gemm_gain_text, register_capacity
 from api.cli.common import Subparsers
 from api.services.catalog import shipped_catalog
 from api.services.reports import render_table
@@ -172,7 +172,9 @@ def render_chunk_budget(t: an.ChunkBudgetTable) -> str:
         f"prompt {t.prompt_tokens:,} tokens (mean context {t.context_tokens:,.0f}: "
         f"{t.flops_per_token_g:.2f} GFLOP/token), TPOT budget {t.tpot_budget_ms:g} ms",
         f"max free chunk T* = {t.max_free_chunk_tokens:,} tokens "
-        "(engine setting: vLLM max_num_batched_tokens, SGLang chunked_prefill_size)",
+        "(engine setting: vLLM max_num_batched_tokens, SGLang chunked_prefill_size; "
+        "first-order, at one GEMM rate)",
+        "dense GEMMs " + gemm_gain_text(r.gemm_gain),
         "",
     ]
     headers = [

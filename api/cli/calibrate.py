@@ -62,6 +62,14 @@ def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def gemm_gain_text(gains: list[float]) -> str:
+    """The replica's measured GEMM gain by step size, for the analyses' headers."""
+    if not gains:
+        return "at the MFU at every step size (no measured gain with tokens per step)"
+    at = " / ".join(f"x{g:.2f}" for g in gains)
+    return f"{at} faster at 1,024 / 2,048 / 4,096 / 8,192 tokens per step than at 512 (kernels)"
+
+
 def render_capacity(a: CapacityAnalysis) -> str:
     r, x = a.replica, a.result
     cal = f", calibration {a.calibration}" if a.calibration else ""
@@ -76,6 +84,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
         f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV, "
         f"{r.engine}), "
         f"MFU {r.mfu:g}, MBU {r.mbu:g}, step overhead {r.step_overhead_ms:g} ms{cal}",
+        "dense GEMMs " + gemm_gain_text(r.gemm_gain),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
         "",

@@ -80,11 +80,11 @@ class ChunkBudgetRow(_Result):
     - ``chunk_ms``: compute time of one chunk of ``min(T, P)`` tokens whose tokens
       see the prompt's mean context P/2 (the chunk centred on the prompt's middle):
       ``chunk_compute_ms(min(T, P), (P - min(T, P)) / 2)`` = ``T x flops_per_token(P/2)
-      / F_eff`` on full-attention layers — the cost ``T*`` is defined by — except that
-      the dense GEMMs of a chunk past 512 tokens run at the GPU's measured rate gain
-      (:func:`planner.kernels.gemm_token_gain`, a few percent at ``T*``), so
-      ``chunk_ms <= X`` whenever ``T <= T*`` (a chunk slightly larger may fit too: ``T*``
-      is the first-order bound, on the safe side);
+      / F_eff`` on full-attention layers — the cost ``T*`` is defined by — except where
+      the cost model refines it: dense GEMMs of a chunk past 512 tokens at the GPU's
+      measured rate gain (:func:`planner.kernels.gemm_token_gain`, a few percent at
+      ``T*``), FP8 weights' attention at its own rate, MoE experts at theirs; so ``T*`` is
+      first-order, and ``chunk_ms`` at ``T*`` can be a little under or over ``X``;
     - ``step_ms``: a mixed step whose decode part exactly fills the TPOT budget
       (decode time = X) plus that chunk: ``overlapped_step_ms(X, chunk_ms, o)`` =
       ``max(X, chunk) + (1 - o) x min(X, chunk)``;

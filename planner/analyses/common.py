@@ -26,7 +26,9 @@ class ReplicaSummary(_Result):
     """The replica an analysis priced: ``tp`` GPUs of ``gpu`` serving ``model``.
 
     ``effective_tflops`` = ``tp x peak x MFU`` / 1e12 (:func:`planner.roofline.effective_flops`);
-    ``effective_bandwidth_tb_per_s`` = ``tp x HBM x MBU`` / 1e12.
+    ``effective_bandwidth_tb_per_s`` = ``tp x HBM x MBU`` / 1e12; ``gemm_gain``: how much
+    faster per FLOP its dense GEMMs run at 1,024, 2,048, 4,096 and 8,192 tokens per step
+    than at 512 (measured, :func:`planner.kernels.gemm_token_gain`; empty: no gain).
     """
 
     model: str
@@ -41,6 +43,7 @@ class ReplicaSummary(_Result):
     step_overhead_ms: float
     effective_tflops: float
     effective_bandwidth_tb_per_s: float
+    gemm_gain: list[float] = []
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -57,6 +60,7 @@ class ReplicaSummary(_Result):
             step_overhead_ms=replica.step_overhead_ms,
             effective_tflops=rl.effective_flops(replica) / 1e12,
             effective_bandwidth_tb_per_s=rl.effective_bandwidth_bytes_per_s(replica) / 1e12,
+            gemm_gain=list(replica.coefficients.gemm_gain),
         )
 
 

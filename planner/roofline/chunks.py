@@ -19,7 +19,8 @@ from planner.roofline.steps import effective_flops
 def chunk_compute_ms(replica: Replica, chunk_tokens: float, context_tokens: float) -> float:
     """Compute time of one prefill chunk of ``T`` tokens after ``s`` cached tokens (ms).
 
-    ``T x 2 N_dense / F_gemm`` + MoE expert compute + ``attention over s .. s + T /
+    ``T x 2 N_dense / (F_gemm x g)`` (``g`` the measured GEMM gain at ``T`` tokens,
+    :func:`planner.kernels.gain_at_tokens`) + MoE expert compute + ``attention over s .. s + T /
     F_attn`` — on full layers the chunk's mean context is ``s + T/2`` (each token
     attends to all earlier ones). Pure compute: no weight-read floor, communication
     or overhead (the mixed step adds those).

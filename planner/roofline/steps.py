@@ -101,7 +101,8 @@ def prefill_ms(
     full ``cached + S`` context instead (a kernel computing the whole square).
 
     A sum of kernels (:mod:`planner.kernels`): weight GEMMs
-    ``max(S x 2 N_dense / F_gemm, dense weight bytes / W_eff)``, MoE expert GEMMs,
+    ``max(S x 2 N_dense / (F_gemm x g), dense weight bytes / W_eff)`` (``g`` the measured
+    gain at the step's tokens, :func:`planner.kernels.gain_at_tokens`), MoE expert GEMMs,
     attention ``max(attention FLOPs / F_attn, KV bytes / W_eff)``, then
     ``tp_comm_ms(S) + step_overhead`` (only with ``include_overhead``), and with ``pp``
     pipeline stages ``(pp - 1)`` hand-overs of the prompt's activations (the stages run
@@ -155,7 +156,7 @@ def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> 
     attention FLOPs(s) / F_attn`` (MLA absorbed; dense GEMMs at the gain of ``B`` tokens,
     :func:`planner.kernels.gain_at_tokens`). A bound for reports."""
     c = replica.coefficients
-    dense = c.dense_flops_per_token / kn.gain_at_tokens(c.gemm_gain, batch)
+    dense = c.dense_flops_per_token / kn.gain_at_tokens(c.gemm_gain, batch / c.dp)
     gemm = batch * (dense + c.routed_flops_per_token) / c.f_gemm_per_ms
     return gemm + c.decode_attention_parts_ms(batch, context_tokens)[0]
 
@@ -170,7 +171,7 @@ def decode_step_ms(
     """One decode step for ``batch`` sequences at mean context ``context_tokens`` (ms).
 
     A sum of kernels (:meth:`planner.kernels.StepCoefficients.step_ms`): weight GEMMs
-    ``max(B x 2 N_dense / F_gemm, weights / W_eff)`` + MoE expert GEMMs + attention
+    ``max(B x 2 N_dense / (F_gemm x g), weights / W_eff)`` + MoE expert GEMMs + attention
     ``max(B x attn(s) / F_attn, B x KV_held(s) / W_eff)`` + ``tp_comm_ms(B)`` + step
     overhead. This is the TPOT at that batch.
     """
