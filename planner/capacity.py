@@ -198,8 +198,8 @@ class StepModel:
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
         weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
-        g = kn.gain_at_tokens(c.gemm_gain, n / c.dp)
-        gemm_per_token = (c.dense_flops_per_token / g + c.routed_flops_per_token) / c.f_gemm_per_ms
+        dense_per_token = c.dense_flops_per_token / c.dense_gemm_per_ms(n) if n > 0 else 0.0
+        gemm_per_token = dense_per_token + c.routed_flops_per_token / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 
     def step_ms(self, batch: float, chunk_tokens: float) -> float:

@@ -440,11 +440,9 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
     ``gains``."""
     if not gains or tokens <= GEMM_GAIN_BASE_TOKENS:
         return 1.0
-    if not tokens < GEMM_GAIN_TOKENS[-1]:  # the last, and for inf or nan tokens
+    if not tokens < GEMM_GAIN_BASE_TOKENS * 2 ** len(gains):  # the last, and inf or nan
         return gains[-1]
     x = math.log2(tokens / GEMM_GAIN_BASE_TOKENS)
     i = int(x)
-    if i >= len(gains):
-        return gains[-1]
     lo = 1.0 if i == 0 else gains[i - 1]
     return lo + (gains[i] - lo) * (x - i)

@@ -319,17 +319,20 @@ class StepCoefficients:
 
     # ------------------------------------------------------------ kernels
 
+    def dense_gemm_per_ms(self, tokens: float) -> float:
+        """The dense GEMMs' rate in a step of ``tokens`` tokens (FLOP/ms): ``F_gemm x g``,
+        ``g`` the measured rate gain at the ``tokens / dp`` tokens one rank's GEMM runs on
+        (:func:`gain_at_tokens` of ``gemm_gain``)."""
+        return self.f_gemm_per_ms * gain_at_tokens(self.gemm_gain, tokens / self.dp)
+
     def gemm_ms(self, tokens: float) -> float:
-        """Dense weight GEMMs over ``tokens`` tokens: ``max(tokens x 2 N_dense / (F_gemm x
-        g), dp x dense bytes / W_eff)`` (ms; 0 with no tokens; ``dp`` attention ranks
-        each read their own copy; ``g`` the measured rate gain at the ``tokens / dp``
-        tokens one rank's GEMM runs on, :func:`gain_at_tokens` of ``gemm_gain``)."""
+        """Dense weight GEMMs over ``tokens`` tokens: ``max(tokens x 2 N_dense /``
+        :meth:`dense_gemm_per_ms` ``, dp x dense bytes / W_eff)`` (ms; 0 with no tokens;
+        ``dp`` attention ranks each read their own copy)."""
         if tokens <= 0:
             return 0.0
         return max(
-            tokens
-            * self.dense_flops_per_token
-            / (self.f_gemm_per_ms * gain_at_tokens(self.gemm_gain, tokens / self.dp)),
+            tokens * self.dense_flops_per_token / self.dense_gemm_per_ms(tokens),
             self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
         )
 
@@ -521,13 +524,12 @@ class StepCoefficients:
         return t
 
     def chunk_compute_ms(self, chunk: float, start: float) -> float:
-        """Pure compute of a chunk (ms): ``T x 2 N_dense / (F_gemm x g) + T x 2 N_routed
-        x`` :meth:`grouped_time_per_flop` ``+ attention FLOPs / F_attn`` (``g`` the gain at
-        ``T / dp`` tokens, as :meth:`gemm_ms`; no weight-read floor, no overhead)."""
+        """Pure compute of a chunk (ms): ``T x 2 N_dense /`` :meth:`dense_gemm_per_ms` ``+ T x
+        2 N_routed x`` :meth:`grouped_time_per_flop` ``+ attention FLOPs / F_attn`` (no
+        weight-read floor, no overhead)."""
         if chunk <= 0:
             return 0.0
-        g = gain_at_tokens(self.gemm_gain, chunk / self.dp)
-        t = chunk * self.dense_flops_per_token / (self.f_gemm_per_ms * g)
+        t = chunk * self.dense_flops_per_token / self.dense_gemm_per_ms(chunk)
         if self.num_experts:
             t += chunk * self.routed_flops_per_token * self.grouped_time_per_flop(chunk)
         return t + self.chunk_attention_parts_ms(chunk, start)[0]

@@ -6,12 +6,10 @@ the floor it puts on a decode step's KV read
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
-from script_support import load_script
+from script_support import aiconfigurator_kernels, load_script
 
 from catalog.loader import load_catalog
 from planner import roofline as rl
@@ -22,10 +20,7 @@ from planner.kernel_floors import (
 )
 from planner.simulate.steps import StepModel
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTRACTED = json.loads(
-    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
-)
+EXTRACTED = aiconfigurator_kernels()
 CAT = load_catalog()
 extract = load_script("extract_aiconfigurator")
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from script_support import load_script
+from script_support import aiconfigurator_kernels, load_script
 
 from catalog.kernel_floors import GemmTokenGain
 from catalog.loader import load_catalog
@@ -28,10 +26,7 @@ from planner.kernel_floors import (
     gemm_token_gain,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTRACTED = json.loads(
-    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
-)
+EXTRACTED = aiconfigurator_kernels()
 CAT = load_catalog()
 extract = load_script("extract_aiconfigurator")
 ENGINES = ("vllm", "sglang", "trtllm")

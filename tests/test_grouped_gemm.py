@@ -6,12 +6,10 @@ on a MoE layer's expert GEMMs (planner.kernels.StepCoefficients.grouped_time_per
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from pathlib import Path
 
 import pytest
-from script_support import load_script
+from script_support import aiconfigurator_kernels, load_script
 
 from catalog.loader import load_catalog
 from planner import architecture as arch
@@ -19,10 +17,7 @@ from planner import roofline as rl
 from planner.kernel_floors import GROUPED_GEMM_PEAK_SHARE_ASSUMED, grouped_gemm_peak_share
 from planner.kernels import coefficients_of
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTRACTED = json.loads(
-    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
-)
+EXTRACTED = aiconfigurator_kernels()
 CAT = load_catalog()
 extract = load_script("extract_aiconfigurator")
 

@@ -8,22 +8,17 @@ the extracted file catalog/measurements/sources/aiconfigurator-kernels.json
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-from pathlib import Path
 
 import pytest
-from script_support import load_script
+from script_support import aiconfigurator_kernels, load_script
 
 from catalog.loader import load_catalog
 from planner import kernels
 from planner import roofline as rl
 from planner.kernels import coefficients_of, moe_layer_floor_us
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTRACTED = json.loads(
-    (ROOT / "catalog/measurements/sources/aiconfigurator-kernels.json").read_text()
-)
+EXTRACTED = aiconfigurator_kernels()
 CAT = load_catalog()
 extract = load_script("extract_aiconfigurator")
 

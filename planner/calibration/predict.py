@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict
 from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
-from planner import kernels as kn
 from planner import roofline as rl
 from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
@@ -100,8 +99,8 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them."""
     model = replica.model
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
-    gain = kn.gain_at_tokens(replica.coefficients.gemm_gain, tokens)
-    compute = tokens * 2.0 * params / (rl.effective_flops(replica) * gain)
+    # F_eff x the gain: the step's dense GEMM rate (FLOP/ms -> FLOP/s)
+    compute = tokens * 2.0 * params / (replica.coefficients.dense_gemm_per_ms(tokens) * 1e3)
     memory = (
         params
         * arch.weight_bytes_per_param(model, replica.weight_dtype)
