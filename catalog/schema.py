@@ -65,6 +65,14 @@ from catalog.kernel_floors import (
     MlaLayerFloor,
     MoeLayerFloor,
 )
+from catalog.uncertainty import (  # noqa: F401  (re-exported)
+    ANALOGY_LEVEL_SCALE,
+    ANALOGY_SIGMA_LOG,
+    MAX_CATALOG_LEVEL_SCALE,
+    Provenance,
+    SigmaLog,
+    Uncertainty,
+)
 
 
 class Dtype(StrEnum):
@@ -131,81 +139,6 @@ class Link(Frozen):
 # --------------------------------------------------------------------------- GPUs
 
 
-class Provenance(StrEnum):
-    """Where a set of efficiency factors comes from: ``fitted`` to measurements (its
-    ``points`` and the fit's residual spread); ``scaled``: the analogy's split between
-    compute and bandwidth with its level scaled to the GPU's measured throughput
-    (``level_scale``; ``points`` and the spread of the scaled factors on them); or set by
-    ``analogy`` with another SKU (no measurement: level :data:`ANALOGY_LEVEL_SCALE` or
-    lower, the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
-
-    FITTED = "fitted"
-    SCALED = "scaled"
-    ANALOGY = "analogy"
-
-    @property
-    def measured(self) -> bool:
-        """True when measurements back the factors (fitted or scaled)."""
-        return self != Provenance.ANALOGY
-
-
-#: Spread (standard deviation of ln(measured / predicted)) assumed for factors set by
-#: analogy. Where analogy factors could be checked against the public measurements
-#: under cost model v2 (scripts/calibrate_defaults.py: the robust spread of the
-#: prediction with the analogy factors), they were off by 0.25 (A100 80GB), 0.32
-#: (H200), 0.37 (H100 SXM), 0.73 (L40S), 0.85 (MI300X), 1.11 (H100 NVL) and 1.24
-#: (MI325X): median 0.73 over the seven GPUs checked. A GPU never checked is known no
-#: better than the median checked one, so 0.73 (a 90% band of x0.30 to x3.3 on its
-#: capacity; at the default risk confidence 0.8 it is derated x0.54). Smaller would let
-#: an unmeasured GPU look more certain than a measured one (with 0.30, the 80/20 example
-#: bought only unmeasured GB200 because measured H100/H200 spreads were wider).
-ANALOGY_SIGMA_LOG = 0.73
-
-#: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
-#: analogy guesses could be checked against measured saturated throughput, relative to
-#: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
-#: docs/calibration.md), they were mostly optimistic: MI325X 0.57, A100 40GB 0.67, GB200
-#: 0.71 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78, B200 0.88 (DeepSeek-V3 FP8 and
-#: FP4), L4 0.88, H100 PCIe 0.89, A10G 0.90, and A100 80GB, Gaudi 3, H100 SXM, H200,
-#: L40S, MI300X 1.00 (the cap): median 0.90 (make calibrate-defaults computes it). A GPU
-#: never checked is scaled by it, or by the lowest level of a checked GPU of its
-#: architecture when lower (planner.fidelity.analogy_level_scale): an unmeasured GPU must
-#: not look better than a measured one.
-ANALOGY_LEVEL_SCALE = 0.90
-
-SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
-
-
-class Uncertainty(Frozen):
-    """Provenance and spread of a set of efficiency factors.
-
-    ``provenance``: ``fitted`` or ``scaled`` (to ``points`` measured points), or ``analogy``.
-    ``points``: measured points the factors were fitted or scaled to (0 for analogy).
-    ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
-    measured values (dimensionless, natural log): the fit's residual spread; for
-    analogy the prior :data:`ANALOGY_SIGMA_LOG`.
-    ``level_scale``: the factor the analogy guesses of MFU and MBU were multiplied by
-    to give these factors (dimensionless, <= 1; ``prefill_mfu`` and ``decode_mbu``
-    already include it): measured for ``scaled``, :data:`ANALOGY_LEVEL_SCALE` or lower
-    for ``analogy``, 1 for ``fitted`` and hand-set factors.
-    """
-
-    provenance: Provenance = Provenance.ANALOGY
-    points: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = 0
-    sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
-    level_scale: Annotated[float, Field(gt=0, le=1.0, allow_inf_nan=False, strict=True)] = 1.0
-
-    @model_validator(mode="after")
-    def _points_match(self) -> Uncertainty:
-        if self.provenance.measured and self.points < 1:
-            raise ValueError(
-                f"provenance {self.provenance.value} needs points >= 1 (the measured points)"
-            )
-        if self.provenance == Provenance.ANALOGY and self.points:
-            raise ValueError("provenance analogy has no measured points (points: 0)")
-        return self
-
-
 class DtypeEfficiency(Uncertainty):
     """Efficiency factors for one weight dtype, overriding the SKU's defaults
     (a calibration fitted from measurements in that dtype), with their own
@@ -227,6 +160,14 @@ class Efficiency(Uncertainty):
     ``provenance``, ``points``, ``sigma_log``: see :class:`Uncertainty` (default:
     analogy with the wide prior).
     ``by_dtype``: per weight dtype overrides (see :meth:`Gpu.efficiency_for`).
+    ``moe_level_ratio``: measured level of the GPU's mixture-of-experts LLMs over its
+    level (dimensionless, 0 < r <= 1; MFU and MBU x r for MoE models,
+    :func:`planner.roofline.moe_level_ratio`): MI300X serves DeepSeek-V3 at about half
+    the share of peak it serves dense Llamas at. 1: not measured, or no lower.
+    ``fp4_level_ratio``: measured level of the GPU's FP4 runs over its level
+    (dimensionless, 0 < r <= 2; the assumed FP4 derates x r, each capped at 1,
+    :func:`planner.kernel_floors.weight_dtype_derates`). 1: not measured.
+    Both are written by ``make calibrate-defaults`` (planner.fidelity.level_scale).
     """
 
     prefill_mfu: Fraction
@@ -235,6 +176,8 @@ class Efficiency(Uncertainty):
     overlap_factor: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False, strict=True)] = 0.8
     reason: Text = Field(min_length=10)
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
+    moe_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 1.0
+    fp4_level_ratio: Annotated[float, Field(gt=0, le=2, allow_inf_nan=False, strict=True)] = 1.0
 
 
 Month = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$")]

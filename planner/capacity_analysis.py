@@ -102,6 +102,8 @@ class FactorSpread(BaseModel):
     points: int
     sigma_log: float
     level_scale: float
+    moe_level_ratio: float = 1.0
+    fp4_level_ratio: float = 1.0
     band_confidence: float
     requests_per_s_band: tuple[float, float] | None
     output_tokens_per_s_band: tuple[float, float] | None
@@ -110,10 +112,14 @@ class FactorSpread(BaseModel):
 def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult) -> FactorSpread:
     """The provenance and spread of ``req``'s GPU factors for its dtype
     (:func:`planner.risk.factor_uncertainty`; explicit MFU, MBU or overhead in the
-    request count as analogy), and :func:`planner.risk.capacity_band_rps` applied to
-    the predicted requests/s and output tokens/s."""
+    request count as analogy), the GPU's measured ratios that priced it (MoE LLMs:
+    :func:`planner.roofline.moe_level_ratio`, 1 with explicit MFU/MBU; FP4 weights:
+    ``efficiency.fp4_level_ratio``), and :func:`planner.risk.capacity_band_rps` applied
+    to the predicted requests/s and output tokens/s."""
     overridden = req.mfu is not None or req.mbu is not None or req.step_overhead_ms is not None
     unc = risk.factor_uncertainty(catalog, req.gpu, req.dtype, overridden)
+    gpu = catalog.gpus[req.gpu]
+    moe = rl.moe_level_ratio(gpu, catalog.models[req.model])
 
     def band(x: float | None) -> tuple[float, float] | None:
         return risk.capacity_band_rps(x, unc.sigma_log) if x is not None else None
@@ -123,6 +129,8 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
         points=unc.points,
         sigma_log=unc.sigma_log,
         level_scale=unc.level_scale,
+        moe_level_ratio=1.0 if req.mfu is not None or req.mbu is not None else moe,
+        fp4_level_ratio=gpu.efficiency.fp4_level_ratio if req.dtype == Dtype.FP4 else 1.0,
         band_confidence=risk.BAND_CONFIDENCE,
         requests_per_s_band=band(result.requests_per_s),
         output_tokens_per_s_band=band(result.output_tokens_per_s),

@@ -30,16 +30,25 @@ from statistics import median
 
 from catalog.schema import Catalog
 from planner import calibration as cb
+from planner.levels import (  # noqa: F401  (re-exported)
+    LEVEL_REFERENCE_GPUS,
+    MAX_LEVEL_SCALE,
+    MIN_LEVEL_VALUES,
+    LevelScale,
+    analogy_level_scale,
+    borrowed_dense_level,
+    factor_spread,
+    level_ceiling,
+    level_scale,
+    level_targets,
+    prior_factors,
+    saturated_throughput,
+    unscaled_catalog,
+)
 
 #: The GPU the cross-vendor ratios are relative to.
 REFERENCE_GPU = "h100-sxm5-80gb"
 SPLITS = ("fit", "holdout")
-
-
-def prior_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
-    """The analogy factors of ``gpu`` (prefill MFU, decode MBU, step overhead ms): the
-    values before any calibration, else the catalog's."""
-    return cb.UNCALIBRATED_DEFAULTS.get(gpu) or cb._prior(catalog, gpu, None)
 
 
 def shipped_factors(catalog: Catalog) -> dict[str, tuple[float, float, float]]:
@@ -139,13 +148,15 @@ def evaluate(
 ) -> list[Row]:
     """Every measured value of every priceable point (both splits), predicted with the
     analogy factors (:func:`prior_factors`) and with ``fitted[gpu]`` (the analogy
-    factors again for a GPU without a fit)."""
+    factors again for a GPU without a fit); *before* on :func:`unscaled_catalog` (the
+    analogy as it was: no measured ratio)."""
     rows: list[Row] = []
+    plain = unscaled_catalog(catalog)
     for m in points:
         if not m.usable:
             continue
         prior = prior_factors(catalog, m.gpu)
-        before = cb.predict(m, catalog, prior)
+        before = cb.predict(m, plain, prior)
         after = cb.predict(m, catalog, fitted.get(m.gpu, prior))
         for q, value in m.quantities().items():
             rows.append(
@@ -401,171 +412,6 @@ def leave_one_out(
             if a is not None:
                 out.append(LooValue(m.label, m.gpu, m.dtype.value, q, a))
     return out
-
-
-# --------------------------------------------------------------------------- level scale
-
-#: An analogy guess is never scaled up by measurements: where a GPU's measured
-#: throughput beats the guess the guess stands (conservative: the planner must not buy
-#: a GPU because a few benchmarks ran well).
-MAX_LEVEL_SCALE = 1.0
-#: Fewer saturated-throughput values than this determine no level.
-MIN_LEVEL_VALUES = 1
-
-
-def saturated_throughput(m: cb.Measurement) -> bool:
-    """True when ``m`` measures a serving engine's throughput at saturation: offline
-    (no rate, no concurrency), an open loop with every request at once (``inf``), or a
-    closed loop. A finite open-loop rate measures the offered load, not the GPU (its
-    throughput is ``rate x output tokens`` whatever the factors), so it is excluded."""
-    if m.kind == cb.MeasurementKind.KERNEL or m.output_tok_s is None:
-        return False
-    rate = m.request_rate_rps
-    return rate is None or math.isinf(rate) or m.concurrency is not None
-
-
-#: GPUs whose level is absolute (their measured throughput against the prediction):
-#: the well-measured Hopper pair. Every other GPU's level is relative to theirs on the
-#: same LLM (:func:`level_scale`), so that a miss of the model on one LLM (Llama-3.1-
-#: 405B on an old engine, DeepSeek's MoE kernels) is not charged to the GPU measured
-#: on it.
-LEVEL_REFERENCE_GPUS = ("h100-sxm5-80gb", "h200-sxm-141gb")
-
-
-@dataclass(frozen=True)
-class LevelScale:
-    """The level of a GPU's analogy factors checked against its measurements.
-
-    ``scale``: the factor both prefill MFU and decode MBU are multiplied by
-    (dimensionless, at most :data:`MAX_LEVEL_SCALE`); ``values``: saturated-throughput
-    values it rests on; ``median_ratio``: median measured / predicted output tokens/s
-    with the unscaled factors (below 1: the guess is optimistic); ``by_model``: the
-    level each LLM's values alone give."""
-
-    gpu: str
-    scale: float
-    values: int
-    median_ratio: float
-    by_model: tuple[tuple[str, float], ...] = ()
-
-
-def _throughput_ratio(
-    sat: Sequence[cb.Measurement], catalog: Catalog, factors: Sequence[float], s: float
-) -> float:
-    """Median measured / predicted output tokens/s of ``sat`` with MFU and MBU x ``s``."""
-    out = []
-    for m in sat:
-        pred = cb.predict(m, catalog, (factors[0] * s, factors[1] * s, factors[2]))
-        got = pred.get("output_tok_s")
-        if got and m.output_tok_s:
-            out.append(m.output_tok_s / got)
-    return median(out) if out else 1.0
-
-
-def level_targets(
-    points: Sequence[cb.Measurement],
-    catalog: Catalog,
-    factors_by_gpu: Mapping[str, Sequence[float]],
-    reference: Sequence[str] = LEVEL_REFERENCE_GPUS,
-) -> dict[str, float]:
-    """Per LLM, how far the model is off on the reference GPUs: the median measured /
-    predicted saturated throughput of the ``reference`` GPUs' ``points`` of that LLM,
-    predicted with their factors in ``factors_by_gpu`` (their own levels applied).
-    Dimensionless; an LLM no reference GPU was measured on is absent (target 1)."""
-    by_model: dict[str, list[float]] = {}
-    for m in points:
-        if m.gpu not in reference or not m.usable or not saturated_throughput(m):
-            continue
-        pred = cb.predict(m, catalog, tuple(factors_by_gpu[m.gpu])).get("output_tok_s")
-        if pred and m.output_tok_s:
-            by_model.setdefault(m.model, []).append(m.output_tok_s / pred)
-    return {k: median(v) for k, v in by_model.items()}
-
-
-def level_scale(
-    points: Sequence[cb.Measurement],
-    catalog: Catalog,
-    gpu: str,
-    factors: Sequence[float],
-    targets: Mapping[str, float] | None = None,
-    iterations: int = 4,
-) -> LevelScale | None:
-    """The level ``s`` of ``gpu``'s analogy ``factors`` (prefill MFU, decode MBU, step
-    overhead ms): the factor on MFU and MBU at which the model errs on this GPU's
-    saturated throughputs (:func:`saturated_throughput` over ``points`` of ``gpu``;
-    output tokens/s, measured) as it errs on the reference GPUs for the same LLM.
-
-    Per LLM ``m`` it is the fixed point of ``s <- s x median(measured /
-    predicted(s)) / t_m`` from ``s = 1``, ``iterations`` times (throughput is nearly
-    proportional to the factors, so it settles in two or three; a step stops where MFU
-    or MBU would pass 1), with ``t_m =
-    targets[m]`` (:func:`level_targets`; 1 without a target: the absolute level, as
-    for the reference GPUs themselves). The GPU's level is the median over its LLMs
-    (each LLM counts once, however many points its sweep has), then capped at
-    :data:`MAX_LEVEL_SCALE` (an LLM on which the GPU beats the guess still counts, so
-    the median is not pulled down by capping each LLM first). The GPU's throughput
-    relative to the reference's on each LLM, the ratio that decides what the optimizer
-    buys, is then what was measured.
-
-    One parameter, the level, is what such data determine well even where the
-    two-factor fit is ill-conditioned (MI300X: MFU 0.17 / MBU 0.32, outside what an
-    engine plausibly reaches); the split between compute and bandwidth stays the
-    analogy's. None with fewer than :data:`MIN_LEVEL_VALUES` values."""
-    sat = [m for m in points if m.gpu == gpu and m.usable and saturated_throughput(m)]
-    if len(sat) < MIN_LEVEL_VALUES:
-        return None
-    tg = targets or {}
-    ceiling = 1.0 / max(factors[0], factors[1])
-    per_model: list[tuple[str, float]] = []
-    for model in sorted({m.model for m in sat}):
-        group = [m for m in sat if m.model == model]
-        t = tg.get(model, 1.0)
-        s = 1.0
-        for _ in range(iterations):
-            # factors above 1 are not factors: an LLM's level stops where one would be
-            s = min(s * _throughput_ratio(group, catalog, factors, s) / t, ceiling)
-        per_model.append((model, s))
-    level = median(v for _, v in per_model)
-    first = _throughput_ratio(sat, catalog, factors, 1.0)
-    return LevelScale(gpu, min(level, MAX_LEVEL_SCALE), len(sat), first, tuple(per_model))
-
-
-def factor_spread(
-    points: Sequence[cb.Measurement],
-    catalog: Catalog,
-    factors: Sequence[float],
-    fitted_factors: int = 1,
-) -> float | None:
-    """``sigma_log`` of ``factors`` (prefill MFU, decode MBU, step overhead ms) on
-    ``points`` (every measured value: throughput, TTFT, TPOT, kernel times): as
-    :func:`planner.calibration.residual_sigma_log`, ``1.4826 x median |ln(measured /
-    predicted)| x sqrt(n / (n - k))`` with ``k = fitted_factors`` (1: the level of
-    :func:`level_scale`), floored at :data:`planner.calibration.MIN_SIGMA_LOG`.
-    Dimensionless; None when nothing is predicted."""
-    logs: list[float] = []
-    for m in points:
-        if not m.usable:
-            continue
-        pred = cb.predict(m, catalog, tuple(factors))
-        for q, v in m.quantities().items():
-            p = pred.get(q)
-            if p is not None and p > 0 and v > 0:
-                logs.append(abs(math.log(v / p)))
-    return cb.sigma_from_log_errors(logs, fitted_factors)
-
-
-def analogy_level_scale(
-    gpu: str, catalog: Catalog, levels: Mapping[str, float], default: float
-) -> float:
-    """The level for ``gpu``'s analogy factors when no measurement scales them
-    (dimensionless): ``default`` (:data:`catalog.schema.ANALOGY_LEVEL_SCALE`, the median
-    level of the checked GPUs), or the lowest level in ``levels`` (measured, by GPU id)
-    of a GPU of the same architecture (``Gpu.arch``) when that is lower, so that a
-    GPU guessed from a sibling never looks better than the measured sibling (GB200
-    is never rated above B200)."""
-    arch = catalog.gpus[gpu].arch
-    sib = [s for g, s in levels.items() if g != gpu and catalog.gpus[g].arch == arch]
-    return min([default, *sib])
 
 
 @dataclass(frozen=True)

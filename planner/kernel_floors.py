@@ -265,18 +265,25 @@ def weight_dtype_derates(
     * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
       their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
       (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
-    * fp4: ``(FP4_GEMM_DERATE x fp8_gemm_efficiency(gpu, engine),
-      FP4_WEIGHT_READ_DERATE)`` unless the GPU's catalog (or an applied calibration) has
-      factors measured in fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set
-      or fitted on BF16/FP8 runs, and an unmeasured format must not look better than a
-      measured one (an FP4 GEMM runs at most 1.5x the FP8 one of the same GPU);
+    * fp4: ``(min(1, FP4_GEMM_DERATE x r) x fp8_gemm_efficiency(gpu, engine),
+      min(1, FP4_WEIGHT_READ_DERATE x r))`` with ``r = efficiency.fp4_level_ratio`` (the
+      GPU's FP4 runs measured against these assumed derates, 1 where none is) unless the
+      GPU's catalog (or an applied calibration) has factors measured in fp4
+      (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on BF16/FP8
+      runs, and an unmeasured format must not look better than a measured one (an
+      unmeasured FP4 GEMM runs at most 1.5x the FP8 one of the same GPU, a measured one
+      at most 2x, the peak ratio);
     * (1, 1) for every other dtype."""
     d = Dtype(dtype)
     if d == Dtype.FP8:
         return (fp8_gemm_efficiency(gpu, engine), 1.0)
     if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
         return (1.0, 1.0)
-    return (FP4_GEMM_DERATE * fp8_gemm_efficiency(gpu, engine), FP4_WEIGHT_READ_DERATE)
+    r = gpu.efficiency.fp4_level_ratio
+    return (
+        min(1.0, FP4_GEMM_DERATE * r) * fp8_gemm_efficiency(gpu, engine),
+        min(1.0, FP4_WEIGHT_READ_DERATE * r),
+    )
 
 
 #: The decode attention kernel (``(pair_ns, saturated_share)``, :func:`decode_attention_rate`)

@@ -362,7 +362,8 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
             "gpus": {
                 g: {
                     "gemm_derate": round(gemm, 3),
-                    "weight_read_derate": read,
+                    "weight_read_derate": round(read, 3),
+                    "fp4_level_ratio": c.replica.gpu.efficiency.fp4_level_ratio,
                     "provenance": c.provenance,
                     "sigma_log": c.sigma_log,
                 }
@@ -371,10 +372,11 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
                     kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)
                 ]
             },
-            "note": "FP4 efficiency is measured only on B200 serving DeepSeek-V3 (in its level): "
-            "GEMMs at the FP4 peak x the GPU's MFU x "
-            "gemm_derate (the assumed FP4 derate x the GPU's measured FP8 GEMM efficiency), "
-            "weight reads at W_eff x weight_read_derate (both assumed, "
-            "planner.kernels), with the analogy spread in the risk derate",
+            "note": "GEMMs at the FP4 peak x the GPU's MFU x gemm_derate (the assumed FP4 "
+            "derate x the GPU's fp4_level_ratio, at most 1, x its measured FP8 GEMM "
+            "efficiency), weight reads at W_eff x weight_read_derate (the assumed derate x "
+            "fp4_level_ratio, at most 1; planner.kernels). fp4_level_ratio is measured where "
+            "the GPU's FP4 runs were (make calibrate-defaults), else 1; the risk derate "
+            "takes the analogy spread either way",
         }
     }

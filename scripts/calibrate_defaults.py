@@ -41,16 +41,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.loader import DATA_DIR, load_catalog  # noqa: E402
-from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG  # noqa: E402
+from catalog.schema import ANALOGY_LEVEL_SCALE  # noqa: E402
 from planner import calibration as cb  # noqa: E402
 from planner import fidelity as fd  # noqa: E402
 
-MIN_POINTS = 10
-#: Independent publishers (planner.fidelity.source_roots) a GPU's fit points must come
-#: from before a two-factor fit is adopted or a spread narrower than a guess's is
-#: believed: one vendor page or one benchmark repository is one set of runs (Intel's
-#: static-batch Gaudi 3 table alone fitted MBU 0.79 with sigma 0.12).
-MIN_SOURCES = 2
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibration_levels import (  # noqa: E402
+    MIN_POINTS,
+    MIN_SOURCES,
+    folded,
+    level_of,
+    level_plan,
+    ratios_catalog,
+    write_level,
+)
+
 MIN_GAIN = 0.10
 DOC = ROOT / "docs" / "calibration.md"
 
@@ -133,19 +138,6 @@ def reason_text(r: dict) -> str:
     )
 
 
-def folded(words: list[str]) -> list[str]:
-    """A YAML folded scalar's lines: the words joined and wrapped at 94 columns, each line
-    indented four spaces."""
-    lines, cur = [], "   "
-    for w in words:
-        if len(cur) + 1 + len(w) > 94:
-            lines.append(cur)
-            cur = "   "
-        cur += " " + w
-    lines.append(cur)
-    return lines
-
-
 def write_yaml(r: dict) -> None:
     path = DATA_DIR / "gpus" / f"{r['gpu']}.yaml"
     text = path.read_text(encoding="utf-8")
@@ -198,155 +190,6 @@ def write_uncertainty(r: dict) -> None:
     if n != 1:
         raise SystemExit(f"{path}: no overlap_factor in the efficiency block")
     path.write_text(text.replace(m.group(0), new), encoding="utf-8")
-
-
-#: Where the generated part of a GPU's ``reason`` starts (the analogy's own reasoning
-#: before it is kept; a rerun replaces what follows).
-LEVEL_MARK = "Calibration (`make calibrate-defaults`):"
-
-
-def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) -> dict:
-    """Per catalog GPU whose fit is not adopted: the factors the catalog keeps.
-
-    A GPU with saturated-throughput fit points keeps the analogy's MFU / MBU split
-    scaled to its measured level (``planner.fidelity.level_scale``, provenance
-    ``scaled``, spread of the scaled factors on its fit points, no narrower than
-    :data:`ANALOGY_SIGMA_LOG` with fewer than ``MIN_POINTS`` fit points or fewer than
-    ``MIN_SOURCES`` publishers). Any other GPU
-    keeps the
-    analogy scaled by ``planner.fidelity.analogy_level_scale`` (the median level of the
-    scaled GPUs, :data:`ANALOGY_LEVEL_SCALE`, or a lower same-architecture level;
-    provenance ``analogy``, spread :data:`ANALOGY_SIGMA_LOG`)."""
-    fit_pts = cb.fit_points(points)
-    plan: dict[str, dict] = {}
-    levels: dict[str, float] = {}
-    # the reference GPUs first (absolute levels), then every other GPU relative to
-    # them on the same LLM (planner.fidelity.level_targets)
-    order = [g for g in fd.LEVEL_REFERENCE_GPUS if g in catalog.gpus]
-    order += [g for g in sorted(catalog.gpus) if g not in order]
-    targets: dict[str, float] | None = None
-    for gpu in order:
-        if targets is None and gpu not in fd.LEVEL_REFERENCE_GPUS:
-            targets = fd.level_targets(fit_pts, catalog, {g: e["factors"] for g, e in plan.items()})
-            print(
-                "level targets (reference GPUs' median measured / predicted per LLM): "
-                + ", ".join(f"{k} {v:.3f}" for k, v in sorted(targets.items()))
-            )
-        r = results.get(gpu)
-        if r is not None and r["adopt"]:
-            continue
-        prior = fd.prior_factors(catalog, gpu)
-        pts = [m for m in fit_pts if m.gpu == gpu]
-        lv = fd.level_scale(pts, catalog, gpu, prior, targets)
-        if lv is None:
-            continue  # measured but no saturated throughput: handled below
-        factors = (prior[0] * lv.scale, prior[1] * lv.scale, prior[2])
-        sigma = fd.factor_spread(pts, catalog, factors) or cb.MIN_SIGMA_LOG
-        if len(pts) < MIN_POINTS or len(fd.source_roots(pts)) < MIN_SOURCES:
-            # a few points, or one publisher's runs, cannot show a spread narrower than
-            # a guess's (B200's four DeepSeek points alone gave 0.28)
-            sigma = max(sigma, ANALOGY_SIGMA_LOG)
-        levels[gpu] = lv.scale
-        plan[gpu] = {
-            "provenance": "scaled",
-            "factors": factors,
-            "prior": prior,
-            "level": lv,
-            "points": len(pts),
-            "sigma_log": sigma,
-        }
-    # the level of a GPU never measured: the median measured level (2 decimals), which
-    # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
-    median_level = round(median(levels.values()), 2) if levels else ANALOGY_LEVEL_SCALE
-    if abs(median_level - ANALOGY_LEVEL_SCALE) > 0.005:
-        print(
-            f"note: the median level of the scaled GPUs is {median_level:.2f}; "
-            f"set catalog.schema.ANALOGY_LEVEL_SCALE (now {ANALOGY_LEVEL_SCALE}) to it"
-        )
-    for gpu in sorted(catalog.gpus):
-        r = results.get(gpu)
-        if gpu in plan or (r is not None and r["adopt"]):
-            continue
-        if r is not None:
-            # measured (kernel timings, say) but no level to scale to: the catalog's
-            # factors stay as they are (A100 80GB keeps its earlier adopted fit)
-            continue
-        prior = fd.prior_factors(catalog, gpu)
-        level = fd.analogy_level_scale(gpu, catalog, levels, median_level)
-        plan[gpu] = {
-            "provenance": "analogy",
-            "factors": (prior[0] * level, prior[1] * level, prior[2]),
-            "prior": prior,
-            "level": level,
-            "points": 0,
-            "sigma_log": ANALOGY_SIGMA_LOG,
-        }
-    return plan
-
-
-def level_of(e: dict) -> float:
-    """The level of one :func:`level_plan` entry (scaled: measured; analogy: assumed)."""
-    lv = e["level"]
-    return float(lv.scale) if isinstance(lv, fd.LevelScale) else float(lv)
-
-
-def level_reason(gpu: str, e: dict) -> str:
-    prior = e["prior"]
-    if e["provenance"] == "scaled":
-        lv: fd.LevelScale = e["level"]
-        per = ", ".join(f"{m} {v:.2f}" for m, v in lv.by_model)
-        ref = gpu in fd.LEVEL_REFERENCE_GPUS
-        return (
-            f"{LEVEL_MARK} the analogy MFU {prior[0]:g} / MBU {prior[1]:g} scaled by "
-            f"{lv.scale:.3f}: the median over LLMs ({per}) of the level at which its "
-            f"{lv.values} saturated throughputs (of {e['points']} fit points) are predicted "
-            + (
-                "as measured (a reference GPU)"
-                if ref
-                else "as the reference GPUs' are on the same LLM"
-            )
-            + f"; with the analogy the median measured / predicted was {lv.median_ratio:.2f}. "
-            "The two-factor fit is not adopted (docs/calibration.md). Spread of these "
-            f"factors on the fit points: sigma_log {e['sigma_log']:.2f}."
-        )
-    return (
-        f"{LEVEL_MARK} no measurement the planner can price; the analogy MFU {prior[0]:g} / "
-        f"MBU {prior[1]:g} scaled by {e['level']:.2f} (where analogy guesses were checked "
-        "they were optimistic: the median level of the checked GPUs, or a lower level of a "
-        "checked GPU of the same architecture), with the analogy spread."
-    )
-
-
-def write_level(gpu: str, e: dict) -> None:
-    """Rewrite ``gpu``'s efficiency block with the factors of :func:`level_plan`,
-    keeping its overlap factor and the analogy's reasoning (before :data:`LEVEL_MARK`)."""
-    path = DATA_DIR / "gpus" / f"{gpu}.yaml"
-    text = path.read_text(encoding="utf-8")
-    m = re.search(r"^efficiency:\n((?:[ ].*\n|\n)*?)(?=^\S)", text, flags=re.M)
-    if m is None:
-        raise SystemExit(f"{path}: no efficiency block")
-    block = m.group(0)
-    overlap = re.search(r"overlap_factor:\s*([0-9.]+)", block)
-    rm = re.search(r"^  reason: >-\n((?:    .*\n)+)", block, flags=re.M)
-    old = " ".join(rm.group(1).split()) if rm else ""
-    old = old.split(LEVEL_MARK)[0].strip()
-    words = (old + " " + level_reason(gpu, e)).split()
-    lines = folded(words)
-    f = e["factors"]
-    level = level_of(e)
-    new = (
-        "efficiency:\n"
-        f"  prefill_mfu: {f[0]:.4g}\n"
-        f"  decode_mbu: {f[1]:.4g}\n"
-        f"  step_overhead_ms: {float(f[2]):.1f}\n"
-        f"  overlap_factor: {overlap.group(1) if overlap else '0.8'}\n"
-        f"  provenance: {e['provenance']}\n"
-        + (f"  points: {e['points']}\n" if e["points"] else "")
-        + f"  sigma_log: {e['sigma_log']:.3f}\n"
-        f"  level_scale: {level:.3f}\n"
-        "  reason: >-\n" + "\n".join(lines) + "\n"
-    )
-    path.write_text(text.replace(block, new), encoding="utf-8")
 
 
 def gpu_dtype_table(
@@ -509,16 +352,26 @@ def render_doc(
         "as it errs on the reference GPUs for the same LLM (`planner.fidelity.level_targets`),",
         "so a miss of the model on one LLM (Llama-3.1-405B on an old engine, DeepSeek's MoE",
         "kernels) is not charged to the GPU measured on it, and the GPU's throughput relative",
-        "to the reference's is what was measured. Per LLM a fixed point; the GPU's level is",
-        "the median over its LLMs, never above 1 (a guess is not raised by a few good runs).",
+        "to the reference's is what was measured. Per LLM a fixed point (FP4 runs apart);",
+        "the GPU's level is the median over its LLMs, never above the ceiling",
+        "(`planner.fidelity.level_ceiling`: 1, or where the analogy guess was set below the",
+        "reference GPUs' MFU / MBU, the level that reaches theirs: no GPU is rated a larger",
+        "share of its peak than the best-measured ones). Two measured ratios to that level:",
+        "`moe_level_ratio`, the median level of its MoE LLMs over it (at most 1, when it",
+        "has dense LLMs too; MFU and MBU x it on MoE models), and `fp4_level_ratio`, the",
+        "median level of its FP4 runs over it (the assumed FP4 derates x it, each capped",
+        "at 1). A GPU measured on MoE LLMs only takes its dense level from a sibling of its",
+        "architecture measured on both (`planner.fidelity.borrowed_dense_level`: its MoE",
+        "level over the sibling's MoE ratio, never above the sibling's level), its MoE",
+        "ratio keeping its MoE LLMs at their measured level.",
         "A GPU without such points is scaled by the median level of the scaled GPUs",
         f"(`catalog.schema.ANALOGY_LEVEL_SCALE` = {ANALOGY_LEVEL_SCALE}) or by a lower level",
         "of a measured GPU of its architecture (`planner.fidelity.analogy_level_scale`),",
         "so a guessed GPU never looks better than a measured one.",
         "",
-        "| GPU | provenance | level | per LLM | saturated values | measured / predicted with "
-        "the analogy | MFU / MBU / overhead ms | sigma_log |",
-        "|---|---|---|---|---|---|---|---|",
+        "| GPU | provenance | level | per LLM | MoE ratio | FP4 ratio | saturated values | "
+        "measured / predicted with the analogy | MFU / MBU / overhead ms | sigma_log |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for gpu, e in sorted(levels.items()):
         fac = e["factors"]
@@ -527,7 +380,7 @@ def render_doc(
         out.append(
             f"| {gpu} | {e['provenance']} | {(lv.scale if scaled else lv):.3f} | "
             + (", ".join(f"{m} {v:.2f}" for m, v in lv.by_model) if scaled else "-")
-            + " | "
+            + f" | {e['moe_ratio']:.3f} | {e['fp4_ratio']:.3f} | "
             f"{lv.values if scaled else '-'} | {f'{lv.median_ratio:.2f}' if scaled else '-'} | "
             f"{fac[0]:.4g} / {fac[1]:.4g} / {fac[2]:g} | {e['sigma_log']:.2f} |"
         )
@@ -637,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     reference = json.loads(cb.REFERENCE_PATH.read_text(encoding="utf-8"))
-    catalog = load_catalog()
+    # fits and levels are measured against the model as the analogy prices it: no
+    # measured ratio of an earlier run applied (planner.fidelity.unscaled_catalog)
+    catalog = fd.unscaled_catalog(load_catalog())
     all_points = cb.load_reference_measurements(catalog, include_skipped=True)
     points = [m for m in all_points if m.usable]
     fits = fd.fit_per_gpu(points, catalog)
@@ -667,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     kept = dict(fd.shipped_factors(catalog))
     kept.update({g: r["fit"].factors for g, r in results.items() if r["adopt"]})
     kept.update({g: e["factors"] for g, e in levels.items()})
-    rows = fd.evaluate(points, catalog, kept)
+    rows = fd.evaluate(points, ratios_catalog(catalog, levels), kept)
     if args.dry_run:
         return 0
     if not args.no_catalog:

@@ -25,6 +25,7 @@ from planner import roofline as rl
 from planner.calibration.parsers import load_reference_measurements
 from planner.calibration.predict import predict
 from planner.errors import PlanningError
+from planner.fidelity import unscaled_catalog
 from planner.plan.launch import checkpoint_repo
 from planner.report import render_plan_text
 from planner.risk import factor_uncertainty
@@ -51,16 +52,32 @@ def _with_gpu(gpu: Gpu):
 
 def test_models_with_fp4_name_their_published_checkpoint():
     ckpts = {m.id: m.fp4_checkpoint for m in CAT.models.values() if Dtype.FP4 in m.weight_dtypes}
-    assert set(ckpts) == {"llama-3.1-70b", "deepseek-v3", "gpt-oss-120b"}
+    assert set(ckpts) == {
+        "llama-3.1-70b",
+        "deepseek-v3",
+        "gpt-oss-120b",
+        "llama-2-70b",
+        "llama-3.1-8b",
+        "llama-3.1-405b",
+        "mixtral-8x7b",
+    }
     assert ckpts["llama-3.1-70b"].repo == "RedHatAI/Llama-3.1-70B-Instruct-NVFP4"
     assert ckpts["deepseek-v3"].repo == "nvidia/DeepSeek-V3-0324-FP4"
     assert ckpts["gpt-oss-120b"].format.value == "mxfp4"
+    # the models vendors have run in FP4 (MLPerf Inference Llama-2-70B and 405B, the
+    # TensorRT-LLM tables' Llama-3.1-8B and Mixtral): no such configuration is refused
+    assert ckpts["llama-3.1-8b"].repo == "nvidia/Llama-3.1-8B-Instruct-FP4"
+    assert ckpts["llama-3.1-405b"].repo == "nvidia/Llama-3.1-405B-Instruct-FP4"
+    assert ckpts["mixtral-8x7b"].repo == "nvidia/Mixtral-8x7B-Instruct-v0.1-FP4"
+    # no NVFP4 Llama-2-70B is published: AMD's MXFP4 MLPerf checkpoint, which B200 runs
+    assert ckpts["llama-2-70b"].format.value == "mxfp4"
     for m in CAT.models.values():
         assert (m.fp4_checkpoint is None) == (Dtype.FP4 not in m.weight_dtypes), m.id
 
 
 def test_fp4_in_a_model_without_a_checkpoint_is_refused():
-    data = CAT.models["llama-3.1-8b"].model_dump()
+    data = CAT.models["mistral-7b-v0.1"].model_dump()
+    assert data["fp4_checkpoint"] is None
     data["weight_dtypes"] = ["bf16", "fp4"]
     with pytest.raises(ValidationError, match="fp4_checkpoint"):
         Model(**data)
@@ -81,8 +98,9 @@ def test_an_fp4_peak_needs_its_formats():
 
 
 def test_fp4_gemms_and_weight_reads_are_derated_when_unmeasured():
-    fp8 = rl.build_replica(CAT, "llama-3.1-70b", "b200", dtype="fp8", kv_dtype="fp8")
-    fp4 = rl.build_replica(CAT, "llama-3.1-70b", "b200", dtype="fp4", kv_dtype="fp8")
+    plain = unscaled_catalog(CAT)  # no FP4 run measured (fp4_level_ratio 1)
+    fp8 = rl.build_replica(plain, "llama-3.1-70b", "b200", dtype="fp8", kv_dtype="fp8")
+    fp4 = rl.build_replica(plain, "llama-3.1-70b", "b200", dtype="fp4", kv_dtype="fp8")
     c8, c4 = fp8.coefficients, fp4.coefficients
     # FP4 peak 9,000 vs FP8 4,500 TFLOP/s, times the assumed GEMM derate 0.75 (on top of
     # the FP8 GEMMs' measured efficiency, which both carry): 1.5x
@@ -113,7 +131,13 @@ def test_fp4_measured_in_the_catalog_is_not_derated():
     eff = b200.efficiency.model_copy(update={"by_dtype": {Dtype.FP4: measured}})
     gpu = b200.model_copy(update={"efficiency": eff})
     assert kn.weight_dtype_derates(gpu, "fp4") == (1.0, 1.0)
-    assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp4") == (0.75 * 0.641, 0.85)
+    plain = unscaled_catalog(CAT).gpus["b200"]
+    assert kn.weight_dtype_derates(plain, "fp4") == (0.75 * 0.641, 0.85)
+    # the shipped B200's FP4 runs lift the assumed derates, each at most to 1
+    r = CAT.gpus["b200"].efficiency.fp4_level_ratio
+    assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp4") == pytest.approx(
+        (min(1.0, 0.75 * r) * 0.641, min(1.0, 0.85 * r))
+    )
     # FP8 carries the measured FP8 GEMM efficiency (the least of B200's engines unnamed)
     assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp8") == (0.641, 1.0)
     unc = factor_uncertainty(_with_gpu(gpu), "b200", "fp4")
@@ -151,7 +175,7 @@ def test_fp4_on_a_gpu_without_an_fp4_peak_names_the_dtype():
 
 def test_fp4_for_a_model_without_a_checkpoint_names_the_dtype():
     with pytest.raises(PlanningError) as err:
-        make_plan(_request(["fp4"], model="llama-3.1-8b"), CAT)
+        make_plan(_request(["fp4"], model="mistral-7b-v0.1"), CAT)
     field, message = err.value.issues[0]
     assert field == "candidates.dtypes[0]"
     assert "no published FP4 checkpoint" in message
@@ -189,8 +213,13 @@ def test_llama_70b_on_b200_offered_fp4_and_fp8_picks_fp4_and_is_cheaper():
     assert fp4["checkpoint"] == "RedHatAI/Llama-3.1-70B-Instruct-NVFP4"
     assert fp4["bits_per_weight"] == 4.5
     assert fp4["gpus"]["b200"]["provenance"] == "analogy"
-    # the assumed FP4 derate on top of B200's measured FP8 GEMM efficiency with vLLM
-    assert fp4["gpus"]["b200"]["gemm_derate"] == pytest.approx(kn.FP4_GEMM_DERATE * 0.641, abs=5e-4)
+    # the assumed FP4 derate x B200's measured FP4 ratio (at most 1), on top of its
+    # measured FP8 GEMM efficiency with vLLM
+    r = CAT.gpus["b200"].efficiency.fp4_level_ratio
+    assert fp4["gpus"]["b200"]["fp4_level_ratio"] == r > 1.0
+    assert fp4["gpus"]["b200"]["gemm_derate"] == pytest.approx(
+        min(1.0, kn.FP4_GEMM_DERATE * r) * 0.641, abs=5e-4
+    )
     assert "fp4" not in fp8.assumptions
     assert all(p.provenance == "analogy" for p in both.pools)
     assert all(p.provenance == "scaled" for p in fp8.pools)
@@ -227,7 +256,11 @@ def test_the_text_plan_says_fp4_efficiency_is_assumed():
     plan = make_plan(_request(["fp8", "fp4"]), CAT, alternatives=False, verify=False)
     text = render_plan_text(plan.to_json_dict())
     assert "fp4: checkpoint RedHatAI/Llama-3.1-70B-Instruct-NVFP4 (nvfp4, 4.5 bits" in text
-    assert "b200 GEMMs x0.481, weight reads x0.85, factors analogy" in text
+    r = CAT.gpus["b200"].efficiency.fp4_level_ratio
+    assert (
+        f"b200 GEMMs x0.641, weight reads x1.0 (FP4 runs measured at x{r} the assumed "
+        "derates), factors analogy"
+    ) in text
 
 
 def _measured_over_predicted(dtype: str) -> list[float]:

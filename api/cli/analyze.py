@@ -150,10 +150,10 @@ def _pct(value: float, digits: int = 1) -> str:
 def _replica_line(r: an.ReplicaSummary, *, mbu: bool = False) -> str:
     line = (
         f"{r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV), "
-        f"MFU {r.mfu:g} = {r.effective_tflops:,.1f} TFLOP/s"
+        f"MFU {r.mfu:.4g} = {r.effective_tflops:,.1f} TFLOP/s"
     )
     if mbu:
-        line += f", MBU {r.mbu:g} = {r.effective_bandwidth_tb_per_s:,.2f} TB/s"
+        line += f", MBU {r.mbu:.4g} = {r.effective_bandwidth_tb_per_s:,.2f} TB/s"
     return line
 
 
@@ -222,7 +222,7 @@ def render_kv_transfer(t: an.KvTransferTable) -> str:
         src = "given"
         if t.prefill_replica is not None:
             r = t.prefill_replica
-            src = f"{r.tp} x {r.gpu}, {r.dtype}, MFU {r.mfu:g}"
+            src = f"{r.tp} x {r.gpu}, {r.dtype}, MFU {r.mfu:.4g}"
         head.append(
             f"prefill {t.prefill_ms:,.1f} ms ({src}); layer-wise streaming hides up to "
             f"{t.overlap_fraction:.0%} of a transfer behind the last "

@@ -83,7 +83,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
     lines = [
         f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV, "
         f"{r.engine}), "
-        f"MFU {r.mfu:g}, MBU {r.mbu:g}, step overhead {r.step_overhead_ms:g} ms{cal}",
+        f"MFU {r.mfu:.4g}, MBU {r.mbu:.4g}, step overhead {r.step_overhead_ms:g} ms{cal}",
         "dense GEMMs " + gemm_gain_text(r.gemm_gain),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
@@ -114,6 +114,16 @@ def render_capacity(a: CapacityAnalysis) -> str:
         else:
             src = f"set by analogy x{f.level_scale:.2f} (no measurement)"
         lines.append(f"factors             {src}, sigma_log {f.sigma_log:.3f}")
+        if f.moe_level_ratio != 1.0:
+            lines.append(
+                f"{'':20}MoE LLMs at x{f.moe_level_ratio:.2f} of that level on this GPU "
+                "(measured; MFU and MBU above include it)"
+            )
+        if f.fp4_level_ratio != 1.0:
+            lines.append(
+                f"{'':20}FP4 runs measured at x{f.fp4_level_ratio:.2f} the assumed FP4 "
+                "derates (each capped at 1)"
+            )
         if f.requests_per_s_band is not None:
             lo, hi = f.requests_per_s_band
             lines.append(

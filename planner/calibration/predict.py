@@ -85,9 +85,16 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
+    """``replica`` priced with a GPU's ``factors`` (prefill MFU, decode MBU, step
+    overhead ms), as :func:`planner.roofline.build_replica` prices the catalog's: MFU and
+    MBU x :func:`planner.roofline.moe_level_ratio` for an MoE model."""
     mfu, mbu, overhead = factors
+    r = rl.moe_level_ratio(replica.gpu, replica.model)
     return dataclasses.replace(
-        replica, prefill_mfu=float(mfu), decode_mbu=float(mbu), step_overhead_ms=float(overhead)
+        replica,
+        prefill_mfu=float(mfu) * r,
+        decode_mbu=float(mbu) * r,
+        step_overhead_ms=float(overhead),
     )
 
 

@@ -136,7 +136,13 @@ def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> lis
     if fp4:
         derates = "; ".join(
             f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
-            f"x{_s(_map(d).get('weight_read_derate'))}, factors {_s(_map(d).get('provenance'))}"
+            f"x{_s(_map(d).get('weight_read_derate'))}"
+            + (
+                f" (FP4 runs measured at x{_s(_map(d).get('fp4_level_ratio'))} the assumed derates)"
+                if _map(d).get("fp4_level_ratio") not in (None, 1.0)
+                else ""
+            )
+            + f", factors {_s(_map(d).get('provenance'))}"
             for g, d in _map(fp4.get("gpus")).items()
         )
         lines.append(

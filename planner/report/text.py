@@ -137,7 +137,7 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
         return missing
     points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
     level = pool_or_gpu.get("level_scale")
-    scale = f" x{level:.2f}" if _is_num(level) and level < 1.0 else ""
+    scale = f" x{level:.2f}" if _is_num(level) and level != 1.0 else ""
     if prov == "fitted":
         head = f"fitted {num(points)} pts"
     elif prov == "scaled":

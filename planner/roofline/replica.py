@@ -336,7 +336,8 @@ def build_replica(
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
     Efficiency defaults come from ``gpu.efficiency_for(dtype)`` (the SKU's factors, or a
-    calibration's for that dtype) and are overridden per call.
+    calibration's for that dtype), times :func:`moe_level_ratio` for an MoE model, and
+    are overridden per call (an ``mfu`` or ``mbu`` given is taken as it is).
     ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
     activation dtype, bf16, even for fp8 weights). ``engine`` (default vLLM) sets the
     memory defaults and the attention precision (:mod:`planner.engines`). ``tp`` may
@@ -399,6 +400,7 @@ def build_replica(
     _check_fraction("mfu", mfu)
     _check_fraction("mbu", mbu)
     eff = gpu.efficiency_for(w_dtype)
+    family = moe_level_ratio(gpu, model)
     link_id = tp_link_id(gpu, tp)
     link = catalog.links[link_id] if link_id is not None else None
     stage_link_id = pp_link_id(gpu, tp, pp)
@@ -408,8 +410,8 @@ def build_replica(
         tp=tp,
         weight_dtype=w_dtype,
         kv_dtype=k_dtype,
-        prefill_mfu=eff.prefill_mfu if mfu is None else mfu,
-        decode_mbu=eff.decode_mbu if mbu is None else mbu,
+        prefill_mfu=eff.prefill_mfu * family if mfu is None else mfu,
+        decode_mbu=eff.decode_mbu * family if mbu is None else mbu,
         step_overhead_ms=eff.step_overhead_ms if step_overhead_ms is None else step_overhead_ms,
         overlap_factor=eff.overlap_factor if overlap_factor is None else overlap_factor,
         scale_up_link=link,
@@ -439,6 +441,16 @@ def build_replica(
     if check_fit:
         check_memory_fit(replica)
     return replica
+
+
+def moe_level_ratio(gpu: Gpu, model: Model) -> float:
+    """The factor on ``gpu``'s prefill MFU and decode MBU when it serves ``model``
+    (dimensionless, <= 1): ``gpu.efficiency.moe_level_ratio`` for a mixture-of-experts
+    model, else 1. Measured (``make calibrate-defaults``: the median level of the GPU's
+    MoE LLMs over its level, planner.fidelity.level_scale), never above 1: a GPU whose
+    MoE kernels lag its dense ones (MI300X on DeepSeek-V3) is not priced at its dense
+    level on MoE models, and none is lifted above it."""
+    return gpu.efficiency.moe_level_ratio if model.is_moe else 1.0
 
 
 def replica_weight_bytes(replica: Replica) -> float:

@@ -1,0 +1,101 @@
+"""Provenance and spread of efficiency factors (split from :mod:`catalog.schema`, which
+re-exports every name): where a set of factors comes from (fitted, scaled to a measured
+level, or set by analogy), how far its predictions were off, and the priors used where
+nothing was measured.
+
+This module imports nothing of the project but :mod:`catalog.fields`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from catalog.fields import Frozen
+
+#: Largest level (:attr:`Uncertainty.level_scale`) a catalog entry may carry: a measured
+#: level lifts an analogy guess at most to the reference GPUs' factors
+#: (planner.fidelity.level_ceiling), which no guess in the catalog is half of.
+MAX_CATALOG_LEVEL_SCALE = 2.0
+
+
+class Provenance(StrEnum):
+    """Where a set of efficiency factors comes from: ``fitted`` to measurements (its
+    ``points`` and the fit's residual spread); ``scaled``: the analogy's split between
+    compute and bandwidth with its level scaled to the GPU's measured throughput
+    (``level_scale``; ``points`` and the spread of the scaled factors on them); or set by
+    ``analogy`` with another SKU (no measurement: level :data:`ANALOGY_LEVEL_SCALE` or
+    lower, the wide prior :data:`ANALOGY_SIGMA_LOG`)."""
+
+    FITTED = "fitted"
+    SCALED = "scaled"
+    ANALOGY = "analogy"
+
+    @property
+    def measured(self) -> bool:
+        """True when measurements back the factors (fitted or scaled)."""
+        return self != Provenance.ANALOGY
+
+
+#: Spread (standard deviation of ln(measured / predicted)) assumed for factors set by
+#: analogy. Where analogy factors could be checked against the public measurements
+#: under cost model v2 (scripts/calibrate_defaults.py: the robust spread of the
+#: prediction with the analogy factors), they were off by 0.25 (A100 80GB), 0.32
+#: (H200), 0.37 (H100 SXM), 0.73 (L40S), 0.85 (MI300X), 1.11 (H100 NVL) and 1.24
+#: (MI325X): median 0.73 over the seven GPUs checked. A GPU never checked is known no
+#: better than the median checked one, so 0.73 (a 90% band of x0.30 to x3.3 on its
+#: capacity; at the default risk confidence 0.8 it is derated x0.54). Smaller would let
+#: an unmeasured GPU look more certain than a measured one (with 0.30, the 80/20 example
+#: bought only unmeasured GB200 because measured H100/H200 spreads were wider).
+ANALOGY_SIGMA_LOG = 0.73
+
+#: Level (the factor on prefill MFU and decode MBU) of factors set by analogy. Where the
+#: analogy guesses could be checked against measured saturated throughput, relative to
+#: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
+#: docs/calibration.md), they were mostly optimistic: MI325X 0.57 (DeepSeek-V3, its only
+#: LLM), A100 40GB 0.67, GB200 0.70 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78,
+#: B200 0.84 (DeepSeek-V3 FP8), L4 0.88, H100 PCIe 0.89, A10G 0.90, A100 80GB, H100 SXM,
+#: H200 1.00, and Gaudi 3 1.04, L40S 1.11, MI300X 1.17 (lifted past their guesses, each
+#: counted as 1): median 0.90 (make calibrate-defaults computes it). A GPU never checked
+#: is scaled by it, or by the lowest level of a checked GPU of its architecture when lower
+#: (planner.fidelity.analogy_level_scale): an unmeasured GPU must not look better than a
+#: measured one.
+ANALOGY_LEVEL_SCALE = 0.90
+
+SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
+
+
+class Uncertainty(Frozen):
+    """Provenance and spread of a set of efficiency factors.
+
+    ``provenance``: ``fitted`` or ``scaled`` (to ``points`` measured points), or ``analogy``.
+    ``points``: measured points the factors were fitted or scaled to (0 for analogy).
+    ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
+    measured values (dimensionless, natural log): the fit's residual spread; for
+    analogy the prior :data:`ANALOGY_SIGMA_LOG`.
+    ``level_scale``: the factor the analogy guesses of MFU and MBU were multiplied by
+    to give these factors (dimensionless, at most :data:`MAX_CATALOG_LEVEL_SCALE`;
+    ``prefill_mfu`` and ``decode_mbu`` already include it): measured for ``scaled``
+    (above 1 only where measurements lift a guess set below the reference GPUs'
+    factors, :func:`planner.fidelity.level_ceiling`), :data:`ANALOGY_LEVEL_SCALE` or
+    lower for ``analogy``, 1 for ``fitted`` and hand-set factors.
+    """
+
+    provenance: Provenance = Provenance.ANALOGY
+    points: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = 0
+    sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
+    level_scale: Annotated[
+        float, Field(gt=0, le=MAX_CATALOG_LEVEL_SCALE, allow_inf_nan=False, strict=True)
+    ] = 1.0
+
+    @model_validator(mode="after")
+    def _points_match(self) -> Uncertainty:
+        if self.provenance.measured and self.points < 1:
+            raise ValueError(
+                f"provenance {self.provenance.value} needs points >= 1 (the measured points)"
+            )
+        if self.provenance == Provenance.ANALOGY and self.points:
+            raise ValueError("provenance analogy has no measured points (points: 0)")
+        return self

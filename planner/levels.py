@@ -1,0 +1,271 @@
+"""Levels of the analogy factors, measured (split from :mod:`planner.fidelity`, which
+re-exports every name): per GPU, the factor on its analogy MFU and MBU at which the model
+errs on its saturated throughputs as it errs on the reference GPUs for the same LLM
+(:func:`level_scale`), the ceiling a measurement may lift it to (:func:`level_ceiling`),
+the measured ratios of its MoE LLMs and FP4 runs to that level, the spread of the scaled
+factors (:func:`factor_spread`) and the level of a GPU never measured
+(:func:`analogy_level_scale`). ``make calibrate-defaults`` writes them to the catalog.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from catalog.schema import Catalog, Dtype
+from planner import calibration as cb
+
+
+def prior_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
+    """The analogy factors of ``gpu`` (prefill MFU, decode MBU, step overhead ms): the
+    values before any calibration, else the catalog's."""
+    return cb.UNCALIBRATED_DEFAULTS.get(gpu) or cb._prior(catalog, gpu, None)
+
+
+#: An analogy guess is never scaled up by measurements past the reference GPUs' factors
+#: (:func:`level_ceiling`), and never past this when it was set at or above them: the
+#: planner must not buy a GPU because a few benchmarks ran well.
+MAX_LEVEL_SCALE = 1.0
+#: Fewer saturated-throughput values than this determine no level.
+MIN_LEVEL_VALUES = 1
+
+
+def saturated_throughput(m: cb.Measurement) -> bool:
+    """True when ``m`` measures a serving engine's throughput at saturation: offline
+    (no rate, no concurrency), an open loop with every request at once (``inf``), or a
+    closed loop. A finite open-loop rate measures the offered load, not the GPU (its
+    throughput is ``rate x output tokens`` whatever the factors), so it is excluded."""
+    if m.kind == cb.MeasurementKind.KERNEL or m.output_tok_s is None:
+        return False
+    rate = m.request_rate_rps
+    return rate is None or math.isinf(rate) or m.concurrency is not None
+
+
+#: GPUs whose level is absolute (their measured throughput against the prediction):
+#: the well-measured Hopper pair. Every other GPU's level is relative to theirs on the
+#: same LLM (:func:`level_scale`), so that a miss of the model on one LLM (Llama-3.1-
+#: 405B on an old engine, DeepSeek's MoE kernels) is not charged to the GPU measured
+#: on it.
+LEVEL_REFERENCE_GPUS = ("h100-sxm5-80gb", "h200-sxm-141gb")
+
+
+def level_ceiling(catalog: Catalog, prior: Sequence[float]) -> float:
+    """The highest level a GPU with analogy factors ``prior`` (prefill MFU, decode MBU)
+    may be given (dimensionless): ``max(MAX_LEVEL_SCALE, min(mfu_ref / mfu, mbu_ref /
+    mbu))`` with ``mfu_ref``, ``mbu_ref`` the least analogy factors of the
+    :data:`LEVEL_REFERENCE_GPUS` (H100/H200: 0.5 / 0.7, the best-measured shares of
+    peak). Measurements may lift a guess that was set below the reference GPUs' (MI300X's
+    0.4 / 0.6, whose Llama-2-70B MLPerf throughput is H100's) up to theirs, never past
+    them: no GPU is rated a larger share of its peak than the best-measured ones."""
+    refs = [prior_factors(catalog, g) for g in LEVEL_REFERENCE_GPUS if g in catalog.gpus]
+    if not refs:
+        return MAX_LEVEL_SCALE
+    mfu_ref, mbu_ref = min(r[0] for r in refs), min(r[1] for r in refs)
+    return max(MAX_LEVEL_SCALE, min(mfu_ref / prior[0], mbu_ref / prior[1]))
+
+
+def unscaled_catalog(catalog: Catalog) -> Catalog:
+    """``catalog`` with every GPU's measured ratios (``efficiency.moe_level_ratio``,
+    ``fp4_level_ratio``) at 1: the model as the analogy factors price it, which the
+    levels (and the ratios themselves) are measured against."""
+    gpus = {
+        g: gpu.model_copy(
+            update={
+                "efficiency": gpu.efficiency.model_copy(
+                    update={"moe_level_ratio": 1.0, "fp4_level_ratio": 1.0}
+                )
+            }
+        )
+        for g, gpu in catalog.gpus.items()
+    }
+    return catalog.model_copy(update={"gpus": gpus})
+
+
+@dataclass(frozen=True)
+class LevelScale:
+    """The level of a GPU's analogy factors checked against its measurements.
+
+    ``scale``: the factor both prefill MFU and decode MBU are multiplied by
+    (dimensionless, at most :func:`level_ceiling`); ``values``: saturated-throughput
+    values it rests on; ``median_ratio``: median measured / predicted output tokens/s
+    with the unscaled factors (below 1: the guess is optimistic); ``by_model``: the
+    level each LLM's values alone give (its FP4 values apart, as ``"<llm> fp4"``);
+    ``moe_ratio``: the median level of its MoE LLMs over ``scale``, at most 1 (1 when
+    it has none, or no dense LLM); ``fp4_ratio``: the median level of its FP4 groups
+    over ``scale`` (1 when it has none); ``measured``: the median before the ceiling
+    (``scale`` is less where a guess was lifted to the reference GPUs' factors)."""
+
+    gpu: str
+    scale: float
+    values: int
+    median_ratio: float
+    by_model: tuple[tuple[str, float], ...] = ()
+    moe_ratio: float = 1.0
+    fp4_ratio: float = 1.0
+    measured: float = 1.0
+
+
+def _throughput_ratio(
+    sat: Sequence[cb.Measurement], catalog: Catalog, factors: Sequence[float], s: float
+) -> float:
+    """Median measured / predicted output tokens/s of ``sat`` with MFU and MBU x ``s``."""
+    out = []
+    for m in sat:
+        pred = cb.predict(m, catalog, (factors[0] * s, factors[1] * s, factors[2]))
+        got = pred.get("output_tok_s")
+        if got and m.output_tok_s:
+            out.append(m.output_tok_s / got)
+    return median(out) if out else 1.0
+
+
+def level_targets(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    factors_by_gpu: Mapping[str, Sequence[float]],
+    reference: Sequence[str] = LEVEL_REFERENCE_GPUS,
+) -> dict[str, float]:
+    """Per LLM, how far the model is off on the reference GPUs: the median measured /
+    predicted saturated throughput of the ``reference`` GPUs' ``points`` of that LLM,
+    predicted with their factors in ``factors_by_gpu`` (their own levels applied) on
+    :func:`unscaled_catalog`. Dimensionless; an LLM no reference GPU was measured on
+    is absent (target 1)."""
+    plain = unscaled_catalog(catalog)
+    by_model: dict[str, list[float]] = {}
+    for m in points:
+        if m.gpu not in reference or not m.usable or not saturated_throughput(m):
+            continue
+        pred = cb.predict(m, plain, tuple(factors_by_gpu[m.gpu])).get("output_tok_s")
+        if pred and m.output_tok_s:
+            by_model.setdefault(m.model, []).append(m.output_tok_s / pred)
+    return {k: median(v) for k, v in by_model.items()}
+
+
+def _group(m: cb.Measurement) -> str:
+    """A point's level group: its LLM, with ``" fp4"`` for FP4 weights."""
+    return f"{m.model} fp4" if m.dtype == Dtype.FP4 else m.model
+
+
+def level_scale(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    gpu: str,
+    factors: Sequence[float],
+    targets: Mapping[str, float] | None = None,
+    iterations: int = 4,
+) -> LevelScale | None:
+    """The level ``s`` of ``gpu``'s analogy ``factors`` (prefill MFU, decode MBU, step
+    overhead ms): the factor on MFU and MBU at which the model errs on this GPU's
+    saturated throughputs (:func:`saturated_throughput` over ``points`` of ``gpu``;
+    output tokens/s, measured) as it errs on the reference GPUs for the same LLM,
+    priced on :func:`unscaled_catalog` (no measured ratio applied).
+
+    Per group ``g`` (an LLM; its FP4 points a group of their own) it is the fixed
+    point of ``s <- s x median(measured / predicted(s)) / t`` from ``s = 1``,
+    ``iterations`` times (throughput is nearly proportional to the factors, so it
+    settles in two or three; a step stops where MFU or MBU would pass 1), with ``t =
+    targets[llm]`` (:func:`level_targets`; 1 without a target: the absolute level, as
+    for the reference GPUs themselves). The GPU's level is the median over its non-FP4
+    groups (each LLM counts once, however many points its sweep has; over the FP4
+    groups when it has no other), then capped at :func:`level_ceiling` (an LLM on which
+    the GPU beats the guess still counts, so the median is not pulled down by capping
+    each LLM first). The GPU's throughput relative to the reference's on each LLM, the
+    ratio that decides what the optimizer buys, is then what was measured.
+
+    Two ratios to that level, measured the same way: ``moe_ratio``, the median over its
+    MoE LLMs' groups over the level, at most 1, when it has both MoE and dense groups
+    (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42); ``fp4_ratio``, the median over
+    its FP4 groups over the level (the assumed FP4 derates against FP4 runs).
+
+    One parameter, the level, is what such data determine well even where the
+    two-factor fit is ill-conditioned (MI300X: MFU 0.17 / MBU 0.32, outside what an
+    engine plausibly reaches); the split between compute and bandwidth stays the
+    analogy's. None with fewer than :data:`MIN_LEVEL_VALUES` values."""
+    sat = [m for m in points if m.gpu == gpu and m.usable and saturated_throughput(m)]
+    if len(sat) < MIN_LEVEL_VALUES:
+        return None
+    plain = unscaled_catalog(catalog)
+    tg = targets or {}
+    ceiling = 1.0 / max(factors[0], factors[1])
+    per_group: list[tuple[str, float]] = []
+    for group in sorted({_group(m) for m in sat}):
+        pts = [m for m in sat if _group(m) == group]
+        t = tg.get(pts[0].model, 1.0)
+        s = 1.0
+        for _ in range(iterations):
+            # factors above 1 are not factors: a group's level stops where one would be
+            s = min(s * _throughput_ratio(pts, plain, factors, s) / t, ceiling)
+        per_group.append((group, s))
+    fp4 = [v for g, v in per_group if g.endswith(" fp4")]
+    base = [(g, v) for g, v in per_group if not g.endswith(" fp4")]
+    moe = [v for g, v in base if catalog.models[g].is_moe]
+    dense = [v for g, v in base if not catalog.models[g].is_moe]
+    measured = median(v for _, v in base) if base else median(fp4)
+    level = min(measured, level_ceiling(catalog, factors))
+    first = _throughput_ratio(sat, plain, factors, 1.0)
+    return LevelScale(
+        gpu,
+        level,
+        len(sat),
+        first,
+        tuple(per_group),
+        moe_ratio=min(1.0, median(moe) / level) if moe and dense else 1.0,
+        fp4_ratio=median(fp4) / level if fp4 and base else 1.0,
+        measured=measured,
+    )
+
+
+def borrowed_dense_level(
+    level: float, sibling_level: float, sibling_moe_ratio: float, ceiling: float
+) -> tuple[float, float]:
+    """The dense-LLM level of a GPU measured on MoE LLMs only (at ``level``), from a
+    measured sibling of its architecture whose MoE LLMs run at ``sibling_moe_ratio`` of
+    its dense level ``sibling_level``: ``dense = max(level, min(level /
+    sibling_moe_ratio, sibling_level, ceiling))`` (the sibling's measured gap between
+    dense and MoE kernels on the same software stack, never above the sibling's own
+    level nor :func:`level_ceiling`), and the MoE ratio ``level / dense`` that keeps its
+    MoE LLMs at the level they were measured at. Dimensionless; returns ``(dense,
+    moe_ratio)``. MI325X: DeepSeek-V3 measured at 0.57 and MI300X's DeepSeek-V3 at 0.54 of
+    its Llama level give a Llama level of 1.06, against 0.57 without: the same die with
+    faster HBM would otherwise be rated at half MI300X's share of peak on dense LLMs."""
+    dense = max(level, min(level / sibling_moe_ratio, sibling_level, ceiling))
+    return dense, level / dense
+
+
+def factor_spread(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    factors: Sequence[float],
+    fitted_factors: int = 1,
+) -> float | None:
+    """``sigma_log`` of ``factors`` (prefill MFU, decode MBU, step overhead ms) on
+    ``points`` (every measured value: throughput, TTFT, TPOT, kernel times): as
+    :func:`planner.calibration.residual_sigma_log`, ``1.4826 x median |ln(measured /
+    predicted)| x sqrt(n / (n - k))`` with ``k = fitted_factors`` (1: the level of
+    :func:`level_scale`), floored at :data:`planner.calibration.MIN_SIGMA_LOG`.
+    Dimensionless; None when nothing is predicted."""
+    logs: list[float] = []
+    for m in points:
+        if not m.usable:
+            continue
+        pred = cb.predict(m, catalog, tuple(factors))
+        for q, v in m.quantities().items():
+            p = pred.get(q)
+            if p is not None and p > 0 and v > 0:
+                logs.append(abs(math.log(v / p)))
+    return cb.sigma_from_log_errors(logs, fitted_factors)
+
+
+def analogy_level_scale(
+    gpu: str, catalog: Catalog, levels: Mapping[str, float], default: float
+) -> float:
+    """The level for ``gpu``'s analogy factors when no measurement scales them
+    (dimensionless): ``default`` (:data:`catalog.schema.ANALOGY_LEVEL_SCALE`, the median
+    level of the checked GPUs), or the lowest level in ``levels`` (measured, by GPU id)
+    of a GPU of the same architecture (``Gpu.arch``) when that is lower, so that a
+    GPU guessed from a sibling never looks better than the measured sibling (GB200
+    is never rated above B200)."""
+    arch = catalog.gpus[gpu].arch
+    sib = [s for g, s in levels.items() if g != gpu and catalog.gpus[g].arch == arch]
+    return min([default, *sib])

@@ -1,0 +1,317 @@
+"""The level half of ``make calibrate-defaults`` (split from
+``scripts/calibrate_defaults.py``, which imports it): per catalog GPU whose two-factor
+fit is not adopted, the analogy factors scaled to the level its saturated throughputs
+show (planner.fidelity.level_scale), the measured MoE and FP4 ratios to that level, a
+dense-LLM level borrowed from a measured sibling where only MoE LLMs were measured, and
+the catalog's efficiency block rewritten with them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+from statistics import median
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog.loader import DATA_DIR  # noqa: E402
+from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Dtype  # noqa: E402
+from planner import calibration as cb  # noqa: E402
+from planner import fidelity as fd  # noqa: E402
+
+MIN_POINTS = 10
+
+
+#: Independent publishers (planner.fidelity.source_roots) a GPU's fit points must come
+#: from before a two-factor fit is adopted or a spread narrower than a guess's is
+#: believed: one vendor page or one benchmark repository is one set of runs (Intel's
+#: static-batch Gaudi 3 table alone fitted MBU 0.79 with sigma 0.12).
+MIN_SOURCES = 2
+
+
+def folded(words: list[str]) -> list[str]:
+    """A YAML folded scalar's lines: the words joined and wrapped at 94 columns, each line
+    indented four spaces."""
+    lines, cur = [], "   "
+    for w in words:
+        if len(cur) + 1 + len(w) > 94:
+            lines.append(cur)
+            cur = "   "
+        cur += " " + w
+    lines.append(cur)
+    return lines
+
+
+#: Where the generated part of a GPU's ``reason`` starts (the analogy's own reasoning
+#: before it is kept; a rerun replaces what follows).
+LEVEL_MARK = "Calibration (`make calibrate-defaults`):"
+
+
+def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) -> dict:
+    """Per catalog GPU whose fit is not adopted: the factors the catalog keeps.
+
+    A GPU with saturated-throughput fit points keeps the analogy's MFU / MBU split
+    scaled to its measured level (``planner.fidelity.level_scale``, provenance
+    ``scaled``, spread of the scaled factors on its fit points, no narrower than
+    :data:`ANALOGY_SIGMA_LOG` with fewer than ``MIN_POINTS`` fit points or fewer than
+    ``MIN_SOURCES`` publishers). Any other GPU
+    keeps the
+    analogy scaled by ``planner.fidelity.analogy_level_scale`` (the median level of the
+    scaled GPUs, :data:`ANALOGY_LEVEL_SCALE`, or a lower same-architecture level;
+    provenance ``analogy``, spread :data:`ANALOGY_SIGMA_LOG`)."""
+    fit_pts = cb.fit_points(points)
+    plan: dict[str, dict] = {}
+    levels: dict[str, float] = {}
+    # the reference GPUs first (absolute levels), then every other GPU relative to
+    # them on the same LLM (planner.fidelity.level_targets)
+    order = [g for g in fd.LEVEL_REFERENCE_GPUS if g in catalog.gpus]
+    order += [g for g in sorted(catalog.gpus) if g not in order]
+    targets: dict[str, float] | None = None
+    for gpu in order:
+        if targets is None and gpu not in fd.LEVEL_REFERENCE_GPUS:
+            targets = fd.level_targets(fit_pts, catalog, {g: e["factors"] for g, e in plan.items()})
+            print(
+                "level targets (reference GPUs' median measured / predicted per LLM): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in sorted(targets.items()))
+            )
+        r = results.get(gpu)
+        if r is not None and r["adopt"]:
+            continue
+        prior = fd.prior_factors(catalog, gpu)
+        pts = [m for m in fit_pts if m.gpu == gpu]
+        lv = fd.level_scale(pts, catalog, gpu, prior, targets)
+        if lv is None:
+            continue  # measured but no saturated throughput: handled below
+        factors = (prior[0] * lv.scale, prior[1] * lv.scale, prior[2])
+        priced = with_ratios(catalog, gpu, lv.moe_ratio, lv.fp4_ratio)
+        sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
+        # the points the level rests on: FP4 runs measure the FP4 ratio, not the level
+        base = [m for m in pts if m.dtype != Dtype.FP4] or pts
+        if len(pts) < MIN_POINTS or len(fd.source_roots(base)) < MIN_SOURCES:
+            # a few points, or one publisher's runs, cannot show a spread narrower than
+            # a guess's (B200's four DeepSeek points alone gave 0.28; one MLPerf FP4 run
+            # beside one sweep of FP8 runs does not make its level better known)
+            sigma = max(sigma, ANALOGY_SIGMA_LOG)
+        levels[gpu] = lv.scale
+        plan[gpu] = {
+            "provenance": "scaled",
+            "factors": factors,
+            "prior": prior,
+            "level": lv,
+            "points": len(pts),
+            "sigma_log": sigma,
+            "moe_ratio": lv.moe_ratio,
+            "fp4_ratio": lv.fp4_ratio,
+        }
+    borrow_dense_levels(catalog, plan, fit_pts)
+    # the level of a GPU never measured: the median measured level (2 decimals; a level
+    # lifted above 1 counts as 1, so a guess is never rated above its own analogy), which
+    # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
+    median_level = (
+        round(median(min(v, 1.0) for v in levels.values()), 2) if levels else ANALOGY_LEVEL_SCALE
+    )
+    if abs(median_level - ANALOGY_LEVEL_SCALE) > 0.005:
+        print(
+            f"note: the median level of the scaled GPUs is {median_level:.2f}; "
+            f"set catalog.schema.ANALOGY_LEVEL_SCALE (now {ANALOGY_LEVEL_SCALE}) to it"
+        )
+    for gpu in sorted(catalog.gpus):
+        r = results.get(gpu)
+        if gpu in plan or (r is not None and r["adopt"]):
+            continue
+        if r is not None:
+            # measured (kernel timings, say) but no level to scale to: the catalog's
+            # factors stay as they are (A100 80GB keeps its earlier adopted fit)
+            continue
+        prior = fd.prior_factors(catalog, gpu)
+        level = fd.analogy_level_scale(gpu, catalog, levels, median_level)
+        arch = catalog.gpus[gpu].arch
+        sib = [e["moe_ratio"] for g, e in plan.items() if catalog.gpus[g].arch == arch]
+        plan[gpu] = {
+            "provenance": "analogy",
+            "factors": (prior[0] * level, prior[1] * level, prior[2]),
+            "prior": prior,
+            "level": level,
+            "points": 0,
+            "sigma_log": ANALOGY_SIGMA_LOG,
+            # a guessed GPU's MoE kernels are no better than a measured sibling's
+            "moe_ratio": min([1.0, *sib]),
+            "fp4_ratio": 1.0,
+        }
+    return plan
+
+
+def _dense_groups(catalog, lv: fd.LevelScale) -> list[str]:
+    return [g for g, _ in lv.by_model if not g.endswith(" fp4") and not catalog.models[g].is_moe]
+
+
+def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measurement]) -> None:
+    """A scaled GPU measured on MoE LLMs only takes its dense-LLM level from a scaled
+    sibling of its architecture measured on both (planner.fidelity.borrowed_dense_level;
+    the least lift when several), its MoE LLMs staying at their measured level; the
+    spread is recomputed on its points. Changes ``plan`` in place."""
+    for gpu, e in sorted(plan.items()):
+        lv = e["level"]
+        if _dense_groups(catalog, lv) or e["moe_ratio"] != 1.0:
+            continue
+        if not any(catalog.models[g].is_moe for g, _ in lv.by_model if not g.endswith(" fp4")):
+            continue
+        arch = catalog.gpus[gpu].arch
+        options = [
+            (
+                *fd.borrowed_dense_level(
+                    lv.scale,
+                    o["level"].scale,
+                    o["moe_ratio"],
+                    fd.level_ceiling(catalog, e["prior"]),
+                ),
+                s,
+            )
+            for s, o in sorted(plan.items())
+            if s != gpu
+            and catalog.gpus[s].arch == arch
+            and o["moe_ratio"] < 1.0
+            and _dense_groups(catalog, o["level"])
+        ]
+        if not options:
+            continue
+        dense, moe_ratio, sibling = min(options)
+        prior = e["prior"]
+        factors = (prior[0] * dense, prior[1] * dense, prior[2])
+        pts = [m for m in fit_pts if m.gpu == gpu]
+        priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
+        sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
+        e.update(
+            factors=factors,
+            moe_ratio=moe_ratio,
+            borrowed=(sibling, lv.scale, dense),
+            sigma_log=max(sigma, e["sigma_log"]),
+            level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
+        )
+
+
+def with_ratios(catalog, gpu: str, moe_ratio: float, fp4_ratio: float):
+    """:func:`planner.fidelity.unscaled_catalog` with ``gpu``'s measured ratios set."""
+    return ratios_catalog(catalog, {gpu: {"moe_ratio": moe_ratio, "fp4_ratio": fp4_ratio}})
+
+
+def ratios_catalog(catalog, plan: dict[str, dict]):
+    """``catalog`` with every GPU of ``plan`` at its new measured ratios (``moe_ratio``,
+    ``fp4_ratio``) and every other at none: how plans are priced once they are written."""
+    plain = fd.unscaled_catalog(catalog)
+    gpus = dict(plain.gpus)
+    for g, e in plan.items():
+        eff = gpus[g].efficiency.model_copy(
+            update={
+                "moe_level_ratio": round(e["moe_ratio"], 3),
+                "fp4_level_ratio": round(e["fp4_ratio"], 3),
+            }
+        )
+        gpus[g] = gpus[g].model_copy(update={"efficiency": eff})
+    return plain.model_copy(update={"gpus": gpus})
+
+
+def level_of(e: dict) -> float:
+    """The level of one :func:`level_plan` entry (scaled: measured; analogy: assumed)."""
+    lv = e["level"]
+    return float(lv.scale) if isinstance(lv, fd.LevelScale) else float(lv)
+
+
+def level_reason(gpu: str, e: dict) -> str:
+    prior = e["prior"]
+    if e["provenance"] == "scaled":
+        lv: fd.LevelScale = e["level"]
+        per = ", ".join(f"{m} {v:.2f}" for m, v in lv.by_model)
+        ref = gpu in fd.LEVEL_REFERENCE_GPUS
+        return (
+            f"{LEVEL_MARK} the analogy MFU {prior[0]:g} / MBU {prior[1]:g} scaled by "
+            f"{lv.scale:.3f}"
+            + (" (dense LLMs, below)" if e.get("borrowed") else "")
+            + f": the median over LLMs ({per}) of the level at which its "
+            f"{lv.values} saturated throughputs (of {e['points']} fit points) are predicted "
+            + (
+                "as measured (a reference GPU)"
+                if ref
+                else "as the reference GPUs' are on the same LLM"
+            )
+            + f"; with the analogy the median measured / predicted was {lv.median_ratio:.2f}"
+            + (
+                f", its median {lv.measured:.2f} capped at the reference GPUs' factors"
+                if lv.measured > lv.scale > 1.0
+                else ""
+            )
+            + ". "
+            + ratio_reason(e)
+            + "The two-factor fit is not adopted (docs/calibration.md). Spread of these "
+            f"factors on the fit points: sigma_log {e['sigma_log']:.2f}."
+        )
+    return (
+        f"{LEVEL_MARK} no measurement the planner can price; the analogy MFU {prior[0]:g} / "
+        f"MBU {prior[1]:g} scaled by {e['level']:.2f} (where analogy guesses were checked "
+        "they were optimistic: the median level of the checked GPUs, or a lower level of a "
+        "checked GPU of the same architecture), with the analogy spread."
+    )
+
+
+def ratio_reason(e: dict) -> str:
+    """The sentence on a level entry's measured MoE and FP4 ratios ("" when both are 1)."""
+    parts = []
+    if e["moe_ratio"] < 1.0:
+        parts.append(
+            f"its MoE LLMs are measured at {e['moe_ratio']:.2f} of that level "
+            "(moe_level_ratio: MFU and MBU x it on MoE models)"
+        )
+    if e["fp4_ratio"] != 1.0:
+        parts.append(
+            f"its FP4 runs at {e['fp4_ratio']:.2f}x the assumed FP4 derates "
+            "(fp4_level_ratio: each derate x it, capped at 1)"
+        )
+    if e.get("borrowed"):
+        sibling, measured, dense = e["borrowed"]
+        parts.insert(
+            0,
+            f"its dense LLMs are unmeasured: their level {dense:.3f} is its MoE level "
+            f"{measured:.3f} over the MoE ratio of {sibling} (measured on both, same "
+            "architecture), which moe_level_ratio undoes on MoE models",
+        )
+    text = "; ".join(parts)
+    return (text[:1].upper() + text[1:] + ". ") if parts else ""
+
+
+def write_level(gpu: str, e: dict) -> None:
+    """Rewrite ``gpu``'s efficiency block with the factors of :func:`level_plan`,
+    keeping its overlap factor and the analogy's reasoning (before :data:`LEVEL_MARK`)."""
+    path = DATA_DIR / "gpus" / f"{gpu}.yaml"
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r"^efficiency:\n((?:[ ].*\n|\n)*?)(?=^\S)", text, flags=re.M)
+    if m is None:
+        raise SystemExit(f"{path}: no efficiency block")
+    block = m.group(0)
+    overlap = re.search(r"overlap_factor:\s*([0-9.]+)", block)
+    rm = re.search(r"^  reason: >-\n((?:    .*\n)+)", block, flags=re.M)
+    old = " ".join(rm.group(1).split()) if rm else ""
+    old = old.split(LEVEL_MARK)[0].strip()
+    words = (old + " " + level_reason(gpu, e)).split()
+    lines = folded(words)
+    f = e["factors"]
+    level = level_of(e)
+    new = (
+        "efficiency:\n"
+        f"  prefill_mfu: {f[0]:.4g}\n"
+        f"  decode_mbu: {f[1]:.4g}\n"
+        f"  step_overhead_ms: {float(f[2]):.1f}\n"
+        f"  overlap_factor: {overlap.group(1) if overlap else '0.8'}\n"
+        f"  provenance: {e['provenance']}\n"
+        + (f"  points: {e['points']}\n" if e["points"] else "")
+        + f"  sigma_log: {e['sigma_log']:.3f}\n"
+        f"  level_scale: {level:.3f}\n"
+        + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
+        + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")
+        + "  reason: >-\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    path.write_text(text.replace(block, new), encoding="utf-8")

@@ -1,0 +1,232 @@
+"""Measured levels past a guess, and the measured ratios of a GPU's MoE LLMs and FP4 runs
+to its level (planner.fidelity.level_ceiling / level_scale, catalog
+``efficiency.moe_level_ratio`` / ``fp4_level_ratio``, planner.roofline.moe_level_ratio,
+planner.kernel_floors.weight_dtype_derates), worked on synthetic measurements whose
+true levels are known and on the shipped catalog."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from catalog.loader import load_catalog
+from catalog.schema import Dtype, Efficiency
+from planner import calibration as cb
+from planner import fidelity as fd
+from planner import kernel_floors as kf
+from planner import roofline as rl
+from planner.calibration.predict import base_replica, with_factors
+
+CAT = load_catalog()
+PLAIN = fd.unscaled_catalog(CAT)
+MI300X_PRIOR = (0.4, 0.6, 3.0)
+B200_PRIOR = (0.45, 0.65, 2.0)
+
+
+def _point(gpu: str, model: str, measured: float, dtype: Dtype = Dtype.FP8) -> cb.Measurement:
+    return cb.Measurement(
+        model=model,
+        gpu=gpu,
+        tp=8,
+        dtype=dtype,
+        engine="vllm",
+        isl=1000,
+        osl=500,
+        output_tok_s=measured,
+        concurrency=64,
+        id=f"{gpu}-{model}-{dtype.value}-{measured:.3f}",
+    )
+
+
+def _predicted(gpu: str, model: str, prior, s: float, dtype: Dtype = Dtype.FP8) -> float:
+    """Output tokens/s predicted on the unscaled catalog with MFU and MBU x ``s``."""
+    m = _point(gpu, model, 1.0, dtype)
+    out = cb.predict(m, PLAIN, (prior[0] * s, prior[1] * s, prior[2])).get("output_tok_s")
+    assert out is not None
+    return out
+
+
+def _with_efficiency(gpu: str, **update):
+    g = CAT.gpus[gpu]
+    g = g.model_copy(update={"efficiency": g.efficiency.model_copy(update=update)})
+    return CAT.model_copy(update={"gpus": {**CAT.gpus, gpu: g}})
+
+
+# --------------------------------------------------------------------------- ceiling
+
+
+def test_level_ceiling_lifts_a_guess_to_the_reference_factors_never_past():
+    # H100/H200's analogy factors are 0.5 / 0.7: their own ceiling is 1
+    assert fd.level_ceiling(CAT, (0.5, 0.7)) == 1.0
+    # MI300X's guess 0.4 / 0.6: measured runs may lift it to MBU 0.7 (the lesser lift)
+    assert fd.level_ceiling(CAT, (0.4, 0.6)) == pytest.approx(0.7 / 0.6)
+    # a guess at or above the reference's is never lifted (A100 80GB's MFU 0.55)
+    assert fd.level_ceiling(CAT, (0.55, 0.7)) == fd.MAX_LEVEL_SCALE == 1.0
+
+
+def test_a_level_above_the_guess_stops_at_the_ceiling():
+    g, model = "mi300x", "llama-2-70b"
+    pts = [_point(g, model, _predicted(g, model, MI300X_PRIOR, 1.4))]
+    lv = fd.level_scale(pts, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None
+    # (the fixed point nears 1.4 from below: the step overhead does not scale)
+    assert lv.measured == pytest.approx(1.4, rel=0.05)
+    assert lv.scale == pytest.approx(0.7 / 0.6)
+    assert lv.scale < lv.measured
+    # the scaled factors are the reference GPUs' MBU and less than their MFU
+    assert MI300X_PRIOR[1] * lv.scale == pytest.approx(0.7)
+    assert MI300X_PRIOR[0] * lv.scale < 0.5
+
+
+# --------------------------------------------------------------------------- MoE ratio
+
+
+def test_moe_ratio_is_the_moe_llms_level_over_the_gpus():
+    """Dense LLMs measured at 1.1, DeepSeek-V3 at 0.6: the level is the median over the
+    three LLMs (1.1) and the MoE ratio 0.6 / 1.1, so DeepSeek is priced at its own 0.6."""
+    g = "mi300x"
+    pts = [
+        _point(g, "llama-2-70b", _predicted(g, "llama-2-70b", MI300X_PRIOR, 1.1)),
+        _point(g, "llama-3.1-70b", _predicted(g, "llama-3.1-70b", MI300X_PRIOR, 1.1)),
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 0.6)),
+    ]
+    lv = fd.level_scale(pts, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None
+    assert lv.scale == pytest.approx(1.1, rel=0.02)
+    assert lv.moe_ratio == pytest.approx(0.6 / 1.1, rel=0.03)
+    assert lv.fp4_ratio == 1.0
+    assert dict(lv.by_model)["deepseek-v3"] == pytest.approx(0.6, rel=0.02)
+
+
+def test_moe_ratio_never_lifts_and_needs_dense_llms():
+    g = "mi300x"
+    faster = [
+        _point(g, "llama-2-70b", _predicted(g, "llama-2-70b", MI300X_PRIOR, 0.8)),
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 1.0)),
+    ]
+    lv = fd.level_scale(faster, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None and lv.moe_ratio == 1.0
+    only_moe = [_point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 0.6))]
+    lv = fd.level_scale(only_moe, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None
+    assert lv.scale == pytest.approx(0.6, rel=0.02) and lv.moe_ratio == 1.0
+
+
+def test_the_moe_ratio_prices_moe_models_only():
+    cat = _with_efficiency("mi300x", moe_level_ratio=0.5)
+    eff = cat.gpus["mi300x"].efficiency
+    moe = rl.build_replica(cat, "deepseek-v3", "mi300x", tp=8, dtype="fp8")
+    dense = rl.build_replica(cat, "llama-3.1-70b", "mi300x", tp=8, dtype="fp8")
+    assert moe.prefill_mfu == pytest.approx(eff.prefill_mfu * 0.5)
+    assert moe.decode_mbu == pytest.approx(eff.decode_mbu * 0.5)
+    assert (dense.prefill_mfu, dense.decode_mbu) == (eff.prefill_mfu, eff.decode_mbu)
+    # factors a user sets are taken as they are
+    mine = rl.build_replica(cat, "deepseek-v3", "mi300x", tp=8, dtype="fp8", mfu=0.3, mbu=0.6)
+    assert (mine.prefill_mfu, mine.decode_mbu) == (0.3, 0.6)
+    # the calibration prices a GPU's factors the way plans are priced
+    m = _point("mi300x", "deepseek-v3", 1.0)
+    r = with_factors(base_replica(m, cat), (0.4, 0.6, 3.0))
+    assert (r.prefill_mfu, r.decode_mbu) == pytest.approx((0.2, 0.3))
+
+
+def test_unscaled_catalog_drops_every_measured_ratio():
+    cat = _with_efficiency("mi300x", moe_level_ratio=0.5, fp4_level_ratio=1.4)
+    plain = fd.unscaled_catalog(cat)
+    for g in plain.gpus.values():
+        assert (g.efficiency.moe_level_ratio, g.efficiency.fp4_level_ratio) == (1.0, 1.0)
+    assert plain.gpus["mi300x"].efficiency.prefill_mfu == cat.gpus["mi300x"].efficiency.prefill_mfu
+
+
+# --------------------------------------------------------------------------- FP4 ratio
+
+
+def test_fp4_runs_are_their_own_group_and_give_the_fp4_ratio():
+    """FP8 runs at level 0.9, FP4 runs at 1.3 (what the assumed FP4 derates predict x
+    1.3/0.9): the level is the FP8 one, the FP4 ratio 1.3 / 0.9."""
+    g, model = "b200", "deepseek-v3"
+    pts = [
+        _point(g, model, _predicted(g, model, B200_PRIOR, 0.9)),
+        _point(g, model, _predicted(g, model, B200_PRIOR, 1.3, Dtype.FP4), Dtype.FP4),
+    ]
+    lv = fd.level_scale(pts, CAT, g, B200_PRIOR, {})
+    assert lv is not None
+    assert lv.scale == pytest.approx(0.9, rel=0.02)
+    assert lv.fp4_ratio == pytest.approx(1.3 / 0.9, rel=0.03)
+    assert {name for name, _ in lv.by_model} == {"deepseek-v3", "deepseek-v3 fp4"}
+
+
+def test_the_fp4_ratio_lifts_the_assumed_derates_up_to_the_peak_ratio():
+    gpu = CAT.gpus["b200"]
+    fp8 = kf.fp8_gemm_efficiency(gpu, "trtllm")
+    plain = fd.unscaled_catalog(CAT).gpus["b200"]
+    assert kf.weight_dtype_derates(plain, Dtype.FP4, "trtllm") == pytest.approx(
+        (kf.FP4_GEMM_DERATE * fp8, kf.FP4_WEIGHT_READ_DERATE)
+    )
+    lifted = _with_efficiency("b200", fp4_level_ratio=1.1).gpus["b200"]
+    assert kf.weight_dtype_derates(lifted, Dtype.FP4, "trtllm") == pytest.approx(
+        (kf.FP4_GEMM_DERATE * 1.1 * fp8, kf.FP4_WEIGHT_READ_DERATE * 1.1)
+    )
+    # never past the FP4 peak ratio (GEMM) nor the GPU's own read share
+    high = _with_efficiency("b200", fp4_level_ratio=1.9).gpus["b200"]
+    assert kf.weight_dtype_derates(high, Dtype.FP4, "trtllm") == pytest.approx((fp8, 1.0))
+    # a ratio below 1 (FP4 measured slower than assumed) derates further
+    low = _with_efficiency("b200", fp4_level_ratio=0.8).gpus["b200"]
+    assert kf.weight_dtype_derates(low, Dtype.FP4, "trtllm")[1] == pytest.approx(0.68)
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("moe_level_ratio", 1.2),
+        ("moe_level_ratio", 0.0),
+        ("fp4_level_ratio", 2.5),
+        ("fp4_level_ratio", -1.0),
+        ("fp4_level_ratio", float("nan")),
+        ("level_scale", 2.5),
+    ],
+)
+def test_the_catalog_refuses_ratios_out_of_range(field, value):
+    data = CAT.gpus["mi300x"].efficiency.model_dump()
+    data[field] = value
+    with pytest.raises(ValidationError, match=field):
+        Efficiency(**data)
+
+
+def test_shipped_ratios_are_what_the_measurements_show():
+    """The shipped catalog (make calibrate-defaults): MI300X's DeepSeek-V3 below its
+    Llama level, B200's FP4 runs above the assumed FP4 derates; the reference GPUs and
+    GPUs without such measurements carry no ratio."""
+    mi = CAT.gpus["mi300x"].efficiency
+    assert mi.moe_level_ratio < 0.8 and mi.level_scale > 1.0
+    assert CAT.gpus["b200"].efficiency.fp4_level_ratio > 1.0
+    for g in ("h100-sxm5-80gb", "a100-sxm-80gb", "l40s", "gaudi3"):
+        eff = CAT.gpus[g].efficiency
+        assert (eff.moe_level_ratio, eff.fp4_level_ratio) == (1.0, 1.0), g
+    for g in CAT.gpus.values():
+        assert g.efficiency.level_scale <= fd.level_ceiling(CAT, fd.prior_factors(CAT, g.id)) + 1e-3
+
+
+def test_a_gpu_measured_on_moe_only_borrows_its_siblings_dense_gap():
+    """MI325X measured on DeepSeek-V3 alone at 0.57; MI300X (same die) serves DeepSeek at
+    0.54 of its Llama level 1.167: MI325X's Llama level is 0.57 / 0.54, its MoE ratio
+    undoing that on MoE models, never above the sibling's level nor the ceiling."""
+    dense, ratio = fd.borrowed_dense_level(0.572, 1.167, 0.538, 7 / 6)
+    assert dense == pytest.approx(0.572 / 0.538)
+    assert dense * ratio == pytest.approx(0.572)  # MoE LLMs where they were measured
+    # capped by the sibling's own level and by the ceiling
+    assert fd.borrowed_dense_level(0.9, 1.0, 0.5, 7 / 6) == pytest.approx((1.0, 0.9))
+    assert fd.borrowed_dense_level(0.9, 1.5, 0.5, 1.1) == pytest.approx((1.1, 0.9 / 1.1))
+    # never below what was measured
+    assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2) == pytest.approx((0.9, 1.0))
+
+
+def test_mi325x_is_rated_on_dense_llms_by_its_measured_sibling():
+    """The shipped catalog: MI325X (DeepSeek-V3 runs only) prices DeepSeek at its measured
+    level and Llama no higher than MI300X's share of peak, not at half of it."""
+    m3, m2 = CAT.gpus["mi325x"].efficiency, CAT.gpus["mi300x"].efficiency
+    assert m3.level_scale * m3.moe_level_ratio == pytest.approx(0.572, abs=0.01)
+    assert 1.0 < m3.level_scale <= m2.level_scale
+    assert m3.prefill_mfu <= m2.prefill_mfu and m3.decode_mbu <= m2.decode_mbu
