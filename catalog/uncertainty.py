@@ -55,14 +55,14 @@ ANALOGY_SIGMA_LOG = 0.73
 #: analogy guesses could be checked against measured saturated throughput, relative to
 #: the reference GPUs on the same LLM (planner.fidelity.level_scale over the fit split;
 #: docs/calibration.md), they were mostly optimistic: MI325X 0.57 (DeepSeek-V3, its only
-#: LLM), A100 40GB 0.67, GB200 0.70 (DeepSeek-V3 disaggregated, wide EP), H100 NVL 0.78,
-#: B200 0.84 (DeepSeek-V3 FP8), L4 0.88, H100 PCIe 0.89, A10G 0.90, A100 80GB, H100 SXM,
-#: H200 1.00, and Gaudi 3 1.04, L40S 1.11, MI300X 1.17 (lifted past their guesses, each
-#: counted as 1): median 0.90 (make calibrate-defaults computes it). A GPU never checked
-#: is scaled by it, or by the lowest level of a checked GPU of its architecture when lower
+#: LLM), GB200 0.66 (DeepSeek-V3 disaggregated, wide EP), A100 40GB 0.67, H100 NVL 0.78,
+#: L4 0.88, H100 PCIe 0.89, A10G 0.90, A100 80GB, H100 SXM, H200 1.00, and Gaudi 3 1.04,
+#: B200 1.05, L40S 1.11, MI300X 1.17 (lifted past their guesses, each counted as 1):
+#: median 0.95 (make calibrate-defaults computes it). A GPU never checked is scaled by
+#: it, or by the lowest level of a checked GPU of its architecture when lower
 #: (planner.fidelity.analogy_level_scale): an unmeasured GPU must not look better than a
 #: measured one.
-ANALOGY_LEVEL_SCALE = 0.90
+ANALOGY_LEVEL_SCALE = 0.95
 
 SigmaLog = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False, strict=True)]
 

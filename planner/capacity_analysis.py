@@ -113,8 +113,9 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
     """The provenance and spread of ``req``'s GPU factors for its dtype
     (:func:`planner.risk.factor_uncertainty`; explicit MFU, MBU or overhead in the
     request count as analogy), the GPU's measured ratios that priced it (MoE LLMs:
-    :func:`planner.roofline.moe_level_ratio`, 1 with explicit MFU/MBU; FP4 weights:
-    ``efficiency.fp4_level_ratio``), and :func:`planner.risk.capacity_band_rps` applied
+    :func:`planner.roofline.moe_level_ratio` on the catalog's MFU and MBU, 1 when both
+    are given; FP4 weights: ``efficiency.fp4_level_ratio``, 1 where the GPU has factors
+    measured in FP4), and :func:`planner.risk.capacity_band_rps` applied
     to the predicted requests/s and output tokens/s."""
     overridden = req.mfu is not None or req.mbu is not None or req.step_overhead_ms is not None
     unc = risk.factor_uncertainty(catalog, req.gpu, req.dtype, overridden)
@@ -129,8 +130,12 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
         points=unc.points,
         sigma_log=unc.sigma_log,
         level_scale=unc.level_scale,
-        moe_level_ratio=1.0 if req.mfu is not None or req.mbu is not None else moe,
-        fp4_level_ratio=gpu.efficiency.fp4_level_ratio if req.dtype == Dtype.FP4 else 1.0,
+        moe_level_ratio=1.0 if req.mfu is not None and req.mbu is not None else moe,
+        fp4_level_ratio=(
+            gpu.efficiency.fp4_level_ratio
+            if req.dtype == Dtype.FP4 and Dtype.FP4 not in gpu.efficiency.by_dtype
+            else 1.0
+        ),
         band_confidence=risk.BAND_CONFIDENCE,
         requests_per_s_band=band(result.requests_per_s),
         output_tokens_per_s_band=band(result.output_tokens_per_s),

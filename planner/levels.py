@@ -16,6 +16,7 @@ from statistics import median
 
 from catalog.schema import Catalog, Dtype
 from planner import calibration as cb
+from planner.calibration.predict import unscaled_catalog
 
 
 def prior_factors(catalog: Catalog, gpu: str) -> tuple[float, float, float]:
@@ -58,29 +59,13 @@ def level_ceiling(catalog: Catalog, prior: Sequence[float]) -> float:
     :data:`LEVEL_REFERENCE_GPUS` (H100/H200: 0.5 / 0.7, the best-measured shares of
     peak). Measurements may lift a guess that was set below the reference GPUs' (MI300X's
     0.4 / 0.6, whose Llama-2-70B MLPerf throughput is H100's) up to theirs, never past
-    them: no GPU is rated a larger share of its peak than the best-measured ones."""
+    them: measurements rate no GPU a larger share of its peak than the best-measured
+    ones (a guess set above theirs, A100 80GB's MFU 0.55, is kept, never lifted)."""
     refs = [prior_factors(catalog, g) for g in LEVEL_REFERENCE_GPUS if g in catalog.gpus]
     if not refs:
         return MAX_LEVEL_SCALE
     mfu_ref, mbu_ref = min(r[0] for r in refs), min(r[1] for r in refs)
     return max(MAX_LEVEL_SCALE, min(mfu_ref / prior[0], mbu_ref / prior[1]))
-
-
-def unscaled_catalog(catalog: Catalog) -> Catalog:
-    """``catalog`` with every GPU's measured ratios (``efficiency.moe_level_ratio``,
-    ``fp4_level_ratio``) at 1: the model as the analogy factors price it, which the
-    levels (and the ratios themselves) are measured against."""
-    gpus = {
-        g: gpu.model_copy(
-            update={
-                "efficiency": gpu.efficiency.model_copy(
-                    update={"moe_level_ratio": 1.0, "fp4_level_ratio": 1.0}
-                )
-            }
-        )
-        for g, gpu in catalog.gpus.items()
-    }
-    return catalog.model_copy(update={"gpus": gpus})
 
 
 @dataclass(frozen=True)
@@ -93,9 +78,10 @@ class LevelScale:
     with the unscaled factors (below 1: the guess is optimistic); ``by_model``: the
     level each LLM's values alone give (its FP4 values apart, as ``"<llm> fp4"``);
     ``moe_ratio``: the median level of its MoE LLMs over ``scale``, at most 1 (1 when
-    it has none, or no dense LLM); ``fp4_ratio``: the median level of its FP4 groups
-    over ``scale`` (1 when it has none); ``measured``: the median before the ceiling
-    (``scale`` is less where a guess was lifted to the reference GPUs' factors)."""
+    it has none, or no dense LLM); ``fp4_ratio``: its FP4 runs' level over its other
+    formats' (1 when it has none; :func:`_per_llm_levels`); ``measured``: the median
+    before the ceiling (``scale`` is less where a guess was lifted to the reference
+    GPUs' factors); ``dense``: a dense LLM is among those it rests on."""
 
     gpu: str
     scale: float
@@ -105,6 +91,7 @@ class LevelScale:
     moe_ratio: float = 1.0
     fp4_ratio: float = 1.0
     measured: float = 1.0
+    dense: bool = False
 
 
 def _throughput_ratio(
@@ -118,6 +105,33 @@ def _throughput_ratio(
         if got and m.output_tok_s:
             out.append(m.output_tok_s / got)
     return median(out) if out else 1.0
+
+
+#: The least level a group of points is given (a guess 20x optimistic is not a guess).
+MIN_GROUP_LEVEL = 0.05
+
+
+def _group_level(
+    pts: Sequence[cb.Measurement], catalog: Catalog, factors: Sequence[float], target: float
+) -> float:
+    """The ``s`` in [:data:`MIN_GROUP_LEVEL`, ``1 / max(mfu, mbu)``] (factors above 1
+    are not factors) at which :func:`_throughput_ratio` of ``pts`` equals ``target``:
+    Brent's method on ``ln(ratio(s) / target)`` in ``ln s`` (throughput grows with the
+    factors, less than in proportion where step overheads, floors or the load bound it,
+    so a fixed point ``s <- s x ratio`` converges slowly there). A bound where the
+    ratio does not cross the target inside. Dimensionless."""
+    from scipy.optimize import brentq  # imported on use: the CLI starts faster
+
+    def f(log_s: float) -> float:
+        return math.log(_throughput_ratio(pts, catalog, factors, math.exp(log_s)) / target)
+
+    lo, hi = math.log(MIN_GROUP_LEVEL), math.log(1.0 / max(factors[0], factors[1]))
+    f_lo, f_hi = f(lo), f(hi)
+    if f_hi >= 0:  # measured faster than even the largest factors predict
+        return math.exp(hi)
+    if f_lo <= 0:
+        return math.exp(lo)
+    return math.exp(brentq(f, lo, hi, xtol=1e-4))
 
 
 def level_targets(
@@ -153,7 +167,6 @@ def level_scale(
     gpu: str,
     factors: Sequence[float],
     targets: Mapping[str, float] | None = None,
-    iterations: int = 4,
 ) -> LevelScale | None:
     """The level ``s`` of ``gpu``'s analogy ``factors`` (prefill MFU, decode MBU, step
     overhead ms): the factor on MFU and MBU at which the model errs on this GPU's
@@ -161,47 +174,42 @@ def level_scale(
     output tokens/s, measured) as it errs on the reference GPUs for the same LLM,
     priced on :func:`unscaled_catalog` (no measured ratio applied).
 
-    Per group ``g`` (an LLM; its FP4 points a group of their own) it is the fixed
-    point of ``s <- s x median(measured / predicted(s)) / t`` from ``s = 1``,
-    ``iterations`` times (throughput is nearly proportional to the factors, so it
-    settles in two or three; a step stops where MFU or MBU would pass 1), with ``t =
-    targets[llm]`` (:func:`level_targets`; 1 without a target: the absolute level, as
-    for the reference GPUs themselves). The GPU's level is the median over its non-FP4
-    groups (each LLM counts once, however many points its sweep has; over the FP4
-    groups when it has no other), then capped at :func:`level_ceiling` (an LLM on which
-    the GPU beats the guess still counts, so the median is not pulled down by capping
-    each LLM first). The GPU's throughput relative to the reference's on each LLM, the
-    ratio that decides what the optimizer buys, is then what was measured.
+    Per group ``g`` (an LLM; its FP4 points a group of their own) it is the ``s`` at
+    which ``median(measured / predicted(s)) = t`` (:func:`_group_level`: a root in
+    log s; between :data:`MIN_GROUP_LEVEL` and the level at which MFU or MBU would
+    pass 1), with ``t = targets[llm]`` (:func:`level_targets`; 1 without a target: the
+    absolute level, as for the reference GPUs themselves). The FP4 ratio (the assumed
+    FP4 derates against its FP4 runs) and each LLM's level in its other formats come
+    from the groups
+    (:func:`_per_llm_levels`); the GPU's level is the median over its LLMs (each counts
+    once, however many points its sweep has), then capped at :func:`level_ceiling` (an
+    LLM on which the GPU beats the guess still counts, so the median is not pulled down
+    by capping each LLM first). The GPU's throughput relative to the reference's on
+    each LLM, the ratio that decides what the optimizer buys, is then what was measured.
 
-    Two ratios to that level, measured the same way: ``moe_ratio``, the median over its
-    MoE LLMs' groups over the level, at most 1, when it has both MoE and dense groups
-    (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42); ``fp4_ratio``, the median over
-    its FP4 groups over the level (the assumed FP4 derates against FP4 runs).
+    ``moe_ratio``: the median level of its MoE LLMs over the level, at most 1, when it
+    has both MoE and dense LLMs (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42).
 
     One parameter, the level, is what such data determine well even where the
     two-factor fit is ill-conditioned (MI300X: MFU 0.17 / MBU 0.32, outside what an
     engine plausibly reaches); the split between compute and bandwidth stays the
-    analogy's. None with fewer than :data:`MIN_LEVEL_VALUES` values."""
+    analogy's. None with fewer than :data:`MIN_LEVEL_VALUES` values, or with FP4 runs
+    only (they would carry the assumed FP4 derates' error into every other format)."""
     sat = [m for m in points if m.gpu == gpu and m.usable and saturated_throughput(m)]
     if len(sat) < MIN_LEVEL_VALUES:
         return None
     plain = unscaled_catalog(catalog)
     tg = targets or {}
-    ceiling = 1.0 / max(factors[0], factors[1])
     per_group: list[tuple[str, float]] = []
     for group in sorted({_group(m) for m in sat}):
         pts = [m for m in sat if _group(m) == group]
-        t = tg.get(pts[0].model, 1.0)
-        s = 1.0
-        for _ in range(iterations):
-            # factors above 1 are not factors: a group's level stops where one would be
-            s = min(s * _throughput_ratio(pts, plain, factors, s) / t, ceiling)
-        per_group.append((group, s))
-    fp4 = [v for g, v in per_group if g.endswith(" fp4")]
-    base = [(g, v) for g, v in per_group if not g.endswith(" fp4")]
-    moe = [v for g, v in base if catalog.models[g].is_moe]
-    dense = [v for g, v in base if not catalog.models[g].is_moe]
-    measured = median(v for _, v in base) if base else median(fp4)
+        per_group.append((group, _group_level(pts, plain, factors, tg.get(pts[0].model, 1.0))))
+    if all(g.endswith(" fp4") for g, _ in per_group):
+        return None  # FP4 runs alone measure the assumed FP4 derates, not the GPU's level
+    ratio, by_llm = _per_llm_levels(per_group)
+    moe = [v for g, v in by_llm if catalog.models[g].is_moe]
+    dense = [v for g, v in by_llm if not catalog.models[g].is_moe]
+    measured = median(v for _, v in by_llm)
     level = min(measured, level_ceiling(catalog, factors))
     first = _throughput_ratio(sat, plain, factors, 1.0)
     return LevelScale(
@@ -211,9 +219,36 @@ def level_scale(
         first,
         tuple(per_group),
         moe_ratio=min(1.0, median(moe) / level) if moe and dense else 1.0,
-        fp4_ratio=median(fp4) / level if fp4 and base else 1.0,
+        fp4_ratio=ratio,
         measured=measured,
+        dense=bool(dense),
     )
+
+
+def _per_llm_levels(
+    per_group: Sequence[tuple[str, float]],
+) -> tuple[float, list[tuple[str, float]]]:
+    """From the groups' levels (``"<llm>"`` and ``"<llm> fp4"``): the FP4 ratio and the
+    level of each LLM in its non-FP4 formats.
+
+    The FP4 ratio is the median of ``fp4 / non-FP4`` over the LLMs measured both ways
+    (the format's effect on one LLM, B200's DeepSeek-V3: 1.01 / 0.84); with none, the
+    median FP4 level over the median non-FP4 one; 1 without FP4 groups (or without
+    others). An LLM measured in FP4 only counts at its FP4 level over that ratio (B200's
+    Llama-2-70B), so a GPU's level and its MoE ratio rest on every LLM it ran."""
+    base = {g: v for g, v in per_group if not g.endswith(" fp4")}
+    fp4 = {g.removesuffix(" fp4"): v for g, v in per_group if g.endswith(" fp4")}
+    pairs = [fp4[g] / base[g] for g in fp4 if g in base]
+    if pairs:
+        ratio = median(pairs)
+    elif fp4 and base:
+        ratio = median(fp4.values()) / median(base.values())
+    else:
+        ratio = 1.0
+    by_llm = dict(base)
+    for g, v in fp4.items():
+        by_llm.setdefault(g, v / ratio)
+    return ratio, sorted(by_llm.items())
 
 
 def borrowed_dense_level(
@@ -222,14 +257,15 @@ def borrowed_dense_level(
     """The dense-LLM level of a GPU measured on MoE LLMs only (at ``level``), from a
     measured sibling of its architecture whose MoE LLMs run at ``sibling_moe_ratio`` of
     its dense level ``sibling_level``: ``dense = max(level, min(level /
-    sibling_moe_ratio, sibling_level, ceiling))`` (the sibling's measured gap between
-    dense and MoE kernels on the same software stack, never above the sibling's own
-    level nor :func:`level_ceiling`), and the MoE ratio ``level / dense`` that keeps its
-    MoE LLMs at the level they were measured at. Dimensionless; returns ``(dense,
-    moe_ratio)``. MI325X: DeepSeek-V3 measured at 0.57 and MI300X's DeepSeek-V3 at 0.54 of
-    its Llama level give a Llama level of 1.06, against 0.57 without: the same die with
-    faster HBM would otherwise be rated at half MI300X's share of peak on dense LLMs."""
-    dense = max(level, min(level / sibling_moe_ratio, sibling_level, ceiling))
+    sibling_moe_ratio, sibling_level, ceiling, MAX_LEVEL_SCALE))`` (the sibling's
+    measured gap between dense and MoE kernels on the same software stack, never above
+    the sibling's own level, :func:`level_ceiling`, nor the analogy guess itself: no dense
+    run lifts it), and the MoE ratio ``level / dense`` that keeps its MoE LLMs at the
+    level they were measured at. Dimensionless; returns ``(dense, moe_ratio)``. MI325X:
+    DeepSeek-V3 measured at 0.57 and MI300X's DeepSeek-V3 at 0.54 of its Llama level give
+    a Llama level of 1.06, taken at 1, against 0.57 without: the same die with faster HBM
+    would otherwise be rated at half MI300X's share of peak on dense LLMs."""
+    dense = max(level, min(level / sibling_moe_ratio, sibling_level, ceiling, MAX_LEVEL_SCALE))
     return dense, level / dense
 
 

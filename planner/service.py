@@ -292,6 +292,8 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 "provenance": first[g].provenance,
                 "points": first[g].factor_points,
                 "level_scale": first[g].level_scale,
+                # MFU and MBU above include it for an MoE model (planner.roofline)
+                "moe_level_ratio": rl.moe_level_ratio(catalog.gpus[g], first[g].replica.model),
                 "sigma_log": first[g].sigma_log,
             }
             for g in gpus
@@ -363,7 +365,11 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
                 g: {
                     "gemm_derate": round(gemm, 3),
                     "weight_read_derate": round(read, 3),
-                    "fp4_level_ratio": c.replica.gpu.efficiency.fp4_level_ratio,
+                    "fp4_level_ratio": (
+                        1.0
+                        if Dtype.FP4 in c.replica.gpu.efficiency.by_dtype
+                        else c.replica.gpu.efficiency.fp4_level_ratio
+                    ),
                     "provenance": c.provenance,
                     "sigma_log": c.sigma_log,
                 }
@@ -376,7 +382,8 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
             "derate x the GPU's fp4_level_ratio, at most 1, x its measured FP8 GEMM "
             "efficiency), weight reads at W_eff x weight_read_derate (the assumed derate x "
             "fp4_level_ratio, at most 1; planner.kernels). fp4_level_ratio is measured where "
-            "the GPU's FP4 runs were (make calibrate-defaults), else 1; the risk derate "
-            "takes the analogy spread either way",
+            "the GPU's FP4 runs were (make calibrate-defaults), else 1; factors measured "
+            "in FP4 (a calibration) replace all this, and otherwise the risk derate takes "
+            "the analogy spread",
         }
     }

@@ -129,7 +129,14 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
         prior = fd.prior_factors(catalog, gpu)
         level = fd.analogy_level_scale(gpu, catalog, levels, median_level)
         arch = catalog.gpus[gpu].arch
-        sib = [e["moe_ratio"] for g, e in plan.items() if catalog.gpus[g].arch == arch]
+        # (a sibling measured on MoE LLMs only carries its MoE level as its level)
+        sib = [
+            e["moe_ratio"]
+            for g, e in plan.items()
+            if catalog.gpus[g].arch == arch
+            and isinstance(e["level"], fd.LevelScale)
+            and e["level"].dense
+        ]
         plan[gpu] = {
             "provenance": "analogy",
             "factors": (prior[0] * level, prior[1] * level, prior[2]),
@@ -144,10 +151,6 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
     return plan
 
 
-def _dense_groups(catalog, lv: fd.LevelScale) -> list[str]:
-    return [g for g, _ in lv.by_model if not g.endswith(" fp4") and not catalog.models[g].is_moe]
-
-
 def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measurement]) -> None:
     """A scaled GPU measured on MoE LLMs only takes its dense-LLM level from a scaled
     sibling of its architecture measured on both (planner.fidelity.borrowed_dense_level;
@@ -155,10 +158,8 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
     spread is recomputed on its points. Changes ``plan`` in place."""
     for gpu, e in sorted(plan.items()):
         lv = e["level"]
-        if _dense_groups(catalog, lv) or e["moe_ratio"] != 1.0:
-            continue
-        if not any(catalog.models[g].is_moe for g, _ in lv.by_model if not g.endswith(" fp4")):
-            continue
+        if lv.dense or e["moe_ratio"] != 1.0:
+            continue  # measured on a dense LLM (any format): its own level stands
         arch = catalog.gpus[gpu].arch
         options = [
             (
@@ -174,7 +175,7 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
             if s != gpu
             and catalog.gpus[s].arch == arch
             and o["moe_ratio"] < 1.0
-            and _dense_groups(catalog, o["level"])
+            and o["level"].dense
         ]
         if not options:
             continue

@@ -319,7 +319,7 @@ def test_a_calibration_on_the_fit_split_improves_the_held_out_split():
     factors: 13.2% -> 12.8% median |error| over its 190 values (11.4% before MI300X's
     level was lifted to its MLPerf Llama-2-70B throughput and its DeepSeek-V3 priced at
     its own measured level: four DeepSeek closed-loop points of one sweep and two MLPerf
-    server runs are held out; 11.0% on the 168 values of the other GPUs)."""
+    server runs are held out; 11.4% on the 168 values of the other GPUs)."""
     rows = fd.evaluate(cb.load_reference_measurements(CAT), CAT, fd.shipped_factors(CAT))
     n, before, after = _holdout_medians(rows)
     assert n >= 150
@@ -581,3 +581,40 @@ def test_importer_reads_all_at_once_runs_of_normalized_records(tmp_path, capsys)
     assert IMPORTER.main(args) == 0
     (m,) = cb.load_measurements([out], CAT)
     assert math.isinf(m.request_rate_rps) and m.num_requests == 64 and m.usable
+
+
+def test_mlperf_v41_offline_ratios_to_h100_are_within_the_target():
+    """MLPerf Inference v4.1 offline Llama-2-70B (in the fit split, priced with the shipped
+    factors): per-GPU throughput relative to H100 SXM within +-15% of the measured ratio
+    for MI300X (0.903 against 0.96-1.00), L40S, H100 NVL and B200 in FP4 (3.29 against
+    3.67). H200 is the known miss (1.07 against 1.28: both compute-bound in the model at
+    the same peak; nothing in the data says what else H200 has)."""
+    points = [m for m in cb.load_reference_measurements(CAT) if m.id and "offline" in m.id]
+    points = [m for m in points if m.id.startswith("mlperf41-")]
+    per_gpu: dict[str, list[tuple[float, float]]] = {}
+    for m in points:
+        pred = cb.predict(m, CAT).output_tok_s
+        assert pred and m.output_tok_s
+        per_gpu.setdefault(m.gpu, []).append((pred / m.tp, m.output_tok_s / m.tp))
+    (h100,) = per_gpu.pop("h100-sxm5-80gb")
+    checked = set()
+    for gpu, runs in per_gpu.items():
+        for pred, meas in runs:
+            off = (pred / h100[0]) / (meas / h100[1]) - 1
+            if gpu == "h200-sxm-141gb":
+                assert -0.25 < off < -0.10  # the known miss, recorded
+                continue
+            assert abs(off) <= 0.15, (gpu, off)
+            checked.add(gpu)
+    assert checked == {"mi300x", "l40s", "h100-nvl-94gb", "b200"}
+
+
+def test_mi300x_held_out_error_stays_bounded():
+    """MI300X's held-out values (22: four DeepSeek-V3 closed-loop points of one sweep,
+    Llama-3.1-405B runs on an old vLLM, two MLPerf server runs) are its worst: 51% median
+    |error| since its level was lifted to its MLPerf Llama-2-70B throughput (23.5%
+    before). A fence: the next change to MI300X's pricing must not make them worse."""
+    rows = fd.evaluate(cb.load_reference_measurements(CAT), CAT, fd.shipped_factors(CAT))
+    n, _, after = _holdout_medians([r for r in rows if r.gpu == "mi300x"])
+    assert n >= 20
+    assert after <= 0.53

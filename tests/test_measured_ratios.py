@@ -211,22 +211,94 @@ def test_shipped_ratios_are_what_the_measurements_show():
 
 def test_a_gpu_measured_on_moe_only_borrows_its_siblings_dense_gap():
     """MI325X measured on DeepSeek-V3 alone at 0.57; MI300X (same die) serves DeepSeek at
-    0.54 of its Llama level 1.167: MI325X's Llama level is 0.57 / 0.54, its MoE ratio
-    undoing that on MoE models, never above the sibling's level nor the ceiling."""
+    0.54 of its Llama level 1.167: MI325X's Llama level is 0.57 / 0.54 = 1.06, taken at 1
+    (no dense run lifts its guess), its MoE ratio undoing that on MoE models; never above
+    the sibling's level nor the ceiling, never below what was measured."""
     dense, ratio = fd.borrowed_dense_level(0.572, 1.167, 0.538, 7 / 6)
-    assert dense == pytest.approx(0.572 / 0.538)
+    assert dense == 1.0
     assert dense * ratio == pytest.approx(0.572)  # MoE LLMs where they were measured
-    # capped by the sibling's own level and by the ceiling
-    assert fd.borrowed_dense_level(0.9, 1.0, 0.5, 7 / 6) == pytest.approx((1.0, 0.9))
-    assert fd.borrowed_dense_level(0.9, 1.5, 0.5, 1.1) == pytest.approx((1.1, 0.9 / 1.1))
-    # never below what was measured
+    assert fd.borrowed_dense_level(0.5, 1.2, 0.8, 1.2) == pytest.approx((0.625, 0.8))
+    assert fd.borrowed_dense_level(0.5, 0.55, 0.8, 1.2) == pytest.approx((0.55, 0.5 / 0.55))
+    assert fd.borrowed_dense_level(0.9, 1.5, 0.5, 0.95) == pytest.approx((0.95, 0.9 / 0.95))
     assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2) == pytest.approx((0.9, 1.0))
 
 
 def test_mi325x_is_rated_on_dense_llms_by_its_measured_sibling():
     """The shipped catalog: MI325X (DeepSeek-V3 runs only) prices DeepSeek at its measured
-    level and Llama no higher than MI300X's share of peak, not at half of it."""
+    level and Llama at its analogy guess, below MI300X's measured share of peak, not at
+    half of it."""
     m3, m2 = CAT.gpus["mi325x"].efficiency, CAT.gpus["mi300x"].efficiency
     assert m3.level_scale * m3.moe_level_ratio == pytest.approx(0.572, abs=0.01)
-    assert 1.0 < m3.level_scale <= m2.level_scale
-    assert m3.prefill_mfu <= m2.prefill_mfu and m3.decode_mbu <= m2.decode_mbu
+    assert m3.level_scale == 1.0 < m2.level_scale
+    assert m3.prefill_mfu < m2.prefill_mfu and m3.decode_mbu < m2.decode_mbu
+
+
+def test_fp4_runs_alone_give_no_level():
+    g = "b200"
+    pts = [
+        _point(
+            g, "deepseek-v3", _predicted(g, "deepseek-v3", B200_PRIOR, 1.2, Dtype.FP4), Dtype.FP4
+        )
+    ]
+    assert fd.level_scale(pts, CAT, g, B200_PRIOR, {}) is None
+
+
+def test_an_llm_run_in_fp4_only_counts_at_its_level_over_the_fp4_ratio():
+    """B200's shape: DeepSeek-V3 measured in FP8 (0.8) and FP4 (1.0), Llama-2-70B in FP4
+    only (1.5). The FP4 ratio is DeepSeek's pair, 1.25; Llama counts at 1.5 / 1.25 = 1.2;
+    the level is the median over the two LLMs (1.0) and DeepSeek, an MoE LLM, keeps its
+    0.8 through the MoE ratio."""
+    g = "b200"
+    pts = [
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", B200_PRIOR, 0.8)),
+        _point(
+            g, "deepseek-v3", _predicted(g, "deepseek-v3", B200_PRIOR, 1.0, Dtype.FP4), Dtype.FP4
+        ),
+        _point(
+            g, "llama-2-70b", _predicted(g, "llama-2-70b", B200_PRIOR, 1.5, Dtype.FP4), Dtype.FP4
+        ),
+    ]
+    lv = fd.level_scale(pts, CAT, g, B200_PRIOR, {})
+    assert lv is not None and lv.dense
+    assert lv.fp4_ratio == pytest.approx(1.25, rel=0.03)
+    assert lv.measured == pytest.approx((0.8 + 1.5 / 1.25) / 2, rel=0.03)
+    assert lv.scale == pytest.approx(lv.measured)  # below B200's ceiling (0.7 / 0.65)
+    assert lv.scale * lv.moe_ratio == pytest.approx(0.8, rel=0.03)
+
+
+def _run(gpu: str, model: str, measured: float, c: int) -> cb.Measurement:
+    return cb.Measurement(
+        model=model, gpu=gpu, tp=8, dtype=Dtype.FP8, engine="vllm", isl=1000, osl=500,
+        output_tok_s=measured, concurrency=c, id=f"user-{gpu}-{model}-{c}",
+    )  # fmt: skip
+
+
+def test_a_users_calibration_on_moe_runs_prices_them_without_the_public_ratio():
+    """A user's MI300X DeepSeek-V3 runs, measured at what MFU 0.35 / MBU 0.6 predict
+    without any ratio: the calibration fits about those factors (not "dense-equivalent"
+    ones past the peak), and applied, prices DeepSeek as measured: the public MoE ratio
+    no longer multiplies them. A calibration on dense runs keeps the public ratio for MoE
+    models, which it did not measure."""
+    from planner.calibration import apply_calibration, fit_calibration
+
+    g, moe = "mi300x", "deepseek-v3"
+    runs = []
+    for c in (8, 32, 128):
+        m = _run(g, moe, 1.0, c)
+        got = cb.predict(m, PLAIN, (0.35, 0.6, 3.0)).output_tok_s
+        runs.append(_run(g, moe, got, c))
+    cal = fit_calibration("user-moe", runs, CAT)
+    (fit,) = cal.factors
+    assert fit.decode_mbu < 0.9
+    applied = apply_calibration(CAT, cal)
+    assert applied.gpus[g].efficiency.moe_level_ratio == 1.0
+    for m in runs:
+        assert cb.predict(m, applied).output_tok_s == pytest.approx(m.output_tok_s, rel=0.05)
+    dense = "llama-3.1-70b"
+    runs = []
+    for c in (8, 32, 128):
+        m = _run(g, dense, 1.0, c)
+        runs.append(_run(g, dense, cb.predict(m, PLAIN, (0.4, 0.65, 3.0)).output_tok_s, c))
+    applied = apply_calibration(CAT, fit_calibration("user-dense", runs, CAT))
+    ratio = applied.gpus[g].efficiency.moe_level_ratio
+    assert ratio == CAT.gpus[g].efficiency.moe_level_ratio < 1.0

@@ -191,10 +191,10 @@ def test_shipped_levels_never_favour_a_guess():
     }
     assert len(scaled) >= 5 and all(v > 0 for v in scaled.values())
     # the levels measured: a GPU measured on MoE LLMs only was checked at its MoE level
-    # (MI325X's dense level is borrowed from MI300X); a level lifted above 1 (a guess set
-    # below the reference GPUs') counts as 1: the level of a guess is never above its
-    # own analogy
-    fit = [m for m in cb.load_reference_measurements(cat) if m.in_fit and m.dtype != "fp4"]
+    # (MI325X's and GB200's dense levels are borrowed from MI300X and B200); a level
+    # lifted above 1 (a guess set below the reference GPUs') counts as 1: the level of a
+    # guess is never above its own analogy
+    fit = [m for m in cb.load_reference_measurements(cat) if m.in_fit]
     moe_only = {g for g in scaled if all(cat.models[m.model].is_moe for m in fit if m.gpu == g)}
     clipped = [
         min(v * (cat.gpus[g].efficiency.moe_level_ratio if g in moe_only else 1.0), 1.0)

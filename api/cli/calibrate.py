@@ -117,7 +117,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
         if f.moe_level_ratio != 1.0:
             lines.append(
                 f"{'':20}MoE LLMs at x{f.moe_level_ratio:.2f} of that level on this GPU "
-                "(measured; MFU and MBU above include it)"
+                "(measured; the catalog's MFU and MBU above include it)"
             )
         if f.fp4_level_ratio != 1.0:
             lines.append(

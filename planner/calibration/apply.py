@@ -38,7 +38,10 @@ def apply_calibration(
     (``Efficiency.by_dtype``; a group fitted over all dtypes sets the GPU's defaults),
     re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one.
     Calibrated factors are ``provenance: fitted`` with the group's points and its
-    residual spread (:func:`group_sigma_log`)."""
+    residual spread (:func:`group_sigma_log`). A GPU whose calibrated groups measured an
+    MoE LLM (or FP4 weights) carries no public ``moe_level_ratio`` (``fp4_level_ratio``)
+    any more: its own fit, on :func:`planner.calibration.predict.unscaled_catalog`,
+    prices them; a GPU calibrated on dense LLMs only keeps the public MoE ratio."""
     chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
     for f in calibration.factors:
         if engine is not None and f.engine not in (None, engine):
@@ -86,6 +89,18 @@ def apply_calibration(
             )
             eff = eff.model_copy(update={"by_dtype": by})
         gpus[gpu_id] = gpu.model_copy(update={"efficiency": eff})
+    for gpu_id in {g for g, _ in chosen}:
+        mine = [r for r in calibration.residuals if r.gpu == gpu_id]
+        moe = any(m.is_moe for r in mine if (m := catalog.models.get(r.model)) is not None)
+        fp4 = any(r.dtype == Dtype.FP4 for r in mine)
+        eff = gpus[gpu_id].efficiency
+        eff = eff.model_copy(
+            update={
+                "moe_level_ratio": 1.0 if moe else eff.moe_level_ratio,
+                "fp4_level_ratio": 1.0 if fp4 else eff.fp4_level_ratio,
+            }
+        )
+        gpus[gpu_id] = gpus[gpu_id].model_copy(update={"efficiency": eff})
     return build_catalog(
         {
             "gpus": gpus,

@@ -26,6 +26,7 @@ from planner.calibration.predict import (
     predict,
     predict_with,
     prefill_replica,
+    unscaled_catalog,
     with_factors,
 )
 from planner.errors import PlanningError
@@ -494,7 +495,11 @@ def fit_calibration(
     """Fit factors per (GPU, dtype) — and engine with ``per_engine`` — and return the
     named calibration with every fitted value's residuals before and after. Only
     :func:`fit_points` are fitted: points held out (``split: holdout``) or marked
-    with a ``skip_reason`` are left out."""
+    with a ``skip_reason`` are left out. Fitted on :func:`unscaled_catalog`: the
+    factors describe the runs measured, whatever LLMs and formats they cover, and
+    :func:`planner.calibration.apply_calibration` drops the public MoE and FP4 ratios of
+    a GPU whose group measured MoE LLMs or FP4 weights itself."""
+    catalog = unscaled_catalog(catalog)
     if not re.fullmatch(NAME_PATTERN, name) or len(name) > 64:
         raise PlanningError.for_field(
             "name", f"{name!r} is not a valid name (lowercase letters, digits, '.', '-', '_')"

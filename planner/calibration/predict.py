@@ -84,6 +84,23 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
     return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
 
 
+def unscaled_catalog(catalog: Catalog) -> Catalog:
+    """``catalog`` with every GPU's measured ratios (``efficiency.moe_level_ratio``,
+    ``fp4_level_ratio``) at 1: the model as the factors alone price it, which the public
+    levels and ratios, and a user's calibration, are fitted against."""
+    gpus = {
+        g: gpu.model_copy(
+            update={
+                "efficiency": gpu.efficiency.model_copy(
+                    update={"moe_level_ratio": 1.0, "fp4_level_ratio": 1.0}
+                )
+            }
+        )
+        for g, gpu in catalog.gpus.items()
+    }
+    return catalog.model_copy(update={"gpus": gpus})
+
+
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
     """``replica`` priced with a GPU's ``factors`` (prefill MFU, decode MBU, step
     overhead ms), as :func:`planner.roofline.build_replica` prices the catalog's: MFU and

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from catalog.schema import Catalog
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog
 from planner.report import text as _text
 from planner.report.bom import Bom
 from planner.report.document import (
@@ -514,9 +514,12 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                     "MFU: achieved share of peak FLOP/s in compute-bound prefill; MBU: achieved "
                     "share of peak HBM bandwidth in memory-bound decode; overlap: how much of a "
                     "prefill chunk hides under a decode step (1 = fully). Provenance: fitted to "
-                    "N measured points, or set by analogy with no measurement; sigma is the "
-                    "spread of ln(measured / predicted) (the fit's residuals; 0.30 assumed for "
-                    "analogy), which the plan's capacity derating and cost band use."
+                    "N measured points, scaled (the analogy's factors times the level its "
+                    "measurements show; MoE LLMs and FP4 weights may have measured ratios of "
+                    "their own), or set by analogy with no measurement; sigma is the "
+                    "spread of ln(measured / predicted) (the fit's residuals; "
+                    f"{ANALOGY_SIGMA_LOG:.2f} assumed for analogy), which the plan's capacity "
+                    "derating and cost band use."
                 ],
                 kind="note",
             ),

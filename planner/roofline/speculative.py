@@ -26,7 +26,7 @@ from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
-from planner.roofline.replica import Replica, build_replica, fp4_format_error
+from planner.roofline.replica import Replica, build_replica, fp4_format_error, moe_level_ratio
 
 #: Largest ``draft_tokens`` accepted: engines run 1-8 in practice; beyond 16 the
 #: verification step is a prefill and acceptance has long flattened.
@@ -150,6 +150,7 @@ def with_speculation(
             replica.weight_dtype != Dtype.FP4 or fp4_format_error(d_model, replica.gpu) is None
         )
         d_dtype = replica.weight_dtype if same else Dtype.BF16
+        family = moe_level_ratio(replica.gpu, d_model) / moe_level_ratio(replica.gpu, model)
         draft = build_replica(
             catalog,
             draft_model,
@@ -157,8 +158,9 @@ def with_speculation(
             tp=replica.tp,
             dtype=d_dtype,
             kv_dtype=replica.kv_dtype,
-            mfu=replica.prefill_mfu,
-            mbu=replica.decode_mbu,
+            # the target's factors, with its family's measured ratio swapped for the draft's
+            mfu=replica.prefill_mfu * family,
+            mbu=replica.decode_mbu * family,
             overlap_factor=replica.overlap_factor,
             check_fit=False,
             engine=replica.engine,
