@@ -302,3 +302,24 @@ def test_a_users_calibration_on_moe_runs_prices_them_without_the_public_ratio():
     applied = apply_calibration(CAT, fit_calibration("user-dense", runs, CAT))
     ratio = applied.gpus[g].efficiency.moe_level_ratio
     assert ratio == CAT.gpus[g].efficiency.moe_level_ratio < 1.0
+
+
+def test_the_report_says_which_moe_ratio_priced_a_gpu():
+    from planner.report.text import factors_text
+
+    gpu = {"provenance": "scaled", "points": 28, "sigma_log": 0.697, "level_scale": 1.167}
+    assert factors_text(gpu) == "scaled x1.17 to 28 pts, sigma 0.70"
+    moe = {**gpu, "moe_level_ratio": 0.537}
+    assert factors_text(moe) == "scaled x1.17 to 28 pts (MoE x0.54), sigma 0.70"
+    # a plan's assumptions carry the ratio that priced each GPU for its model
+    from planner.service import make_plan
+
+    req = {
+        "model": "deepseek-v3",
+        "traffic": {"rate_rps": 5, "classes": [{"workload": "chat", "share": 1.0}]},
+        "candidates": {"gpus": ["mi300x"], "dtypes": ["fp8"]},
+    }
+    plan = make_plan(req, CAT, alternatives=False, verify=False)
+    got = plan.assumptions["gpus"]["mi300x"]
+    assert got["moe_level_ratio"] == CAT.gpus["mi300x"].efficiency.moe_level_ratio < 1.0
+    assert got["decode_mbu"] == pytest.approx(0.7 * got["moe_level_ratio"])

@@ -130,7 +130,9 @@ def parallel_text(pool: Mapping[str, Any]) -> str:
 def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     """A pool's (or GPU's) efficiency-factor provenance and spread, e.g. ``fitted 59
     pts, sigma 0.23``, ``scaled x0.57 to 26 pts, sigma 0.40`` (the analogy's factors
-    times the level its measurements show) or ``analogy x0.72, sigma 0.73``."""
+    times the level its measurements show) or ``analogy x0.72, sigma 0.73``; with a
+    measured ratio for MoE LLMs that priced it (``moe_level_ratio`` below 1, a plan's
+    ``assumptions.gpus``), `` (MoE x0.54)`` before the spread."""
     prov = pool_or_gpu.get("provenance")
     sigma = pool_or_gpu.get("sigma_log")
     if not prov:
@@ -138,12 +140,15 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     points = pool_or_gpu.get("factor_points", pool_or_gpu.get("points"))
     level = pool_or_gpu.get("level_scale")
     scale = f" x{level:.2f}" if _is_num(level) and level != 1.0 else ""
+    moe = pool_or_gpu.get("moe_level_ratio")
+    moe_note = f" (MoE x{moe:.2f})" if _is_num(moe) and moe != 1.0 else ""
     if prov == "fitted":
         head = f"fitted {num(points)} pts"
     elif prov == "scaled":
         head = f"scaled{scale} to {num(points)} pts"
     else:
         head = f"{prov}{scale}"
+    head += moe_note
     return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
 
 
