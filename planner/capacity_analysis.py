@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype, Provenance, SloMs
+from planner import kernel_floors as kf
 from planner import risk
 from planner import roofline as rl
 from planner.analyses import ReplicaSummary
@@ -131,11 +132,7 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
         sigma_log=unc.sigma_log,
         level_scale=unc.level_scale,
         moe_level_ratio=1.0 if req.mfu is not None and req.mbu is not None else moe,
-        fp4_level_ratio=(
-            gpu.efficiency.fp4_level_ratio
-            if req.dtype == Dtype.FP4 and Dtype.FP4 not in gpu.efficiency.by_dtype
-            else 1.0
-        ),
+        fp4_level_ratio=kf.fp4_level_ratio(gpu) if req.dtype == Dtype.FP4 else 1.0,
         band_confidence=risk.BAND_CONFIDENCE,
         requests_per_s_band=band(result.requests_per_s),
         output_tokens_per_s_band=band(result.output_tokens_per_s),

@@ -256,6 +256,16 @@ FP4_GEMM_DERATE = 0.75
 FP4_WEIGHT_READ_DERATE = 0.85
 
 
+def fp4_level_ratio(gpu: Gpu) -> float:
+    """The measured ratio that priced ``gpu``'s FP4 weights (dimensionless): 1 where it
+    has factors measured in FP4 (``efficiency.by_dtype['fp4']``, no assumed derate to
+    lift), else ``efficiency.fp4_level_ratio`` (make calibrate-defaults; 1 where no FP4
+    run was measured)."""
+    if Dtype.FP4 in gpu.efficiency.by_dtype:
+        return 1.0
+    return gpu.efficiency.fp4_level_ratio
+
+
 def weight_dtype_derates(
     gpu: Gpu, dtype: Dtype | str, engine: str | None = None
 ) -> tuple[float, float]:
@@ -279,7 +289,7 @@ def weight_dtype_derates(
         return (fp8_gemm_efficiency(gpu, engine), 1.0)
     if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
         return (1.0, 1.0)
-    r = gpu.efficiency.fp4_level_ratio
+    r = fp4_level_ratio(gpu)
     return (
         min(1.0, FP4_GEMM_DERATE * r) * fp8_gemm_efficiency(gpu, engine),
         min(1.0, FP4_WEIGHT_READ_DERATE * r),

@@ -11,6 +11,7 @@ from catalog.loader import load_catalog
 from catalog.schema import Catalog, Dtype, Model
 from planner import alternatives as alt
 from planner import architecture as arch
+from planner import kernel_floors as kf
 from planner import kernels as kn
 from planner import risk
 from planner import roofline as rl
@@ -365,11 +366,7 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
                 g: {
                     "gemm_derate": round(gemm, 3),
                     "weight_read_derate": round(read, 3),
-                    "fp4_level_ratio": (
-                        1.0
-                        if Dtype.FP4 in c.replica.gpu.efficiency.by_dtype
-                        else c.replica.gpu.efficiency.fp4_level_ratio
-                    ),
+                    "fp4_level_ratio": kf.fp4_level_ratio(c.replica.gpu),
                     "provenance": c.provenance,
                     "sigma_log": c.sigma_log,
                 }

@@ -195,24 +195,18 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
 
 
 def with_ratios(catalog, gpu: str, moe_ratio: float, fp4_ratio: float):
-    """:func:`planner.fidelity.unscaled_catalog` with ``gpu``'s measured ratios set."""
-    return ratios_catalog(catalog, {gpu: {"moe_ratio": moe_ratio, "fp4_ratio": fp4_ratio}})
+    """``catalog`` with ``gpu``'s measured ratios set and every other GPU's at 1."""
+    return cb.with_measured_ratios(catalog, {gpu: (moe_ratio, fp4_ratio)})
 
 
 def ratios_catalog(catalog, plan: dict[str, dict]):
     """``catalog`` with every GPU of ``plan`` at its new measured ratios (``moe_ratio``,
-    ``fp4_ratio``) and every other at none: how plans are priced once they are written."""
-    plain = fd.unscaled_catalog(catalog)
-    gpus = dict(plain.gpus)
-    for g, e in plan.items():
-        eff = gpus[g].efficiency.model_copy(
-            update={
-                "moe_level_ratio": round(e["moe_ratio"], 3),
-                "fp4_level_ratio": round(e["fp4_ratio"], 3),
-            }
-        )
-        gpus[g] = gpus[g].model_copy(update={"efficiency": eff})
-    return plain.model_copy(update={"gpus": gpus})
+    ``fp4_ratio``, as written: 3 decimals) and every other at none: how plans are priced
+    once they are written."""
+    return cb.with_measured_ratios(
+        catalog,
+        {g: (round(e["moe_ratio"], 3), round(e["fp4_ratio"], 3)) for g, e in plan.items()},
+    )
 
 
 def level_of(e: dict) -> float:

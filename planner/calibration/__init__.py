@@ -103,7 +103,9 @@ from planner.calibration.predict import (
     predict,
     predict_with,
     prefill_replica,
+    unscaled_catalog,
     with_factors,
+    with_measured_ratios,
 )
 from planner.calibration.store import (
     DEFAULT_CALIBRATION_DIR,
@@ -183,6 +185,8 @@ __all__ = [
     "sigma_from_log_errors",
     "source_weights",
     "split_rank",
+    "unscaled_catalog",
     "validation_reason",
     "with_factors",
+    "with_measured_ratios",
 ]

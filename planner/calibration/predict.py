@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,21 +84,23 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
     return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
 
 
-def unscaled_catalog(catalog: Catalog) -> Catalog:
-    """``catalog`` with every GPU's measured ratios (``efficiency.moe_level_ratio``,
-    ``fp4_level_ratio``) at 1: the model as the factors alone price it, which the public
-    levels and ratios, and a user's calibration, are fitted against."""
-    gpus = {
-        g: gpu.model_copy(
-            update={
-                "efficiency": gpu.efficiency.model_copy(
-                    update={"moe_level_ratio": 1.0, "fp4_level_ratio": 1.0}
-                )
-            }
-        )
-        for g, gpu in catalog.gpus.items()
-    }
+def with_measured_ratios(catalog: Catalog, ratios: Mapping[str, tuple[float, float]]) -> Catalog:
+    """``catalog`` with each GPU's measured ratios (``efficiency.moe_level_ratio``,
+    ``fp4_level_ratio``) set to ``ratios[gpu]`` (MoE, FP4), and at 1 for every GPU not in
+    ``ratios``."""
+    gpus = {}
+    for g, gpu in catalog.gpus.items():
+        moe, fp4 = ratios.get(g, (1.0, 1.0))
+        eff = gpu.efficiency.model_copy(update={"moe_level_ratio": moe, "fp4_level_ratio": fp4})
+        gpus[g] = gpu.model_copy(update={"efficiency": eff})
     return catalog.model_copy(update={"gpus": gpus})
+
+
+def unscaled_catalog(catalog: Catalog) -> Catalog:
+    """``catalog`` with every GPU's measured ratios at 1 (:func:`with_measured_ratios`):
+    the model as the factors alone price it, which the public levels and ratios, and a
+    user's calibration, are fitted against."""
+    return with_measured_ratios(catalog, {})
 
 
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
