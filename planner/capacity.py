@@ -239,10 +239,11 @@ class OperatingPoint:
     resident: float  # n
     rho: float
     compute_bound: bool
+    stack_ms: float = 0.0  # serving-stack latency (Replica.stack_ttft_ms), no GPU time
 
     @property
     def ttft_ms(self) -> float:
-        return self.residual_ms + self.wait_ms + self.prefill_ms
+        return self.residual_ms + self.wait_ms + self.prefill_ms + self.stack_ms
 
 
 class CapacityModel:
@@ -306,6 +307,7 @@ class CapacityModel:
             resident=resident,
             rho=rho,
             compute_bound=self.steps.is_compute_bound(b_s, share * chunk),
+            stack_ms=self.replica.stack_ttft_ms,
         )
 
     def _violation(self, batch: float) -> Bound | None:
@@ -532,11 +534,12 @@ def replica_capacity(
                 b, binding = b_p, "tpot"
         pt = cm.point(b)
         saturated = binding is None
-        ttft = pt.ttft_ms if math.isfinite(pt.ttft_ms) else pt.residual_ms + pt.prefill_ms
+        idle = pt.residual_ms + pt.prefill_ms + pt.stack_ms  # admission to first token
+        ttft = pt.ttft_ms if math.isfinite(pt.ttft_ms) else idle
     else:
         mode = CapacityMode.MAX_THROUGHPUT
         pt, saturated = top, True
-        ttft = pt.residual_ms + pt.prefill_ms
+        ttft = pt.residual_ms + pt.prefill_ms + pt.stack_ms
         notes.append("ttft_ms is from admission to first token (time queued before excluded)")
 
     step_bound = Bound.COMPUTE if pt.compute_bound else Bound.MEMORY_BANDWIDTH
@@ -593,9 +596,7 @@ def largest_batch(
 ) -> tuple[int, float] | None:
     """Largest B in [1, limit] with step_of(B) <= tpot_ms (step time grows with B):
     (B, step_of(B)), or None when even B = 1 misses."""
-    if limit < 1:
-        return None
-    if step_of(1) > tpot_ms:
+    if limit < 1 or step_of(1) > tpot_ms:
         return None
     lo, hi = 1, limit
     if step_of(hi) <= tpot_ms:
@@ -628,22 +629,14 @@ def decode_slots(
     returned. Returns (B, time per output token ms), or None when one sequence misses."""
     limit = rl.max_resident_batch(replica, context_tokens)
     a = kn.tokens_per_verification_step(replica.speculative)
-    if chunk_tokens is None:
-        found = largest_batch(
-            limit,
-            lambda b: kn.effective_tpot_ms(rl.decode_step_ms(replica, b, context_tokens), a),
-            tpot_ms,
-        )
-    else:
-        found = largest_batch(
-            limit,
-            lambda b: kn.effective_tpot_ms(
-                rl.mixed_step_ms(replica, b, context_tokens, chunk_tokens, chunk_context_tokens),
-                a,
-            ),
-            tpot_ms,
-        )
-    return found
+
+    def step(b: int) -> float:
+        if chunk_tokens is None:
+            return kn.effective_tpot_ms(rl.decode_step_ms(replica, b, context_tokens), a)
+        t = rl.mixed_step_ms(replica, b, context_tokens, chunk_tokens, chunk_context_tokens)
+        return kn.effective_tpot_ms(t, a)
+
+    return largest_batch(limit, step, tpot_ms)
 
 
 # --------------------------------------------------------------------------- roofline limits

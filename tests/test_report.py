@@ -17,6 +17,7 @@ import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from settings_support import planner_defaults
@@ -743,8 +744,10 @@ def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
 
 
 def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data():
-    """MEASURED_AGG_TTFT_EXTRA_MS is the least excess of InferenceMAX's aggregated runs at
-    1-8 users over the shipped model's TTFT, rounded down (within 10% of it), and NIM's
+    """MEASURED_AGG_TTFT_EXTRA_MS is the upper quartile of the excess of InferenceMAX's
+    aggregated runs at 1-8 users over the shipped model's TTFT (serving stack included),
+    rounded down (within 10% of it), the median excess about 0 (the stack's latency is
+    their median), and NIM's
     runs (70B FP8 at tp 2 on H100, 5,000-token prompts) are never more than 70 ms above
     the model and at most 200 ms below it (the model is pessimistic by 47 ms at one user,
     by 165 ms before dense GEMMs ran at their measured gain by step size); the caveat says
@@ -761,7 +764,9 @@ def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data
     imax = [x.excess_ms for x in got if "InferenceX" in x.source]
     nim = [x.excess_ms for x in got if x.source == "docs.nvidia.com"]
     assert len(imax) >= 20 and len(nim) >= 2
-    assert 0.9 * min(imax) <= MEASURED_AGG_TTFT_EXTRA_MS <= min(imax)
+    upper = float(np.percentile(imax, 75))
+    assert 0.9 * upper <= MEASURED_AGG_TTFT_EXTRA_MS <= upper
+    assert abs(float(np.median(imax))) <= 25.0
     assert all(-200 <= x <= 70 for x in nim)
     assert all(x.users <= 8 for x in got)
     tight = {"name": "rag", "mode": "aggregated", "ttft_ms": 795.0, "slo": {"ttft_ms": 800}}

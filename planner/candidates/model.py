@@ -179,6 +179,9 @@ class Candidate:
     service_cv2: float | None = None
     service_q_ms: float | None = None  # prefill of the percentile prompt, unloaded
     transfer_exposed_ms: float = 0.0
+    #: Serving-stack latency in the TTFT (Replica.stack_ttft_ms; prefill and aggregated
+    #: pools), outside the GPU's work: it takes from the wait budget, not capacity.
+    stack_ttft_ms: float = 0.0
     kv_transfer_link: str | None = None
     cost_usd_per_hour: float = 0.0
     power_kw: float = 0.0
@@ -233,8 +236,21 @@ class Candidate:
 
     @property
     def wait_budget_ms(self) -> float:
-        """TTFT SLO minus the unloaded prefill of the percentile prompt and transfer (ms)."""
-        return self.ttft_slo_ms - (self.service_q_ms or 0.0) - self.transfer_exposed_ms
+        """TTFT SLO minus the unloaded prefill of the percentile prompt, the exposed
+        transfer and the serving stack's latency (ms)."""
+        return (
+            self.ttft_slo_ms
+            - (self.service_q_ms or 0.0)
+            - self.transfer_exposed_ms
+            - self.stack_ttft_ms
+        )
+
+    @property
+    def stack_text(self) -> str:
+        """`` + <n> ms of serving stack`` when the pool's TTFT carries one (else empty)."""
+        if self.stack_ttft_ms <= 0:
+            return ""
+        return f" + {self.stack_ttft_ms:.0f} ms of serving stack (planner.serving_stack)"
 
     @property
     def decode_rps_per_replica(self) -> float | None:

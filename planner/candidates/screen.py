@@ -126,6 +126,7 @@ def _screen_config(
         arrival_cv2=req.request.traffic.burst_cv**2,
         max_utilization=req.request.constraints.max_utilization,
         spare_replicas=req.request.constraints.spare_replicas_per_pool,
+        stack_ttft_ms=replica.stack_ttft_ms if role != PoolRole.DECODE else 0.0,
     )
     if role in (PoolRole.DECODE, PoolRole.AGGREGATED) and b_mem < 1:
         return reject(
@@ -178,8 +179,9 @@ def _screen_config(
             return reject(
                 "ttft_unreachable",
                 f"prefill of a p{slo.percentile:g} prompt ({p_q:,.0f} tokens) takes "
-                f"{s_q:.0f} ms + {exposed:.0f} ms KV transfer, over the TTFT SLO "
-                f"{slo.ttft_ms:g} ms",
+                f"{s_q:.0f} ms + {exposed:.0f} ms KV transfer"
+                + cand.stack_text
+                + f", over the TTFT SLO {slo.ttft_ms:g} ms",
             )
         return cand
 
@@ -226,8 +228,9 @@ def _screen_config(
     b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
     # a smaller batch shortens the step, hence the chunked prefill: where the
     # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
-    if slo.ttft_ms - q_service_at(b) <= 0:
-        fits = largest_batch(b, q_service_at, slo.ttft_ms)
+    ttft_left_ms = slo.ttft_ms - cand.stack_ttft_ms  # the stack's latency is not the GPU's
+    if ttft_left_ms - q_service_at(b) <= 0:
+        fits = largest_batch(b, q_service_at, ttft_left_ms)
         b = fits[0] if fits is not None else 1
     step = step_at(b)
 
@@ -246,7 +249,9 @@ def _screen_config(
         return reject(
             "ttft_unreachable",
             f"a p{slo.percentile:g} prompt ({fig.prompt_q_tokens:,.0f} tokens) needs "
-            f"{s_q:.0f} ms of {budget}-token chunks, over the TTFT SLO {slo.ttft_ms:g} ms",
+            f"{s_q:.0f} ms of {budget}-token chunks"
+            + cand.stack_text
+            + f", over the TTFT SLO {slo.ttft_ms:g} ms",
         )
     return cand
 

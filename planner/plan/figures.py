@@ -20,7 +20,8 @@ def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | Non
     """Predicted TTFT at the SLO percentile for a pool carrying ``rate_rps`` (ms):
 
     ``wait_q(M/G/c, c = replicas) + prefill of the percentile prompt + exposed KV
-    transfer``; None for decode pools (their class's TTFT is set by prefill).
+    transfer + the serving stack's latency`` (:attr:`Candidate.stack_ttft_ms`); None for
+    decode pools (their class's TTFT is set by prefill).
     """
     if cand.service_mean_ms is None:
         return None
@@ -31,7 +32,9 @@ def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | Non
         cand.quantile,
         cand.service_cv2 or 0.0,
     )
-    return wait_s * 1000.0 + (cand.service_q_ms or 0.0) + cand.transfer_exposed_ms
+    return (
+        wait_s * 1000.0 + (cand.service_q_ms or 0.0) + cand.transfer_exposed_ms + cand.stack_ttft_ms
+    )
 
 
 def percentile_batch(cand: Candidate, rate_rps: float, replicas: int) -> float:

@@ -19,26 +19,25 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-#: TTFT that measured multi-node disaggregated deployments show beyond the planner's own
-#: prediction of it (ms, rounded down): InferenceMAX's DeepSeek-V3 runs on B200, GB200 and
-#: H200 at 11 or more users measured 221-12,670 ms where the cost model predicts 40-520 ms;
-#: the least excess is +165 ms (GB200, 24 users; 221 against 56 ms). Hand-over, router and
-#: scheduling delays (planner.calibration.disagg), which the planner's disaggregated TTFT
-#: (queue + prefill + KV transfer) does not include.
+#: TTFT that measured multi-node disaggregated deployments show beyond queue + prefill +
+#: KV transfer (ms, rounded down): InferenceMAX's DeepSeek-V3 runs on B200, GB200 and
+#: H200 at 11 or more users measured 221-12,670 ms where those predict 40-520 ms; the
+#: least excess is +165 ms (GB200, 24 users; 221 against 56 ms). Hand-over, router,
+#: scheduling and serving-stack delays (planner.calibration.disagg); for MLA models the
+#: plan's TTFT now prices the stack's part (planner.serving_stack, 150 ms on NVIDIA), so
+#: for them this caveat counts it twice: it errs long.
 MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
 
 #: TTFT that public single-replica runs at 1-8 users, served through SGLang's and
 #: TensorRT-LLM's HTTP servers, measured beyond the planner's prediction of it (ms,
-#: rounded down): InferenceMAX's aggregated DeepSeek-V3 runs on B200 and H200 measured
-#: 158-1,441 ms where the cost model predicts 34-423 ms, an excess of 24.8 ms at least
-#: (TensorRT-LLM on H200 with 7,373-token prompts at 4 users: 447 ms measured, 423 ms
-#: predicted once expert GEMMs run at their measured rate per expert width and dense ones
-#: at their measured gain by step size; 111 ms at the next run), while NVIDIA NIM's two
-#: Llama-3.1-70B runs on H100 at 1 and 5 users were within 51 ms of it
-#: (planner.fidelity.ttft_excess_at_low_load; tests/test_report.py holds the figure to the
-#: data). The API server, tokenization, scheduling and streaming of a real stack, which
-#: the planner's TTFT (queue + prefill) does not include.
-MEASURED_AGG_TTFT_EXTRA_MS = 24.0
+#: rounded down), the upper quartile: InferenceMAX's aggregated DeepSeek-V3 runs on B200,
+#: H200, MI300X and MI325X measured 158-1,441 ms; with the serving stack's median latency
+#: priced (planner.serving_stack) the model is right at the median and a quarter of the
+#: runs took 81 ms or more beyond it (up to +664 ms: MI300X with 7,373-token prompts),
+#: while NVIDIA NIM's two Llama-3.1-70B runs on H100 at 1 and 5 users were within 51 ms
+#: of it (planner.fidelity.ttft_excess_at_low_load; tests/test_report.py holds the figure
+#: to the data).
+MEASURED_AGG_TTFT_EXTRA_MS = 80.0
 
 #: What a missing value prints as (as in the plain-text report).
 _MISSING = "-"
@@ -107,9 +106,9 @@ def aggregated_ttft_line(c: Mapping[str, Any]) -> str | None:
         "aggregated",
         extra,
         "queue + chunked prefill",
-        "public runs through SGLang's and TensorRT-LLM's HTTP servers at 1-8 users "
-        f"(InferenceMAX) measured {extra:,.0f} ms or more beyond such predictions (NIM "
-        "within 70 ms)",
+        "a quarter of public runs through SGLang's and TensorRT-LLM's HTTP servers at 1-8 "
+        f"users (InferenceMAX) measured {extra:,.0f} ms or more beyond such predictions "
+        "(NIM within 70 ms)",
     )
 
 

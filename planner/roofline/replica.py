@@ -16,6 +16,7 @@ from planner import architecture as arch
 from planner import engines
 from planner import kernels as kn
 from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
+from planner.serving_stack import serving_stack_ttft_ms
 
 #: The default engine's (vLLM's, as plans launch it) ``gpu_memory_utilization``: the
 #: share of each GPU's memory the engine may use for weights, activations and the KV
@@ -99,6 +100,13 @@ class Replica:
     def attention_tp(self) -> int:
         """GPUs one attention rank spans: ``tp / dp`` (KV replication follows it)."""
         return self.tp // self.dp
+
+    @property
+    def stack_ttft_ms(self) -> float:
+        """Serving-stack latency in every request's TTFT (ms), outside the GPU steps:
+        :func:`planner.serving_stack.serving_stack_ttft_ms` (measured; 0 for models
+        without MLA)."""
+        return serving_stack_ttft_ms(self.model, self.gpu)
 
     @cached_property
     def coefficients(self) -> kn.StepCoefficients:

@@ -15,7 +15,9 @@ Scheduler per replica (what the plan assumes):
 * **prefill** (disaggregated): one prompt at a time (``roofline.prefill_ms``),
   first come first served; the exposed part of the KV transfer
   (``roofline.exposed_transfer_ms`` of the prompt's KV over the pool's link)
-  is added to the first token and delays the decode;
+  is added to the first token and delays the decode; the serving stack's latency
+  (``Replica.stack_ttft_ms``, :mod:`planner.serving_stack`) shifts the whole request
+  as the client sees it (first and last token), holding no GPU;
 * **decode** (disaggregated): every step decodes all residents; a shipped
   sequence joins at the next step boundary when a slot (``max_batch``, KV
   memory) is free, otherwise it waits in the class's decode queue.
@@ -301,6 +303,13 @@ def run_class(
         dpool[ok] = sim.pool_ids[reps[ok]]
         dpool_of[idx] = dpool
         stats += _replica_stats(sim, dec, window)
+
+    # the serving stack's latency (Replica.stack_ttft_ms of the pool that served the
+    # prefill): the client sees the whole request later by it; no GPU time
+    stack = np.array([p.steps.replica.stack_ttft_ms for p in cls.pools] + [0.0])
+    shift = stack[pool_of]  # pool_of -1 (never served) takes the trailing 0
+    first = first + shift
+    last = last + shift
 
     return ClassRun(
         cls=cls,
