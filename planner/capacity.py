@@ -239,7 +239,7 @@ class OperatingPoint:
     resident: float  # n
     rho: float
     compute_bound: bool
-    stack_ms: float = 0.0  # serving-stack latency (Replica.stack_ttft_ms), no GPU time
+    stack_ms: float = 0.0  # serving stack (Replica.stack_ttft_ms of the prompt), no GPU time
 
     @property
     def ttft_ms(self) -> float:
@@ -307,7 +307,7 @@ class CapacityModel:
             resident=resident,
             rho=rho,
             compute_bound=self.steps.is_compute_bound(b_s, share * chunk),
-            stack_ms=self.replica.stack_ttft_ms,
+            stack_ms=self.replica.stack_ttft_ms(p),
         )
 
     def _violation(self, batch: float) -> Bound | None:

@@ -4,39 +4,73 @@ as measured on public runs, added to every predicted TTFT and never to GPU time.
 
 Measured only for MLA models (DeepSeek-V3/R1) served by SGLang and TensorRT-LLM:
 SemiAnalysis InferenceX's aggregated runs at 1-8 users measure 158-1,441 ms where queue
-+ prefill predicts 34-423 ms. The excess is about constant in the prompt on NVIDIA
-GPUs (B200 at one user: +126 ms for 922-token prompts, +163 ms for 7,373) and not GPU
++ prefill predicts 34-423 ms, with 922- and 7,373-token prompts. The excess is not GPU
 time: the same runs' throughputs at 16-128 users are predicted within a few percent
-without it. Dense models show none beyond the model's spread (NVIDIA NIM's Llama-3.1-70B
-runs at 1 and 5 users: -47 and +51 ms; TensorRT-LLM's own Llama-3.1 8B/70B runs at 2
-requests/s: 0-19 ms), so they get 0. ``tests/test_serving_stack.py`` holds both
-constants to the data (planner.fidelity.ttft_excess_at_low_load).
+without it. It is ``base + per_token x prompt tokens`` per GPU vendor, the line through
+the median excess of each prompt length: on NVIDIA GPUs nearly constant (B200 at one
+user: +126 ms for 922-token prompts, +163 ms for 7,373), on AMD's ROCm stack growing
+with the prompt (MI300X and MI325X: +210 to +531 ms at 922 tokens, +549 to +1,093 ms at
+7,373). Beyond 7,373 tokens the line is extrapolated (longer prompts priced slower,
+never faster). Dense models show none beyond the model's spread (NVIDIA NIM's
+Llama-3.1-70B runs at 1 and 5 users: -47 and +51 ms; TensorRT-LLM's own Llama-3.1 8B/70B
+runs at 2 requests/s: 0-19 ms), so they get 0. ``tests/test_serving_stack.py`` holds
+the constants to the data (planner.fidelity.ttft_excess_at_low_load).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from catalog.schema import Gpu, Model
 
-#: Median serving-stack TTFT of an MLA model on an NVIDIA GPU (ms): InferenceX's
-#: DeepSeek runs on B200 and H200 at 1-8 users, SGLang (12 runs, median +156 ms) and
-#: TensorRT-LLM (9 runs, +148 ms) together, beyond queue + prefill as priced. Measured.
-MLA_STACK_TTFT_MS_NVIDIA = 150.0
 
-#: The same on AMD GPUs (ms): SGLang on MI300X and MI325X (12 runs, median +433 ms;
-#: +210 to +531 ms with 922-token prompts, +549 to +1,093 ms with 7,373: the ROCm stack's
-#: excess grows with the prompt, which this constant does not follow). Measured.
-MLA_STACK_TTFT_MS_AMD = 430.0
+@dataclass(frozen=True)
+class StackLatency:
+    """A serving stack's TTFT latency ``base_ms + per_token_ms x prompt tokens`` (ms)."""
+
+    base_ms: float
+    per_token_ms: float
+
+    def at(self, prompt_tokens: float) -> float:
+        """The latency for a prompt of ``prompt_tokens`` tokens (ms)."""
+        return self.base_ms + self.per_token_ms * max(prompt_tokens, 0.0)
 
 
-def serving_stack_ttft_ms(model: Model, gpu: Gpu) -> float:
-    """Serving-stack latency in a request's TTFT (ms): :data:`MLA_STACK_TTFT_MS_NVIDIA`
-    for an MLA model on an NVIDIA GPU, :data:`MLA_STACK_TTFT_MS_AMD` on any other (the
-    larger of the two measured: a stack never measured, Intel's, is not assumed
-    faster than a measured one); 0 for a model without MLA (measured within the
-    model's spread). A constant per request: it delays the first token, holds no GPU."""
+#: MLA models on NVIDIA GPUs: the line through the median excess of InferenceX's
+#: DeepSeek runs on B200 and H200 at 1-8 users (SGLang and TensorRT-LLM, 21 runs):
+#: +149 ms at 922-token prompts, +163 ms at 7,373 (ms, ms per prompt token). Measured.
+MLA_STACK_NVIDIA = StackLatency(base_ms=147.0, per_token_ms=0.0022)
+
+#: The same on AMD GPUs: SGLang on MI300X and MI325X (12 runs): +336 ms at 922-token
+#: prompts, +872 ms at 7,373 (ms, ms per prompt token). Measured.
+MLA_STACK_AMD = StackLatency(base_ms=259.0, per_token_ms=0.083)
+
+#: No stack latency (models without MLA: none measured beyond the model's spread).
+NO_STACK = StackLatency(base_ms=0.0, per_token_ms=0.0)
+
+
+def serving_stack(model: Model, gpu: Gpu) -> StackLatency:
+    """The serving stack's TTFT latency for ``model`` on ``gpu``: :data:`MLA_STACK_NVIDIA`
+    for an MLA model on an NVIDIA GPU, :data:`MLA_STACK_AMD` on any other (the slower of
+    the two measured: a stack never measured, Intel's, is not assumed faster than a
+    measured one); :data:`NO_STACK` for a model without MLA. Per request: it delays the
+    first token, holds no GPU."""
     if model.mla is None:
-        return 0.0
-    return MLA_STACK_TTFT_MS_NVIDIA if gpu.vendor.upper() == "NVIDIA" else MLA_STACK_TTFT_MS_AMD
+        return NO_STACK
+    return MLA_STACK_NVIDIA if gpu.vendor.upper() == "NVIDIA" else MLA_STACK_AMD
 
 
-__all__ = ["MLA_STACK_TTFT_MS_AMD", "MLA_STACK_TTFT_MS_NVIDIA", "serving_stack_ttft_ms"]
+def serving_stack_ttft_ms(model: Model, gpu: Gpu, prompt_tokens: float) -> float:
+    """Serving-stack latency in the TTFT of a ``prompt_tokens``-token request (ms):
+    ``serving_stack(model, gpu).at(prompt_tokens)``."""
+    return serving_stack(model, gpu).at(prompt_tokens)
+
+
+__all__ = [
+    "MLA_STACK_AMD",
+    "MLA_STACK_NVIDIA",
+    "NO_STACK",
+    "StackLatency",
+    "serving_stack",
+    "serving_stack_ttft_ms",
+]

@@ -179,8 +179,8 @@ class Candidate:
     service_cv2: float | None = None
     service_q_ms: float | None = None  # prefill of the percentile prompt, unloaded
     transfer_exposed_ms: float = 0.0
-    #: Serving-stack latency in the TTFT (Replica.stack_ttft_ms; prefill and aggregated
-    #: pools), outside the GPU's work: it takes from the wait budget, not capacity.
+    #: Serving-stack latency in the TTFT of the percentile prompt (Replica.stack_ttft_ms;
+    #: prefill and aggregated pools), no GPU work: it takes from the wait budget only.
     stack_ttft_ms: float = 0.0
     kv_transfer_link: str | None = None
     cost_usd_per_hour: float = 0.0

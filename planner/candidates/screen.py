@@ -126,7 +126,7 @@ def _screen_config(
         arrival_cv2=req.request.traffic.burst_cv**2,
         max_utilization=req.request.constraints.max_utilization,
         spare_replicas=req.request.constraints.spare_replicas_per_pool,
-        stack_ttft_ms=replica.stack_ttft_ms if role != PoolRole.DECODE else 0.0,
+        stack_ttft_ms=replica.stack_ttft_ms(fig.prompt_q_tokens) * (role != PoolRole.DECODE),
     )
     if role in (PoolRole.DECODE, PoolRole.AGGREGATED) and b_mem < 1:
         return reject(

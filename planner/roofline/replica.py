@@ -16,7 +16,7 @@ from planner import architecture as arch
 from planner import engines
 from planner import kernels as kn
 from planner.errors import DoesNotFitError, PlanningError, UnknownEntryError
-from planner.serving_stack import serving_stack_ttft_ms
+from planner.serving_stack import StackLatency, serving_stack
 
 #: The default engine's (vLLM's, as plans launch it) ``gpu_memory_utilization``: the
 #: share of each GPU's memory the engine may use for weights, activations and the KV
@@ -102,11 +102,16 @@ class Replica:
         return self.tp // self.dp
 
     @property
-    def stack_ttft_ms(self) -> float:
-        """Serving-stack latency in every request's TTFT (ms), outside the GPU steps:
-        :func:`planner.serving_stack.serving_stack_ttft_ms` (measured; 0 for models
-        without MLA)."""
-        return serving_stack_ttft_ms(self.model, self.gpu)
+    def stack(self) -> StackLatency:
+        """Serving-stack latency in every request's TTFT, outside the GPU steps:
+        :func:`planner.serving_stack.serving_stack` (measured; none for models without
+        MLA)."""
+        return serving_stack(self.model, self.gpu)
+
+    def stack_ttft_ms(self, prompt_tokens: float) -> float:
+        """The serving stack's latency in the TTFT of a ``prompt_tokens``-token request
+        (ms): ``stack.at(prompt_tokens)``."""
+        return self.stack.at(prompt_tokens)
 
     @cached_property
     def coefficients(self) -> kn.StepCoefficients:

@@ -306,8 +306,10 @@ def run_class(
 
     # the serving stack's latency (Replica.stack_ttft_ms of the pool that served the
     # prefill): the client sees the whole request later by it; no GPU time
-    stack = np.array([p.steps.replica.stack_ttft_ms for p in cls.pools] + [0.0])
-    shift = stack[pool_of]  # pool_of -1 (never served) takes the trailing 0
+    stacks = [p.steps.replica.stack for p in cls.pools]
+    base = np.array([s.base_ms for s in stacks] + [0.0])  # pool_of -1: never served, 0
+    per_token = np.array([s.per_token_ms for s in stacks] + [0.0])
+    shift = base[pool_of] + per_token[pool_of] * prompt
     first = first + shift
     last = last + shift
 
