@@ -37,6 +37,7 @@ def _excess_without_stack(cat, vendor: str) -> dict[int, list[float]]:
     for x in got:
         gpu, m = cat.gpus[x.gpu], pts[x.id]
         if "InferenceX" in x.source and gpu.vendor.upper() == vendor:
+            assert m.isl is not None
             stack = serving_stack_ttft_ms(cat.models["deepseek-v3"], gpu, m.isl)
             out.setdefault(m.isl, []).append(x.measured_ms - (x.predicted_ms - stack))
     return out
