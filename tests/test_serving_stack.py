@@ -156,6 +156,16 @@ def test_the_plan_says_what_stack_it_priced_and_its_caveats_count_it_once(cat):
     assert g["serving_stack_base_ms"] == MLA_STACK_NVIDIA.base_ms
     assert g["serving_stack_ms_per_prompt_token"] == MLA_STACK_NVIDIA.per_token_ms
     assert any("147 ms or more of serving stack" in n for n in plan.assumed_notes)
+    assert plan.pools
+    for pool in plan.pools:  # the p90 prompt's stack where TTFT is priced
+        want = None if pool.role == "decode" else pytest.approx(MLA_STACK_NVIDIA.at(4000))
+        assert pool.serving_stack_ms == want
+    from planner.report.render import render_plan_report
+
+    md, _ = render_plan_report({"request": DEEPSEEK_H200, "plan": plan.to_json_dict()}, "md", cat)
+    assert isinstance(md, str)
+    assert "ms of serving stack at the SLO percentile's prompt" in md
+    assert "— 1 replicas of" not in md  # launch headings count replicas in English
     c = {"name": "chat", "mode": "disaggregated", "ttft_ms": 1990.0, "slo": {"ttft_ms": 2000}}
     assert "beyond the 2,000 ms SLO" in (disaggregated_ttft_line(c) or "")
     line = disaggregated_ttft_line(c, MLA_STACK_NVIDIA.base_ms) or ""

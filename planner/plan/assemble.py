@@ -108,6 +108,9 @@ def plan_from_result(
                 kv_transfer_exposed_ms=(
                     cand.transfer_exposed_ms if cand.config.role == PoolRole.PREFILL else None
                 ),
+                serving_stack_ms=(
+                    cand.stack_ttft_ms if cand.config.role != PoolRole.DECODE else None
+                ),
                 provenance=cand.provenance,
                 factor_points=cand.factor_points,
                 level_scale=cand.level_scale,

@@ -72,6 +72,9 @@ class PoolPlan(Out):
     step_ms: float | None
     kv_transfer_link: str | None = None
     kv_transfer_exposed_ms: float | None = None
+    # The serving stack's latency in predicted_ttft_ms at the SLO percentile's prompt
+    # (planner.serving_stack; prefill and aggregated pools; 0 for models without MLA).
+    serving_stack_ms: float | None = None
     # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
     # applied to capacity_rps at the request's confidence, and the 90% bands.
     provenance: str | None = None

@@ -140,7 +140,8 @@ def launch_blocks(pools: Sequence[Mapping[str, Any]], catalog: Catalog) -> list[
         )
         out.append(
             Heading(
-                f"{pool_class(p)} · {s(p.get('role'))} — {num(p.get('replicas'))} replicas of "
+                f"{pool_class(p)} · {s(p.get('role'))} — {num(p.get('replicas'))} "
+                f"{'replica' if p.get('replicas') == 1 else 'replicas'} of "
                 f"{num(p.get('tp'))} × {gpu_name(str(p.get('gpu')), catalog)} "
                 f"({s(p.get('dtype'))}), {what}"
             )

@@ -391,6 +391,7 @@ def plan_document(
                         kind="note",
                     ),
                     *kv_transfer_paras(pools),
+                    *serving_stack_paras(pools),
                     *launch_blocks(pools, catalog),
                 ],
                 page_break=True,
@@ -491,6 +492,27 @@ def plan_document(
     )
 
 
+def serving_stack_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
+    """One note per pool whose TTFT includes a serving stack's latency
+    (``serving_stack_ms`` > 0 in its plan JSON, planner.serving_stack)."""
+    out: list[Block] = []
+    for p in pools:
+        stack = p.get("serving_stack_ms")
+        if is_num(stack) and stack > 0:
+            out.append(
+                Para(
+                    [
+                        f"{pool_class(p)} {p.get('role')} on {p.get('gpu')}: TTFT includes "
+                        f"{ms(stack)} ms of serving stack at the SLO percentile's prompt (API "
+                        "server, tokenization, scheduling: measured on public runs of MLA "
+                        "models, no GPU time)."
+                    ],
+                    kind="note",
+                )
+            )
+    return out
+
+
 def kv_transfer_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
     out: list[Block] = []
     for p in pools:
@@ -564,7 +586,7 @@ def robust_sections(plan: Mapping[str, Any], catalog: Catalog) -> list[Section]:
         pools = _list(sub.get("pools"))
         blocks: list[Block] = []
         if pools:
-            blocks += [pools_table(pools), *kv_transfer_paras(pools)]
+            blocks += [pools_table(pools), *kv_transfer_paras(pools), *serving_stack_paras(pools)]
         if _list(sub.get("classes")):
             blocks += [Heading("Classes"), classes_table(sub)]
         blocks += launch_blocks(pools, catalog)
