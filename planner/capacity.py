@@ -36,7 +36,8 @@ mean number of sequences in decode [sequences]:
   ``c = max(1, floor(T_avail / P))`` servers of service ``S_p``
   (:func:`planner.queueing.mgc_mean_wait_s` with ``cs^2 = 0``), plus half a
   step when it arrives while the engine is busy:
-  TTFT = ``min(1, n) x t / 2 + W_q + S_p`` [ms];
+  TTFT = ``min(1, n) x t / 2 + W_q + S_p + stack(P)`` [ms], the last the serving
+  stack's latency (:mod:`planner.serving_stack`, no GPU time; 0 without MLA);
 * resident sequences holding KV cache: ``n = B + X x S_p`` must fit
   ``max_resident_batch(K)`` (:func:`planner.roofline.max_resident_batch`), ``K`` the
   context each sequence takes against the engine's admission limit
