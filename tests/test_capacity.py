@@ -248,7 +248,14 @@ def _predict(r: rl.Replica, prompt, output, mode, load):
 PRICED: list[str] = []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+# derandomized: the companion check below needs every mode priced, and a random draw of
+# 150 cases once priced no "slo" case (all missed their drawn TPOT: a fresh-check run)
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.filter_too_much],
+)
 @given(scenarios())
 def test_predictions_never_exceed_the_roofline(case):
     """Whatever the efficiency factors (any calibration stays within MFU, MBU <= 1 and
