@@ -243,8 +243,13 @@ class OperatingPoint:
     stack_ms: float = 0.0  # serving stack (Replica.stack_ttft_ms of the prompt), no GPU time
 
     @property
+    def admitted_ttft_ms(self) -> float:
+        """From admission to first token (ms): TTFT without the queue's wait."""
+        return self.residual_ms + self.prefill_ms + self.stack_ms
+
+    @property
     def ttft_ms(self) -> float:
-        return self.residual_ms + self.wait_ms + self.prefill_ms + self.stack_ms
+        return self.admitted_ttft_ms + self.wait_ms
 
 
 class CapacityModel:
@@ -535,12 +540,11 @@ def replica_capacity(
                 b, binding = b_p, "tpot"
         pt = cm.point(b)
         saturated = binding is None
-        idle = pt.residual_ms + pt.prefill_ms + pt.stack_ms  # admission to first token
-        ttft = pt.ttft_ms if math.isfinite(pt.ttft_ms) else idle
+        ttft = pt.ttft_ms if math.isfinite(pt.ttft_ms) else pt.admitted_ttft_ms
     else:
         mode = CapacityMode.MAX_THROUGHPUT
         pt, saturated = top, True
-        ttft = pt.residual_ms + pt.prefill_ms + pt.stack_ms
+        ttft = pt.admitted_ttft_ms
         notes.append("ttft_ms is from admission to first token (time queued before excluded)")
 
     step_bound = Bound.COMPUTE if pt.compute_bound else Bound.MEMORY_BANDWIDTH

@@ -24,8 +24,8 @@ from typing import Any, TypeGuard
 #: H200 at 11 or more users measured 221-12,670 ms where those predict 40-520 ms; the
 #: least excess is +165 ms (GB200, 24 users; 221 against 56 ms). Hand-over, router,
 #: scheduling and serving-stack delays (planner.calibration.disagg); for MLA models the
-#: plan's TTFT now prices the stack's part (planner.serving_stack, ~150 ms on NVIDIA), so
-#: for them this caveat counts it twice: it errs long.
+#: plan's TTFT prices the stack's part (planner.serving_stack, ~150 ms on NVIDIA), which
+#: :func:`disaggregated_ttft_line` takes off this figure.
 MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
 
 #: TTFT that public single-replica runs at 1-8 users, served through SGLang's and
