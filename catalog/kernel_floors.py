@@ -143,3 +143,23 @@ class GemmTokenGain(Frozen):
                             f"previous {before}: a step of more tokens would take less time"
                         )
         return v
+
+
+class GemmPeakShare(Frozen):
+    """The share of its dense peak this GPU's dense weight GEMMs reach at 512 tokens,
+    per serving engine and weight dtype (dimensionless, in (0, 1]; ``bf16`` of the BF16
+    peak, ``fp8`` of the FP8 peak): ``2 x 512 x N x K / t / peak``, the median over
+    weight shapes of 4,096-16,384 x 4,096-16,384 (measured kernel timings; the base of
+    :class:`GemmTokenGain`'s curve; :func:`planner.kernel_floors.dense_gemm_lift`).
+
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> share}; ``analogy_mfu``: the MFU
+    the GPU's analogy factors set (``planner.calibration.UNCALIBRATED_DEFAULTS``), which
+    the measured rate is stated against, so that a fitted level or MFU scales the measured
+    rate; ``source``: the kernel benchmark and its versions. Engines not listed take the
+    least listed share."""
+
+    analogy_mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    by_engine: dict[
+        Id, dict[Literal["bf16", "fp8"], Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]]
+    ] = Field(min_length=1, max_length=16)
+    source: Text = Field(min_length=10)

@@ -61,6 +61,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
 from catalog.kernel_floors import (
     DecodeAttention,
     Fp8GemmEfficiency,
+    GemmPeakShare,
     GemmTokenGain,
     MlaLayerFloor,
     MoeLayerFloor,
@@ -115,6 +116,19 @@ class AllToAllKernel(Frozen):
     source: Text = Field(min_length=10)
 
 
+class AllReduceKernel(Frozen):
+    """Engines' tensor-parallel all-reduce measured on a link: ``slowdown_by_mib``, per
+    message size in MiB (1 to 1,024), the measured time over the alpha-beta time at the
+    link's nominal bandwidth and latency (``planner.collectives.allreduce_ms``), the median
+    over engines and GPU counts; ``source``."""
+
+    slowdown_by_mib: dict[
+        Annotated[int, Field(ge=1, le=1 << 20)],
+        Annotated[float, Field(ge=0.5, le=10, allow_inf_nan=False)],
+    ] = Field(min_length=1, max_length=32)
+    source: Text = Field(min_length=10)
+
+
 class Link(Frozen):
     """An interconnect. Bandwidth is per direction (what one transfer can use)."""
 
@@ -131,6 +145,10 @@ class Link(Frozen):
     all_to_all: AllToAllKernel | None = Field(
         default=None,
         description="Measured expert-parallel all-to-all on this link; None: assumed.",
+    )
+    allreduce: AllReduceKernel | None = Field(
+        default=None,
+        description="Measured tensor-parallel all-reduce on this link; None: assumed.",
     )
     sources: Sources
     notes: Text = ""
@@ -354,6 +372,7 @@ class Gpu(Frozen):
     )
     decode_attention: DecodeAttention | None = None  # measured kernel rate; None: the MBU only
     gemm_token_gain: GemmTokenGain | None = None  # measured; None: the architecture's or 1
+    gemm_peak_share: GemmPeakShare | None = None  # measured; None: the architecture's or none
     sources: Sources
     notes: Text = ""
     uncertain: list[Name] = Field(

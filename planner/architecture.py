@@ -178,6 +178,32 @@ def routed_expert_param_count(model: Model) -> int:
 # --------------------------------------------------------------------------- bytes
 
 
+#: Bytes per activation value the elementwise kernels move (bf16).
+ELEMENTWISE_VALUE_BYTES = 2.0
+
+
+def elementwise_bytes_per_token(model: Model, tp: int) -> float:
+    """HBM bytes one token's elementwise kernels move across the ``tp`` GPUs its attention
+    runs on in a step (the kernels between the GEMMs, as aiconfigurator's model of a layer
+    counts them; with data-parallel attention ``tp`` is a rank's GPUs): per layer two fused
+    add + RMSNorm kernels, each reading the residual and the hidden state and writing both
+    (``4 x hidden`` values; every tensor-parallel GPU holds the whole hidden state, so
+    ``x tp``), and the gated activation reading gate and up and
+    writing their product (``3 x`` the MLP width, split over the ranks; an MoE layer's
+    width is its ``experts_per_token + num_shared_experts`` experts'). In bf16 (2 bytes):
+    ``sum over layers (tp x 8 x hidden + 3 x width) x 2``. Llama-3.1-8B at tp 1:
+    32 x (32,768 + 43,008) x 2 = 4.85 MB per token (2.1 us at H100's 3.35 TB/s x 0.7)."""
+    moe_layers = moe_layer_count(model)
+    dense_width = 3.0 * model.intermediate_size
+    width = 0.0
+    if model.moe is not None:
+        m = model.moe
+        width = 3.0 * (m.experts_per_token + m.num_shared_experts) * m.expert_intermediate_size
+    norms = model.num_layers * tp * 8.0 * model.hidden_size
+    mlp = (model.num_layers - moe_layers) * dense_width + moe_layers * width
+    return (norms + mlp) * ELEMENTWISE_VALUE_BYTES
+
+
 def fp4_bits_per_weight(fmt: Fp4Format | str) -> float:
     """Bits one FP4 weight takes with its share of the block scale:
     ``4 + scale_bits / block`` (bits): NVFP4 4 + 8/16 = 4.5, MXFP4 4 + 8/32 = 4.25.

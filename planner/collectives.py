@@ -8,6 +8,8 @@ and assumed no faster than the slowest measured elsewhere.
 
 from __future__ import annotations
 
+import math
+
 from catalog.schema import Link, LinkKind
 
 #: Expert-parallel all-to-all on a link without a measurement (:func:`all_to_all_kernel`):
@@ -17,6 +19,56 @@ from catalog.schema import Link, LinkKind
 #: catalog in tests/test_kernel_floors.py.
 ALL_TO_ALL_ASSUMED_LATENCY_US = 22.1
 ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION = 0.67
+
+#: Tensor-parallel all-reduce on a scale-up link without a measurement
+#: (:func:`allreduce_slowdown`): per message size (MiB), the largest slowdown measured on a
+#: catalog link (NVLink 3, 4 and 5: engines' custom all-reduces in aiconfigurator's
+#: database), so an unmeasured link (xGMI, a bridge, Gaudi's RoCE) is never faster.
+#: Checked against the catalog in tests/test_gemm_peak_share.py.
+ALLREDUCE_SLOWDOWN_ASSUMED: dict[int, float] = {
+    1: 1.216,
+    2: 1.277,
+    4: 1.4,
+    8: 2.128,
+    16: 1.97,
+    32: 1.917,
+    64: 1.916,
+    128: 1.625,
+    256: 1.56,
+    512: 1.513,
+    1024: 1.461,
+}
+#: Messages of at most this many MiB (64 KiB) take the alpha-beta time (slowdown 1: the
+#: measured small-message latency is the link's latency); the slowdown grows linearly in
+#: log2(size) from here to the curve's first point.
+ALLREDUCE_SLOWDOWN_FROM_MIB = 1.0 / 16.0
+
+
+def allreduce_slowdown(link: Link, message_bytes: float) -> float:
+    """Measured all-reduce time over the alpha-beta time on ``link`` for a message of
+    ``message_bytes`` (dimensionless, >= 0.5): the link's ``allreduce.slowdown_by_mib``
+    (engines' custom all-reduces, 1 MiB to 1 GiB: NVLink 4 1.22 at 1 MiB, 1.55 at 8-16 MiB,
+    1.26 at 1 GiB), else :data:`ALLREDUCE_SLOWDOWN_ASSUMED` on a scale-up link; linear in
+    log2(size) between the curve's points, 1 at and below
+    :data:`ALLREDUCE_SLOWDOWN_FROM_MIB`, the last point's beyond the last; 1 on other links
+    (a network ring at its nominal rate; PCIe has its own measured fit)."""
+    if link.allreduce is not None:
+        curve = link.allreduce.slowdown_by_mib
+    elif link.kind == LinkKind.SCALE_UP:
+        curve = ALLREDUCE_SLOWDOWN_ASSUMED
+    else:
+        return 1.0
+    points = sorted(curve.items())
+    mib = message_bytes / 2**20
+    if mib <= ALLREDUCE_SLOWDOWN_FROM_MIB:
+        return 1.0
+    prev_x, prev_y = ALLREDUCE_SLOWDOWN_FROM_MIB, 1.0
+    for x, y in points:
+        if mib <= x:
+            t = math.log2(mib / prev_x) / math.log2(x / prev_x)
+            return prev_y + (y - prev_y) * t
+        prev_x, prev_y = x, y
+    return prev_y
 
 
 #: NCCL all-reduce over PCIe on an 8-GPU server without NVLink, per GPU count: (latency
@@ -62,7 +114,10 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
 
     On a scale-up link (NVSwitch, xGMI mesh, NVLink bridge) engines pick the fastest
     (one-shot for small messages: a few microseconds; two-shot or ring for large ones,
-    bandwidth-bound). Over PCIe the measured NCCL ring of a PCIe server:
+    bandwidth-bound), times the link's measured :func:`allreduce_slowdown` at ``M``
+    (engines' all-reduces take 1.2-1.6x the alpha-beta time on NVLink 4 from 1 MiB up;
+    a 32 MiB prefill chunk's message at tp 8: 0.1375 ms x 1.471 = 0.202 ms, measured
+    0.178-0.213). Over PCIe the measured NCCL ring of a PCIe server:
     ``t0 + 2 (tp-1)/tp x M / bus`` with (``t0``, ``bus``) from
     :func:`pcie_allreduce_alpha_beta` (70B's 1 MB decode message at tp 4: 12.41 us +
     1.5 x 1.05e6 / 19.56e9 s = 0.093 ms; at tp 8: 0.212 ms). Other links (network): the
@@ -80,7 +135,7 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
         return ring
     one_shot = alpha_ms + (tp - 1) * message_bytes * beta_ms
     two_shot = 2 * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
-    return min(ring, one_shot, two_shot)
+    return min(ring, one_shot, two_shot) * allreduce_slowdown(link, message_bytes)
 
 
 def all_to_all_kernel(link: Link) -> tuple[float, float]:

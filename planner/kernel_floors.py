@@ -463,3 +463,92 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
     i = int(x)
     lo = 1.0 if i == 0 else gains[i - 1]
     return lo + (gains[i] - lo) * (x - i)
+
+
+#: The share of its dense peak a dense GEMM reaches at 512 tokens (:func:`dense_gemm_lift`)
+#: for a GPU whose catalog entry has no ``gemm_peak_share``, per architecture, engine and
+#: dtype: the least measured on a catalog GPU of that architecture (aiconfigurator's
+#: database: H100/H200 for Hopper, so H100 NVL and PCIe take them; B200/GB200 for
+#: Blackwell; A100 80GB for Ampere; L40S for Ada, so L4 takes them). Checked against the
+#: catalog in tests/test_gemm_peak_share.py.
+GEMM_PEAK_SHARE_BY_ARCH: dict[str, dict[str, dict[str, float]]] = {
+    "Ampere": {"sglang": {"bf16": 0.709}, "vllm": {"bf16": 0.734}, "trtllm": {"bf16": 0.734}},
+    "Blackwell": {
+        "sglang": {"bf16": 0.572, "fp8": 0.351},
+        "vllm": {"bf16": 0.622, "fp8": 0.32},
+        "trtllm": {"bf16": 0.556, "fp8": 0.287},
+    },
+    "Hopper": {
+        "sglang": {"bf16": 0.733, "fp8": 0.523},
+        "vllm": {"bf16": 0.801, "fp8": 0.533},
+        "trtllm": {"bf16": 0.733, "fp8": 0.483},
+    },
+    "Ada Lovelace": {
+        "sglang": {"bf16": 0.557, "fp8": 0.413},
+        "vllm": {"bf16": 0.613, "fp8": 0.466},
+        "trtllm": {"bf16": 0.536, "fp8": 0.423},
+    },
+}
+
+
+def gemm_peak_share(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float | None:
+    """The share of its ``dtype`` dense peak ``gpu``'s dense weight GEMMs reach at 512
+    tokens with ``engine`` (dimensionless; measured, aiconfigurator's kernel database): the
+    GPU's ``gemm_peak_share`` (an engine it does not list takes the least listed), else its
+    architecture's :data:`GEMM_PEAK_SHARE_BY_ARCH` (likewise); None where nothing of the
+    architecture is measured (AMD, Intel) and for FP4 weights."""
+    d = Dtype(dtype).value
+    if gpu.gemm_peak_share is not None:
+        shares = {e: s[d] for e, s in gpu.gemm_peak_share.by_engine.items() if d in s}
+    else:
+        table = GEMM_PEAK_SHARE_BY_ARCH.get(gpu.arch, {})
+        shares = {e: s[d] for e, s in table.items() if d in s}
+    return _for_engine(shares, engine) if shares else None
+
+
+#: The share of the kernel database's GEMM rate a dense GEMM keeps inside a serving step
+#: (:func:`dense_gemm_lift`): a benchmark times one GEMM alone, at the clock a short burst
+#: holds; a step runs it between attention, collectives and elementwise kernels at the
+#: clock a whole step's power draw sustains. Fitted: the factor at which the reference
+#: GPUs' (H100 and H200 SXM) level (``make calibrate-defaults``) comes back to about 1, so
+#: the level stops pulling their decode bandwidth down to pay for compute-bound steps
+#: (without it H100's level fell to 0.916, its MBU with it, and memory-bound runs went
+#: 5-8% more pessimistic).
+SERVING_GEMM_SHARE = 0.9
+
+
+def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
+    """The measured dense GEMM rate over the one the analogy factors give (dimensionless):
+    ``share / (MFU_a x e_fp8)``, ``share`` the measured :func:`gemm_peak_share` at 512
+    tokens, ``MFU_a`` the GPU's analogy MFU (``gemm_peak_share.analogy_mfu``; for a GPU
+    borrowing its architecture's share, ``efficiency.prefill_mfu / efficiency.level_scale``;
+    a BF16 prefill figure that also carries what else a step spends: H100 0.5) and
+    ``e_fp8`` the FP8 efficiency (:func:`fp8_gemm_efficiency`, 1 for BF16), times
+    :data:`SERVING_GEMM_SHARE` ``k``: ``lift = k x share / (MFU_a x e_fp8)``. So a replica's
+    dense GEMMs run at ``peak x level x k x share x gain(tokens)``: the measured kernel
+    rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM: BF16 0.9 x
+    0.733 / 0.5 = 1.319, FP8 0.9 x 0.483 / (0.5 x 0.741) = 1.173. 1 where no share is
+    measured (no lift an unmeasured architecture's GPU did not earn)."""
+    share = gemm_peak_share(gpu, engine, dtype)
+    if share is None:
+        return 1.0
+    if gpu.gemm_peak_share is not None:
+        mfu_a = gpu.gemm_peak_share.analogy_mfu
+    else:
+        mfu_a = gpu.efficiency.prefill_mfu / gpu.efficiency.level_scale
+    e_fp8 = fp8_gemm_efficiency(gpu, engine) if Dtype(dtype) == Dtype.FP8 else 1.0
+    return SERVING_GEMM_SHARE * share / (mfu_a * e_fp8)
+
+
+#: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
+#: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
+MOE_HALF_EFFICIENCY_TOKENS = 16.0
+
+
+def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
+    """Share of the dense MFU a grouped expert GEMM reaches at ``m`` tokens per expert:
+    ``g(m) = m / (m + MOE_HALF_EFFICIENCY_TOKENS)`` (dimensionless, in [0, 1)); 0 at m = 0.
+    At 16 tokens per expert 0.5, at 2,048 (a prefill chunk) 0.992."""
+    if tokens_per_expert <= 0:
+        return 0.0
+    return tokens_per_expert / (tokens_per_expert + MOE_HALF_EFFICIENCY_TOKENS)

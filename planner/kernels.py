@@ -4,8 +4,12 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
 (starting after ``s_c`` cached tokens) runs, one after another:
 
 * **weight GEMMs** over all ``n = B + T`` tokens (everything but the routed experts):
-  ``max(n x 2 N_dense / (F_gemm x g_n), dense weight bytes / W_eff)``, ``g_n`` the GEMM
-  rate's measured gain from 512 to ``n`` tokens (:func:`gemm_token_gain`, >= 1);
+  ``max(n x 2 N_dense / (F_gemm x lift x g_n), dense weight bytes / W_eff)``, ``lift``
+  the measured kernel rate at 512 tokens over ``F_gemm``'s (:func:`dense_gemm_lift`; 1
+  where unmeasured) and ``g_n`` the GEMM rate's measured gain from 512 to ``n`` tokens
+  (:func:`gemm_token_gain`, >= 1); then the **elementwise kernels** between them (add +
+  RMSNorm, gated activation), ``n x elementwise bytes / W_eff``
+  (:func:`planner.architecture.elementwise_bytes_per_token`);
 * **MoE expert GEMMs** (grouped): ``max(n x 2 N_routed_active / (F_gemm x g(m)),
   experts touched x expert bytes / (W_eff x e_read))`` with
   ``m = n k / E`` tokens per expert, :func:`grouped_gemm_efficiency` ``g(m)`` and the
@@ -16,8 +20,8 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` with the overlap factor ``o``, never
   below the sum of their compute times;
 * **collectives**: two all-reduces per layer of ``n x hidden x 2`` bytes
-  (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link, NCCL's measured
-  ring over PCIe);
+  (:func:`allreduce_ms`: one-shot/two-shot/ring on a scale-up link times the engines'
+  measured slowdown at that message size, NCCL's measured ring over PCIe);
 * the per-step **overhead**: the engine's (scheduling, launches; the GPU's
   ``step_overhead_ms``) plus, for MLA models, every layer's measured MLA kernel floor
   (:func:`mla_layer_floor_us`).
@@ -68,7 +72,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
@@ -81,6 +84,7 @@ from planner.collectives import (
     all_to_all_kernel,
     all_to_all_ms,
     allreduce_ms,
+    allreduce_slowdown,
     pcie_allreduce_alpha_beta,
 )
 from planner.kernel_floors import (  # re-exported: the measured kernel floors
@@ -90,22 +94,29 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     FP8_GEMM_EFFICIENCY_BY_ARCH,
     MLA_LAYER_FLOOR_ASSUMED_US,
     MOE_BANDWIDTH_EFFICIENCY,
+    MOE_HALF_EFFICIENCY_TOKENS,
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
     decode_attention_rate,
+    dense_gemm_lift,
     fp8_gemm_efficiency,
     gain_at_tokens,
     gemm_token_gain,
+    grouped_gemm_efficiency,
     grouped_gemm_peak_share,
     mla_layer_floor_us,
     moe_layer_floor_us,
     moe_read_efficiency,
     weight_dtype_derates,
 )
-
-#: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
-#: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
-MOE_HALF_EFFICIENCY_TOKENS = 16.0
+from planner.spec_steps import (  # re-exported: speculative decoding's step arithmetic
+    DRAFT_TARGET_LAYERS,
+    SpecMethod,
+    decode_tokens_per_s,
+    effective_tpot_ms,
+    tokens_per_verification_step,
+    verification_steps,
+)
 
 #: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
 ACTIVATION_BYTES = 2.0
@@ -114,41 +125,6 @@ ACTIVATION_BYTES = 2.0
 #: waits for it). Assumed: routing skew at decode batches with an expert-placement
 #: balancer is commonly reported at 1.1-1.3x; 1.25 errs high. Not fitted.
 EP_LOAD_IMBALANCE = 1.25
-
-
-def grouped_gemm_efficiency(tokens_per_expert: float) -> float:
-    """Share of the dense MFU a grouped expert GEMM reaches at ``m`` tokens per expert:
-    ``g(m) = m / (m + MOE_HALF_EFFICIENCY_TOKENS)`` (dimensionless, in [0, 1)); 0 at m = 0.
-    At 16 tokens per expert 0.5, at 2,048 (a prefill chunk) 0.992."""
-    if tokens_per_expert <= 0:
-        return 0.0
-    return tokens_per_expert / (tokens_per_expert + MOE_HALF_EFFICIENCY_TOKENS)
-
-
-class SpecMethod(StrEnum):
-    """How draft tokens are proposed: an EAGLE-3 head, the model's own multi-token-
-    prediction module, n-gram lookup in the context (CPU), or a smaller draft model."""
-
-    EAGLE3 = "eagle3"
-    MTP = "mtp"
-    NGRAM = "ngram"
-    DRAFT_MODEL = "draft_model"
-
-
-#: Target layers' worth of work (FLOPs, weight bytes, KV) one draft token costs, per
-#: method with a head on the target. EAGLE-3: one decoder layer fed the target's hidden
-#: states, plus the projection fusing three of them (3 h^2) and an LM head over its draft
-#: vocabulary (32 k x h): on Llama-3.1-70B 0.86 + 0.20 + 0.26 = 1.32 B parameters, 1.5
-#: target layers (rounded up; the published head is "~1 B"). DeepSeek-V3's MTP module: one
-#: transformer block (11.5 B parameters, 671 B / 61 layers = 11 B). Assumed from the
-#: architectures, not measured; n-gram lookup runs on the CPU (0); a draft model is
-#: priced as itself.
-DRAFT_TARGET_LAYERS: dict[SpecMethod, float] = {
-    SpecMethod.EAGLE3: 1.5,
-    SpecMethod.MTP: 1.0,
-    SpecMethod.NGRAM: 0.0,
-    SpecMethod.DRAFT_MODEL: 0.0,
-}
 
 
 @dataclass(frozen=True)
@@ -174,32 +150,6 @@ class Speculation:
     def tokens_per_step(self) -> int:
         """Query tokens per sequence in one verification step: ``k + 1``."""
         return self.draft_tokens + 1
-
-
-def tokens_per_verification_step(spec: Speculation | None) -> float:
-    """Mean output tokens a sequence advances per engine step (tokens): the assumed
-    acceptance length ``a`` with speculative decoding, else 1."""
-    return 1.0 if spec is None else spec.acceptance_length
-
-
-def effective_tpot_ms(step_ms: float, tokens_per_step: float) -> float:
-    """Time per output token with speculative decoding (ms): ``step / a`` (a verification
-    step of ``step_ms`` advances each sequence by ``a`` tokens on average)."""
-    return step_ms / tokens_per_step
-
-
-def decode_tokens_per_s(batch: float, step_ms: float, tokens_per_step: float) -> float:
-    """Output tokens/s of a replica running ``batch`` sequences: ``B x a / step``
-    (tokens/s; a = 1 without speculation)."""
-    return batch * tokens_per_step / step_ms * 1e3
-
-
-def verification_steps(output_tokens: float, tokens_per_step: float) -> float:
-    """Engine steps a sequence spends decoding ``output_tokens`` after its first token:
-    ``(G - 1) / a`` (steps, at least 1 when G > 1; the first token comes from prefill)."""
-    if output_tokens <= 1:
-        return 0.0
-    return max(1.0, (output_tokens - 1.0) / tokens_per_step)
 
 
 @dataclass(frozen=True)
@@ -281,6 +231,10 @@ class StepCoefficients:
     draft_steps: int = 0
     draft_kv_held: float = 0.0  # drafter KV bytes per token (DRAFT_TARGET_LAYERS layers)
     gemm_gain: tuple[float, ...] = ()  # dense GEMM rate gains, :func:`gemm_token_gain`
+    dense_lift: float = 1.0  # measured dense GEMM rate over f_gemm's, :func:`dense_gemm_lift`
+    elementwise_bytes_per_token: float = (
+        0.0  # :func:`planner.architecture.elementwise_bytes_per_token`
+    )
 
     # ------------------------------------------------------------ shapes
 
@@ -320,20 +274,26 @@ class StepCoefficients:
     # ------------------------------------------------------------ kernels
 
     def dense_gemm_per_ms(self, tokens: float) -> float:
-        """The dense GEMMs' rate in a step of ``tokens`` tokens (FLOP/ms): ``F_gemm x g``,
-        ``g`` the measured rate gain at the ``tokens / dp`` tokens one rank's GEMM runs on
-        (:func:`gain_at_tokens` of ``gemm_gain``)."""
-        return self.f_gemm_per_ms * gain_at_tokens(self.gemm_gain, tokens / self.dp)
+        """The dense GEMMs' rate in a step of ``tokens`` tokens (FLOP/ms): ``F_gemm x lift x
+        g``, ``lift`` the measured kernel rate over ``F_gemm``'s (:func:`dense_gemm_lift`)
+        and ``g`` the measured rate gain at the ``tokens / dp`` tokens one rank's GEMM runs
+        on (:func:`gain_at_tokens` of ``gemm_gain``)."""
+        g = gain_at_tokens(self.gemm_gain, tokens / self.dp)
+        return self.f_gemm_per_ms * self.dense_lift * g
 
     def gemm_ms(self, tokens: float) -> float:
-        """Dense weight GEMMs over ``tokens`` tokens: ``max(tokens x 2 N_dense /``
-        :meth:`dense_gemm_per_ms` ``, dp x dense bytes / W_eff)`` (ms; 0 with no tokens;
-        ``dp`` attention ranks each read their own copy)."""
+        """Dense weight GEMMs over ``tokens`` tokens and the elementwise kernels between
+        them: ``max(tokens x 2 N_dense /`` :meth:`dense_gemm_per_ms` ``, dp x dense bytes /
+        W_eff) + tokens x elementwise bytes / W_eff`` (ms; 0 with no tokens; ``dp``
+        attention ranks each read their own copy of the weights)."""
         if tokens <= 0:
             return 0.0
-        return max(
-            tokens * self.dense_flops_per_token / self.dense_gemm_per_ms(tokens),
-            self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
+        return (
+            max(
+                tokens * self.dense_flops_per_token / self.dense_gemm_per_ms(tokens),
+                self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
+            )
+            + tokens * self.elementwise_bytes_per_token / self.w_per_ms
         )
 
     def experts_touched(self, tokens: float) -> float:
@@ -599,11 +559,18 @@ def coefficients_of(replica) -> StepCoefficients:
             "draft_steps": spec.draft_tokens if spec.draft is not None else 0,
             "draft_kv_held": per_layer * layers,
         }
+    # measured dense GEMMs never run past the peak (MFU x derate x lift x gain <= 1)
+    measured = dense_gemm_lift(gpu, replica.engine, replica.weight_dtype)
+    lift = min(
+        measured if getattr(replica, "kernel_gemm_rate", True) else 1.0,
+        1.0 / (replica.prefill_mfu * gemm_derate),
+    )
     return StepCoefficients(
         f_gemm_per_ms=tp * peak_w * 1e12 * replica.prefill_mfu * gemm_derate / 1e3,
-        # the gain never lifts a GEMM past the peak (MFU x derate x gain <= 1)
+        dense_lift=lift,
+        elementwise_bytes_per_token=arch.elementwise_bytes_per_token(model, replica.attention_tp),
         gemm_gain=tuple(
-            min(g, max(1.0, 1.0 / (replica.prefill_mfu * gemm_derate)))
+            min(g, max(1.0, 1.0 / (replica.prefill_mfu * gemm_derate * lift)))
             for g in gemm_token_gain(gpu, replica.engine, replica.weight_dtype)
         ),
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
@@ -679,6 +646,7 @@ __all__ = [
     "all_to_all_kernel",
     "all_to_all_ms",
     "allreduce_ms",
+    "allreduce_slowdown",
     "coefficients_of",
     "decode_attention_rate",
     "decode_tokens_per_s",

@@ -103,6 +103,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aiconfigurator_rates import allreduce_slowdown, gemm_peak_share
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
@@ -118,6 +121,12 @@ SYSTEMS = {
 #: Systems read for their GEMM tables only, the FP8-against-BF16 ratio and the gain by
 #: token count (aiconfigurator system -> catalog GPU id; the JSON's ``fp8_gemm_only``).
 GEMM_ONLY_SYSTEMS = {"l40s": "l40s", "a100_sxm": "a100-sxm-80gb"}
+#: Their BF16 dense peaks (TFLOP/s, the catalog's) and, with NVLink, its per-direction GB/s.
+GEMM_ONLY_BF16_PEAK_TFLOPS = {"l40s": 362.05, "a100_sxm": 312.0}
+GEMM_ONLY_LINKS = {"a100_sxm": "nvlink3"}
+#: Scale-up links whose all-reduce slowdown is read (:func:`allreduce_slowdown`): their
+#: per-direction GB/s and latency (us), the catalog's (catalog/data/links).
+SCALE_UP_LINKS = {"nvlink4": (450.0, 3.5), "nvlink5": (900.0, 5.6), "nvlink3": (300.0, 5.8)}
 #: Engine versions read where a system lacks :data:`ENGINE_VERSIONS`' (the newest collected).
 SYSTEM_ENGINE_VERSIONS = {"a100_sxm": {"sglang": "0.5.10", "vllm": "0.14.0", "trtllm": "1.0.0"}}
 #: The NCCL table read for all-reduce over PCIe (system, NCCL version).
@@ -522,6 +531,7 @@ def _commit(repo: Path) -> str:
 def extract(repo: Path) -> dict[str, Any]:
     """The summary document for an aiconfigurator checkout at ``repo``."""
     gpus: dict[str, Any] = {}
+    link_rows: dict[str, list[dict[str, Any]]] = {}
     for system, (gpu, peak, link, link_gb_per_s) in SYSTEMS.items():
         entry: dict[str, Any] = {
             "system": system,
@@ -541,6 +551,7 @@ def extract(repo: Path) -> dict[str, Any]:
             )
             if ar:
                 e["allreduce_small_us"] = allreduce_floors(ar)
+                link_rows.setdefault(link, []).extend(ar)
                 if eager := allreduce_floors(ar, eager=True):
                     e["allreduce_small_eager_us"] = eager
             gemm = _gemm(repo, system, engine, version)
@@ -558,6 +569,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["fp8_gemm_vs_bf16"] = ratio
             if gain := gemm_token_gain(gemm):
                 e["gemm_token_gain"] = gain
+            if share := gemm_peak_share(gemm, FP8_PEAK_TFLOPS[system] / FP8_PEAK_OVER_BF16):
+                e["gemm_peak_share_512"] = share
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
             )
@@ -581,9 +594,24 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["fp8_gemm_vs_bf16"] = ratio
             if gain := gemm_token_gain(gemm):
                 e["gemm_token_gain"] = gain
+            if share := gemm_peak_share(gemm, GEMM_ONLY_BF16_PEAK_TFLOPS[system]):
+                e["gemm_peak_share_512"] = share
+            if system in GEMM_ONLY_LINKS:
+                ar = _parquet(
+                    repo, f"{DATA}/{system}/comm/{engine}/{version}/custom_allreduce_perf.parquet"
+                )
+                link_rows.setdefault(GEMM_ONLY_LINKS[system], []).extend(ar or [])
             if len(e) > 1:
                 engines[engine] = e
         gemm_only[gpu] = {"system": system, "engines": engines}
+    slowdown = {
+        link: {
+            "latency_us": SCALE_UP_LINKS[link][1],
+            "gb_per_s": SCALE_UP_LINKS[link][0],
+            "by_mib": allreduce_slowdown(rows, SCALE_UP_LINKS[link][1], SCALE_UP_LINKS[link][0]),
+        }
+        for link, rows in sorted(link_rows.items())
+    }
     system, version = PCIE_NCCL
     nccl = _parquet(repo, f"{DATA}/{system}/comm/nccl/{version}/nccl_perf.parquet")
     pcie = {"system": system, "nccl_version": version, "by_tp": pcie_allreduce_fit(nccl or [])}
@@ -612,6 +640,12 @@ def extract(repo: Path) -> dict[str, Any]:
             "a dense GEMM's rate at 1,024, 2,048, 4,096 and 8,192 tokens over its rate at "
             "512 tokens (gemm_token_gain per dtype, the median over the same weight shapes, "
             "floored at 1; also for L40S and A100, under fp8_gemm_only), "
+            "a dense GEMM's share of its BF16 or FP8 dense peak at 512 tokens "
+            "(gemm_peak_share_512 per dtype, the median over the same weight shapes), "
+            "per scale-up link, the engines' bf16 all-reduces in a CUDA graph over 2-8 GPUs "
+            "at 1 MiB-1 GiB against the alpha-beta time at the link's nominal bandwidth and "
+            "latency (allreduce_slowdown: per MiB, the median ratio over engines, GPU "
+            "counts and the link's GPUs), "
             "the decode attention kernel per KV dtype (decode_attention: launch_us + "
             "pairs x pair_ns + KV bytes / (peak x saturated_share), fitted over batches "
             "of 64+ (sequence, KV head) pairs and 128-16,384-token contexts, head size "
@@ -623,13 +657,15 @@ def extract(repo: Path) -> dict[str, Any]:
             "Kernel benchmarks, not serving runs: the cost model's collective latency, "
             "MoE layer floor, expert-read efficiency, grouped GEMM share, MLA layer floor, "
             "decode attention rate, FP8 GEMM "
-            "efficiency and GEMM rate gain with tokens per step come from here "
+            "efficiency, GEMM rate gain with tokens per step, GEMM share of peak and "
+            "all-reduce bandwidth come from here "
             "(catalog/data/links, catalog/data/gpus)."
         ),
         "source": f"https://github.com/ai-dynamo/aiconfigurator/tree/{_commit(repo)}/{DATA}",
         "gpus": gpus,
         "fp8_gemm_only": gemm_only,
         "pcie_allreduce": pcie,
+        "allreduce_slowdown": slowdown,
     }
 
 

@@ -168,9 +168,10 @@ def test_chunk_attention_lines_and_arrays(name: str) -> None:
 def test_chunked_ttft_by_hand() -> None:
     """llama-3.1-8b fp8 on one H100, 1,200 tokens in chunks of 512 under 16 decodes at
     context 2,000: three mixed steps (512 at 0, 512 at 512, 176 at 1,024), each the sum
-    of its kernels at tp 1 (no collectives): GEMMs ``max(n x 2 N / F, weights / W)`` over
-    ``n = 16 + T`` tokens, attention ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` (at least
-    the two computes), the step overhead; ``F`` with H100's measured GEMM gain at ``n``
+    of its kernels at tp 1 (no collectives): GEMMs ``max(n x 2 N / (F x lift),
+    weights / W)`` and their elementwise kernels over ``n = 16 + T`` tokens, attention
+    ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` (at least the two computes), the step
+    overhead; ``F`` with H100's measured GEMM gain at ``n``
     tokens (vLLM, fp8: 1.027 at 1,024, linear in log2 from 1 at 512)."""
     replica = REPLICAS["dense"]
     c = replica.coefficients
@@ -181,9 +182,12 @@ def test_chunked_ttft_by_hand() -> None:
     def by_hand(t: float, s: float) -> float:
         n = 16 + t
         gain = 1.0 + 0.027 * max(0.0, math.log2(n / 512))  # n <= 1,024 here
-        gemm = max(
-            n * c.dense_flops_per_token / (c.f_gemm_per_ms * gain),
-            c.dense_weight_bytes / c.w_weights_per_ms,
+        gemm = (
+            max(
+                n * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift * gain),
+                c.dense_weight_bytes / c.w_weights_per_ms,
+            )
+            + n * c.elementwise_bytes_per_token / c.w_per_ms
         )
         dc = 16 * c.decode_attn_per_ctx * c.full_layers * 2000 / c.f_attn_per_ms
         dm = 16 * c.kv_full_held * 2000 / c.w_per_ms

@@ -148,14 +148,16 @@ def test_gain_is_monotone_where_the_measured_gains_are(a: float, b: float):
 
 def test_step_dense_gemm_compute_is_divided_by_the_gain():
     # Llama-3.1-8B FP8 on one H100 with TensorRT-LLM: a 2,048-token prefill chunk's dense
-    # GEMMs run 1.213x faster than at the MFU alone; a 256-token step reads weights
+    # GEMMs run 1.213x faster than at 512 tokens (the measured rate, F_gemm x lift); a
+    # 256-token step reads weights; the elementwise kernels come on top of either
     r = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", dtype="fp8", engine="trtllm")
     c = r.coefficients
     assert c.gemm_gain == (1.14, 1.213, 1.242, 1.257)
     flat = dataclasses.replace(c, gemm_gain=())
-    compute = 2048 * c.dense_flops_per_token / c.f_gemm_per_ms
-    assert flat.gemm_ms(2048) == pytest.approx(compute)
-    assert c.gemm_ms(2048) == pytest.approx(compute / 1.213)
+    compute = 2048 * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
+    ew = 2048 * c.elementwise_bytes_per_token / c.w_per_ms
+    assert flat.gemm_ms(2048) == pytest.approx(compute + ew)
+    assert c.gemm_ms(2048) == pytest.approx(compute / 1.213 + ew)
     assert c.chunk_compute_ms(2048, 0) == pytest.approx(
         flat.chunk_compute_ms(2048, 0) - compute + compute / 1.213
     )
@@ -171,8 +173,9 @@ def test_step_dense_gemm_compute_is_divided_by_the_gain():
 def test_a_gpu_nothing_measures_is_priced_at_its_mfu_at_every_step_size():
     r = rl.build_replica(CAT, "llama-3.1-8b", "mi300x", dtype="fp8", engine="vllm")
     c = r.coefficients
-    assert c.gemm_gain == ()
-    assert c.gemm_ms(8192) == pytest.approx(8192 * c.dense_flops_per_token / c.f_gemm_per_ms)
+    assert c.gemm_gain == () and c.dense_lift == 1.0
+    ew = 8192 * c.elementwise_bytes_per_token / c.w_per_ms
+    assert c.gemm_ms(8192) == pytest.approx(8192 * c.dense_flops_per_token / c.f_gemm_per_ms + ew)
 
 
 @pytest.mark.parametrize(
@@ -198,13 +201,17 @@ def test_the_analyses_say_which_gain_they_priced():
     h200 = rl.build_replica(CAT, "llama-3.1-8b", "h200-sxm-141gb", dtype="fp8", engine="trtllm")
     summary = ReplicaSummary.of(h200)
     assert summary.gemm_gain == [1.11, 1.179, 1.227, 1.239]
-    assert gemm_gain_text(summary.gemm_gain) == (
+    assert summary.gemm_lift == pytest.approx(h200.coefficients.dense_lift)
+    assert gemm_gain_text(summary.gemm_gain, 1.326) == (
+        "at x1.33 the MFU's rate at 512 tokens (measured kernels), "
         "x1.11 / x1.18 / x1.23 / x1.24 faster at 1,024 / 2,048 / 4,096 / 8,192 tokens per step "
-        "than at 512 (kernels)"
+        "than at 512"
     )
     mi300x = ReplicaSummary.of(rl.build_replica(CAT, "llama-3.1-8b", "mi300x", dtype="fp8"))
     assert mi300x.gemm_gain == []
-    assert "no measured gain" in gemm_gain_text(mi300x.gemm_gain)
+    assert mi300x.gemm_lift == 1.0
+    text = gemm_gain_text(mi300x.gemm_gain, mi300x.gemm_lift)
+    assert "no measured gain" in text and "at the MFU's rate at 512 tokens" in text
 
 
 def test_a_larger_step_never_takes_less_gemm_time_on_any_catalog_curve():
@@ -234,20 +241,42 @@ def test_with_data_parallel_attention_the_gain_is_a_ranks():
     assert c.gemm_ms(4096) == flat.gemm_ms(4096)
     assert c.chunk_compute_ms(4096, 0) == flat.chunk_compute_ms(4096, 0)
     # 16,384 tokens: 2,048 per rank, gain 1.146
-    compute = 16384 * c.dense_flops_per_token / c.f_gemm_per_ms
+    compute = 16384 * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
     weights = 8 * c.dense_weight_bytes / c.w_weights_per_ms
-    assert c.gemm_ms(16384) == pytest.approx(max(compute / 1.146, weights))
+    ew = 16384 * c.elementwise_bytes_per_token / c.w_per_ms
+    assert c.gemm_ms(16384) == pytest.approx(max(compute / 1.146, weights) + ew)
     assert c.gemm_ms(16384) < flat.gemm_ms(16384)
 
 
 def test_the_gain_never_lifts_a_gemm_past_its_peak():
-    # B200 fp8 with TensorRT-LLM at MFU 1: its FP8 GEMMs reach 0.731 of the FP8 peak, and
-    # 0.731 x 1.546 would pass it at 2,048 tokens; the gains stop at 1 / 0.731 = 1.368
-    r = rl.build_replica(CAT, "llama-3.1-8b", "b200", dtype="fp8", engine="trtllm", mfu=1.0)
+    # B200 fp8 with TensorRT-LLM at MFU 1: its FP8 GEMMs reach 0.731 of the FP8 peak x
+    # the measured lift (below 1 on B200: its FP8 GEMMs at 512 tokens are slow), and
+    # x 1.566 stays below the peak, so no gain is cut
+    r = rl.build_replica(
+        CAT, "llama-3.1-8b", "b200", dtype="fp8", engine="trtllm", mfu=1.0, kernel_gemm_rate=True
+    )
     raw = gemm_token_gain(CAT.gpus["b200"], "trtllm", "fp8")
     assert raw == (1.285, 1.546, 1.566, 1.565)
     d = kn.fp8_gemm_efficiency(CAT.gpus["b200"], "trtllm")
     assert d == 0.731
-    assert r.coefficients.gemm_gain == pytest.approx((1.285, 1 / d, 1 / d, 1 / d))
+    assert r.coefficients.dense_lift < 1
+    assert d * r.coefficients.dense_lift * max(raw) < 1
+    assert r.coefficients.gemm_gain == raw
+    # at MFU 0.72 H100's BF16 GEMMs (lift 0.9 x 0.733 / 0.5 = 1.319) reach 0.95 of the
+    # peak at 512 tokens: the gains stop at 1 / 0.95
+    h72 = rl.build_replica(
+        CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="trtllm", mfu=0.72, kernel_gemm_rate=True
+    )
+    lifted = 0.72 * h72.coefficients.dense_lift
+    assert lifted == pytest.approx(0.72 * 0.9 * 0.733 / 0.5)
+    first = gemm_token_gain(CAT.gpus["h100-sxm5-80gb"], "trtllm", "bf16")[0]
+    assert first < 1 / lifted
+    assert h72.coefficients.gemm_gain == pytest.approx((first, 1 / lifted, 1 / lifted, 1 / lifted))
+    # a lift never passes the peak on its own either: H100 BF16 at MFU 0.95
+    h = rl.build_replica(
+        CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="trtllm", mfu=0.95, kernel_gemm_rate=True
+    )
+    assert h.coefficients.dense_lift == pytest.approx(1 / 0.95)
+    assert h.coefficients.gemm_gain == pytest.approx((1.0, 1.0, 1.0, 1.0))
     at_peak = rl.build_replica(CAT, "llama-3.1-8b", "b200", dtype="bf16", mfu=1.0)
     assert at_peak.coefficients.gemm_gain == (1.0, 1.0, 1.0, 1.0)

@@ -46,14 +46,21 @@ def _excess_without_stack(cat, vendor: str) -> dict[int, list[float]]:
 @pytest.mark.parametrize(("vendor", "line"), [("NVIDIA", MLA_STACK_NVIDIA), ("AMD", MLA_STACK_AMD)])
 def test_the_mla_stack_latency_is_the_line_through_the_measured_medians(cat, vendor, line):
     """Each vendor's line passes within 2% of the median excess of its low-load DeepSeek
-    runs at both prompt lengths (922 and 7,373 tokens; 4 or more runs each), NVIDIA's
-    nearly flat, AMD's growing with the prompt."""
+    runs at both prompt lengths (922 and 7,373 tokens; 4 or more runs each), AMD's growing
+    with the prompt; where the medians fall with the prompt (NVIDIA's), the line is flat at
+    the larger, never below a median."""
     by_len = _excess_without_stack(cat, vendor)
     assert sorted(by_len) == [922, 7373]
-    for isl, xs in by_len.items():
-        assert len(xs) >= 4
-        assert line.at(isl) == pytest.approx(statistics.median(xs), rel=0.02)
-    assert MLA_STACK_AMD.per_token_ms > 10 * MLA_STACK_NVIDIA.per_token_ms
+    med = {isl: statistics.median(xs) for isl, xs in by_len.items()}
+    assert all(len(xs) >= 4 for xs in by_len.values())
+    if med[7373] >= med[922]:
+        for isl, m in med.items():
+            assert line.at(isl) == pytest.approx(m, rel=0.02)
+    else:
+        assert line.per_token_ms == 0.0
+        assert line.at(922) == pytest.approx(med[922], rel=0.02)
+        assert line.at(7373) >= med[7373]
+    assert MLA_STACK_AMD.per_token_ms > 0.05 > MLA_STACK_NVIDIA.per_token_ms
 
 
 def test_only_mla_models_carry_it_and_an_unmeasured_vendor_takes_the_slower(cat):
@@ -119,7 +126,8 @@ def test_a_plan_prices_the_stack_in_its_ttft_and_in_the_simulation(cat, monkeypa
     assert with_stack.cost_usd_per_hour == pytest.approx(without.cost_usd_per_hour)
     (c1,), (c0,) = with_stack.classes, without.classes
     stack_q = c1.ttft_ms - c0.ttft_ms
-    assert MLA_STACK_NVIDIA.at(1) < stack_q < MLA_STACK_NVIDIA.at(10_000)
+    assert MLA_STACK_NVIDIA.at(1) <= stack_q <= MLA_STACK_NVIDIA.at(10_000)
+    assert stack_q > 0
     v1, v0 = with_stack.verification, without.verification
     assert v1 is not None and v0 is not None
     t1 = v1.classes[0].ttft_ms
@@ -155,7 +163,7 @@ def test_the_plan_says_what_stack_it_priced_and_its_caveats_count_it_once(cat):
     g = plan.assumptions["gpus"]["h200-sxm-141gb"]
     assert g["serving_stack_base_ms"] == MLA_STACK_NVIDIA.base_ms
     assert g["serving_stack_ms_per_prompt_token"] == MLA_STACK_NVIDIA.per_token_ms
-    assert any("147 ms or more of serving stack" in n for n in plan.assumed_notes)
+    assert any("144 ms or more of serving stack" in n for n in plan.assumed_notes)
     assert plan.pools
     for pool in plan.pools:  # the p90 prompt's stack where TTFT is priced
         want = None if pool.role == "decode" else pytest.approx(MLA_STACK_NVIDIA.at(4000))

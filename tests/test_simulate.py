@@ -273,9 +273,10 @@ def chat_like(rate=40.0):
     cand_step = rl.decode_step_ms(r, 128, 2150)
     return one_class(
         [
-            # 6 prefill replicas: 60 req/s of 2,000-token prompts loads them about as 4
-            # did before FP8 GEMMs were priced at their measured share of the peak
-            pool(PoolRole.PREFILL, r, 6, link=50.0),
+            # 4 prefill replicas: 60 req/s of 2,000-token prompts load them as 6 did before
+            # dense GEMMs ran at their measured kernel rate (and 4 before FP8 GEMMs were
+            # priced at their measured share of the peak)
+            pool(PoolRole.PREFILL, r, 4, link=50.0),
             pool(PoolRole.DECODE, r, 3, max_batch=256, rate=rate, step=cand_step),
         ],
         rate=rate,

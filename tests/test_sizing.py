@@ -127,7 +127,9 @@ def _doc_ratios(replica: rl.Replica) -> dict[str, float]:
 def test_pool_ratio_reproduces_domain_figures(llama8b: rl.Replica) -> None:
     ratios = _doc_ratios(llama8b)
     assert round(ratios["chat"], 1) == 1.3  # 1.27: "about 1.3"
-    assert round(ratios["agent"]) == 12  # 11.6: "about 12"
+    # 11.4: "about 12" (11.6 before the elementwise kernels between the GEMMs lengthened
+    # the decode step at the chat point, 30.2 -> 30.6 ms)
+    assert 11 <= ratios["agent"] <= 12
     # With flat per-token costs the quotient is (97,000/2,000) x (300/1,600) = 9.09.
     assert ratios["agent"] / ratios["chat"] == pytest.approx(97_000 / 2000 * 300 / 1600)
     # A 92% prefix hit makes the agent look like chat to the planner.
@@ -144,7 +146,8 @@ def test_agent_prefill_dominates_at_a_shared_decode_point(llama8b: rl.Replica) -
         return sz.pool_ratio(pre, sz.decode_gpu_s(1, cls["output"], point.tpot_ms, point.batch))
 
     chat, agent = ratio(CHAT, 0.0), ratio(AGENT, 0.0)
-    assert chat == pytest.approx(1.35, abs=0.05)
+    # 1.42 (1.35 before the elementwise kernels: 4.1 ms of a 2,000-token prompt's prefill)
+    assert chat == pytest.approx(1.42, abs=0.05)
     assert agent > 12 * chat  # attention over a 97K transcript more than doubles the cost
     assert ratio(AGENT, 0.92) < agent / 5
 

@@ -150,7 +150,9 @@ def _pct(value: float, digits: int = 1) -> str:
 def _replica_line(r: an.ReplicaSummary, *, mbu: bool = False) -> str:
     line = (
         f"{r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV), "
-        f"MFU {r.mfu:.4g} = {r.effective_tflops:,.1f} TFLOP/s"
+        f"MFU {r.mfu:.4g}"
+        + (f" x measured GEMM rate x{r.gemm_lift:.2f}" if r.gemm_lift != 1.0 else "")
+        + f" = {r.effective_tflops:,.1f} TFLOP/s"
     )
     if mbu:
         line += f", MBU {r.mbu:.4g} = {r.effective_bandwidth_tb_per_s:,.2f} TB/s"
@@ -174,7 +176,7 @@ def render_chunk_budget(t: an.ChunkBudgetTable) -> str:
         f"max free chunk T* = {t.max_free_chunk_tokens:,} tokens "
         "(engine setting: vLLM max_num_batched_tokens, SGLang chunked_prefill_size; "
         "first-order, at one GEMM rate)",
-        "dense GEMMs " + gemm_gain_text(r.gemm_gain),
+        "dense GEMMs " + gemm_gain_text(r.gemm_gain, r.gemm_lift),
         "",
     ]
     headers = [

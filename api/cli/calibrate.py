@@ -62,12 +62,18 @@ def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def gemm_gain_text(gains: list[float]) -> str:
-    """The replica's measured GEMM gain by step size, for the analyses' headers."""
+def gemm_gain_text(gains: list[float], lift: float = 1.0) -> str:
+    """The replica's measured GEMM rate (``lift`` x the MFU's at 512 tokens) and its gain
+    by step size, for the analyses' headers."""
+    rate = (
+        f"at x{lift:.2f} the MFU's rate at 512 tokens (measured kernels), "
+        if lift != 1.0
+        else "at the MFU's rate at 512 tokens, "
+    )
     if not gains:
-        return "at the MFU at every step size (no measured gain with tokens per step)"
+        return rate + "the same at every step size (no measured gain with tokens per step)"
     at = " / ".join(f"x{g:.2f}" for g in gains)
-    return f"{at} faster at 1,024 / 2,048 / 4,096 / 8,192 tokens per step than at 512 (kernels)"
+    return f"{rate}{at} faster at 1,024 / 2,048 / 4,096 / 8,192 tokens per step than at 512"
 
 
 def render_capacity(a: CapacityAnalysis) -> str:
@@ -84,7 +90,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
         f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV, "
         f"{r.engine}), "
         f"MFU {r.mfu:.4g}, MBU {r.mbu:.4g}, step overhead {r.step_overhead_ms:g} ms{cal}",
-        "dense GEMMs " + gemm_gain_text(r.gemm_gain),
+        "dense GEMMs " + gemm_gain_text(r.gemm_gain, r.gemm_lift),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
         "",

@@ -25,10 +25,13 @@ class _Result(BaseModel):
 class ReplicaSummary(_Result):
     """The replica an analysis priced: ``tp`` GPUs of ``gpu`` serving ``model``.
 
-    ``effective_tflops`` = ``tp x peak x MFU`` / 1e12 (:func:`planner.roofline.effective_flops`);
+    ``effective_tflops`` = ``tp x peak x MFU x lift`` / 1e12 (dense GEMMs at 512 tokens,
+    :func:`planner.roofline.effective_flops`);
     ``effective_bandwidth_tb_per_s`` = ``tp x HBM x MBU`` / 1e12; ``gemm_gain``: how much
     faster per FLOP its dense GEMMs run at 1,024, 2,048, 4,096 and 8,192 tokens per step
-    than at 512 (measured, :func:`planner.kernels.gemm_token_gain`; empty: no gain).
+    than at 512 (measured, :func:`planner.kernels.gemm_token_gain`; empty: no gain);
+    ``gemm_lift``: the measured dense GEMM rate at 512 tokens over ``effective_tflops``'
+    (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured).
     """
 
     model: str
@@ -44,6 +47,7 @@ class ReplicaSummary(_Result):
     effective_tflops: float
     effective_bandwidth_tb_per_s: float
     gemm_gain: list[float] = []
+    gemm_lift: float = 1.0
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -61,6 +65,7 @@ class ReplicaSummary(_Result):
             effective_tflops=rl.effective_flops(replica) / 1e12,
             effective_bandwidth_tb_per_s=rl.effective_bandwidth_bytes_per_s(replica) / 1e12,
             gemm_gain=list(replica.coefficients.gemm_gain),
+            gemm_lift=replica.coefficients.dense_lift,
         )
 
 

@@ -90,6 +90,11 @@ class Replica:
     #: plain tensor parallelism).
     dp: int = 1
     ep: int = 1
+    #: Whether the dense GEMMs run at the measured kernel rate over the catalog's factors
+    #: (:func:`planner.kernel_floors.dense_gemm_lift`): False when the MFU was set by the
+    #: user (an analysis's ``mfu``, a request's ``efficiency.prefill_mfu``), which is taken
+    #: as the rate their GEMMs run at.
+    kernel_gemm_rate: bool = True
 
     @property
     def gpus(self) -> int:
@@ -345,12 +350,15 @@ def build_replica(
     pp: int = 1,
     dp: int = 1,
     ep: int = 1,
+    kernel_gemm_rate: bool | None = None,
 ) -> Replica:
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
     Efficiency defaults come from ``gpu.efficiency_for(dtype)`` (the SKU's factors, or a
     calibration's for that dtype), times :func:`moe_level_ratio` for an MoE model, and
-    are overridden per call (an ``mfu`` or ``mbu`` given is taken as it is).
+    are overridden per call (an ``mfu`` or ``mbu`` given is taken as it is: an ``mfu``
+    given is the rate the GEMMs run at, without the measured kernel rate on top, unless
+    ``kernel_gemm_rate`` says otherwise; :attr:`Replica.kernel_gemm_rate`).
     ``kv_dtype`` defaults to bf16 (vLLM's ``kv_cache_dtype="auto"`` stores the
     activation dtype, bf16, even for fp8 weights). ``engine`` (default vLLM) sets the
     memory defaults and the attention precision (:mod:`planner.engines`). ``tp`` may
@@ -442,6 +450,7 @@ def build_replica(
         pp_link=catalog.links[stage_link_id] if stage_link_id is not None else None,
         dp=dp,
         ep=ep,
+        kernel_gemm_rate=(mfu is None) if kernel_gemm_rate is None else kernel_gemm_rate,
     )
     if memory_utilization is None and profile.kv_free_fraction is not None:
         share = engines.memory_utilization(

@@ -164,6 +164,7 @@ def with_speculation(
             overlap_factor=replica.overlap_factor,
             check_fit=False,
             engine=replica.engine,
+            kernel_gemm_rate=replica.kernel_gemm_rate,
         )
         draft_coeffs = draft.coefficients
         weights = arch.weight_bytes(d_model, d_dtype)

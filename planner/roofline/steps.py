@@ -11,17 +11,20 @@ from planner.roofline.replica import Replica, replica_weight_bytes
 
 
 def effective_flops(replica: Replica) -> float:
-    """Effective FLOP/s of the replica's weight GEMMs: ``F_eff = tp x peak_tflops(dtype) x
-    1e12 x MFU x d``, ``d`` the dtype's GEMM derate on the replica's engine (FP8: the
-    measured FP8 GEMM efficiency; unmeasured FP4: assumed; else 1;
-    :func:`planner.kernels.weight_dtype_derates`).
+    """Effective FLOP/s of the replica's dense weight GEMMs at 512 tokens: ``F_eff = tp x
+    peak_tflops(dtype) x 1e12 x MFU x d x lift``, ``d`` the dtype's GEMM derate on the
+    replica's engine (FP8: the measured FP8 GEMM efficiency; unmeasured FP4: assumed; else
+    1; :func:`planner.kernels.weight_dtype_derates`) and ``lift`` the measured kernel rate
+    over that (:func:`planner.kernel_floors.dense_gemm_lift`; 1 where unmeasured).
 
-    H100 bf16 at MFU 0.5: 989.4e12 x 0.5 = 494.7e12 FLOP/s.
+    H100 bf16 at MFU 0.5 without a measured kernel rate: 989.4e12 x 0.5 = 494.7e12 FLOP/s;
+    with vLLM's (lift 0.9 x 0.801 / 0.5 = 1.442): 713.2e12.
     """
     peak = replica.gpu.peak_tflops(replica.weight_dtype)
     assert peak is not None  # checked when the replica was built
     derate = kn.weight_dtype_derates(replica.gpu, replica.weight_dtype, replica.engine)[0]
-    return replica.tp * peak * 1e12 * replica.prefill_mfu * derate
+    lift = replica.coefficients.dense_lift
+    return replica.tp * peak * 1e12 * replica.prefill_mfu * derate * lift
 
 
 def peak_flops(replica: Replica) -> float:

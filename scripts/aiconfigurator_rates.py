@@ -1,0 +1,81 @@
+"""Two rates read from aiconfigurator's per-operation database by
+``scripts/extract_aiconfigurator.py`` (split out to keep that script small):
+
+* :func:`gemm_peak_share`: the share of its dense peak a dense GEMM reaches at
+  :data:`SHARE_TOKENS` tokens (the token count the cost model's GEMM gain curve starts
+  from), per dtype, the median over LLM-layer weight shapes;
+* :func:`allreduce_slowdown`: per message size from 1 MB to 1 GB, the measured time over
+  the alpha-beta time of the link at its nominal bandwidth (the cost model's
+  ``planner.collectives.allreduce_ms`` before the curve), the median over engines and GPU
+  counts.
+
+Both take plain row dicts (the parquet rows), so they are tested without pyarrow.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+#: Token count at which a GEMM's share of peak is read (the base of the gain curve,
+#: ``GAIN_BASE_TOKENS`` in the extract script).
+SHARE_TOKENS = 512
+#: Weight dimensions (N and K) of the GEMMs read: LLM layer shards.
+SHARE_SHAPES = (4096, 16384)
+#: Message sizes (MiB) at which the all-reduce's slowdown is read: 1 MiB to 1 GiB.
+SLOWDOWN_MIB = tuple(2**k for k in range(11))
+
+
+def gemm_peak_share(rows: Iterable[dict[str, Any]], bf16_peak_tflops: float) -> dict[str, float]:
+    """Per dtype (``bf16``, ``fp8``): ``2 m N K / t / peak`` at ``m =`` :data:`SHARE_TOKENS`
+    (dimensionless), the median over weight shapes with N and K in :data:`SHARE_SHAPES`;
+    the FP8 peak is twice ``bf16_peak_tflops``. Rows of one shape are averaged (the median
+    latency, ms); a dtype with no such shape is left out."""
+    lo, hi = SHARE_SHAPES
+    peaks = {"bfloat16": ("bf16", bf16_peak_tflops), "fp8": ("fp8", 2.0 * bf16_peak_tflops)}
+    lat: dict[str, dict[tuple[int, int], list[float]]] = {}
+    for r in rows:
+        dt = str(r.get("gemm_dtype"))
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        if dt in peaks and m == SHARE_TOKENS and lo <= n <= hi and lo <= k <= hi:
+            lat.setdefault(dt, {}).setdefault((n, k), []).append(float(r["latency"]))
+    out = {}
+    for dt, shapes in lat.items():
+        name, peak = peaks[dt]
+        shares = [
+            2.0 * SHARE_TOKENS * n * k / (statistics.median(t) * 1e-3) / (peak * 1e12)
+            for (n, k), t in shapes.items()
+        ]
+        out[name] = round(statistics.median(shares), 3)
+    return out
+
+
+def alpha_beta_ms(latency_us: float, link_gb_per_s: float, tp: int, nbytes: float) -> float:
+    """The cost model's all-reduce on a scale-up link at its nominal bandwidth (ms): the
+    least of ring ``2 (tp-1) a + 2 (tp-1)/tp M b``, one-shot ``a + (tp-1) M b`` and
+    two-shot ``2 a + 2 (tp-1)/tp M b`` (``planner.collectives.allreduce_ms`` with a
+    slowdown of 1; checked equal in tests/test_gemm_peak_share.py)."""
+    a, b = latency_us * 1e-3, 1e3 / (link_gb_per_s * 1e9)
+    ring = 2 * (tp - 1) * a + 2.0 * (tp - 1) / tp * nbytes * b
+    return min(ring, a + (tp - 1) * nbytes * b, 2 * a + 2.0 * (tp - 1) / tp * nbytes * b)
+
+
+def allreduce_slowdown(
+    rows: Iterable[dict[str, Any]], latency_us: float, link_gb_per_s: float
+) -> dict[int, float]:
+    """Per message size of :data:`SLOWDOWN_MIB` (MiB): the median over bf16 all-reduces in
+    a CUDA graph over 2-8 GPUs (every engine's rows passed) of the measured latency over
+    :func:`alpha_beta_ms` (dimensionless); sizes without rows are left out."""
+    ratios: dict[int, list[float]] = {}
+    for r in rows:
+        if r.get("allreduce_dtype") != "bfloat16":
+            continue
+        if str(r.get("backend") or "graph").endswith("_eager"):
+            continue
+        tp, nbytes, ms = int(r["num_gpus"]), 2 * int(r["message_size"]), float(r["latency"])
+        mib = nbytes / 2**20
+        if tp >= 2 and mib in SLOWDOWN_MIB:
+            nominal = alpha_beta_ms(latency_us, link_gb_per_s, tp, nbytes)
+            ratios.setdefault(int(mib), []).append(ms / nominal)
+    return {m: round(statistics.median(v), 3) for m, v in sorted(ratios.items())}

@@ -1,0 +1,285 @@
+"""Dense GEMMs and all-reduces at their measured rates (issue 10): the share of its dense
+peak a GEMM reaches at 512 tokens and the bus bandwidth an engine's all-reduce reaches on
+a scale-up link, read from aiconfigurator's kernel database
+(scripts/extract_aiconfigurator.py, scripts/aiconfigurator_rates.py), carried in the
+catalog, borrowed no faster than the slowest measured GPU (or link), and priced in a
+step together with the elementwise kernels between the GEMMs."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+from script_support import aiconfigurator_kernels, load_script
+
+from catalog.loader import load_catalog
+from planner import architecture as arch
+from planner import roofline as rl
+from planner.collectives import (
+    ALLREDUCE_SLOWDOWN_ASSUMED,
+    allreduce_ms,
+    allreduce_slowdown,
+)
+from planner.kernel_floors import (
+    GEMM_PEAK_SHARE_BY_ARCH,
+    SERVING_GEMM_SHARE,
+    dense_gemm_lift,
+    fp8_gemm_efficiency,
+    gemm_peak_share,
+)
+
+EXTRACTED = aiconfigurator_kernels()
+CAT = load_catalog()
+rates = load_script("aiconfigurator_rates")
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def _gemm(share: float, peak_tflops: float, n: int, k: int, dtype: str = "bfloat16", m=512):
+    """A GEMM row whose rate at m tokens is ``share`` of ``peak_tflops`` (latency in ms)."""
+    latency_ms = 2.0 * m * n * k / (share * peak_tflops * 1e12) * 1e3
+    return {"gemm_dtype": dtype, "m": m, "n": n, "k": k, "latency": latency_ms}
+
+
+def test_gemm_share_extraction_is_the_median_over_layer_shapes_at_512_tokens():
+    rows = [
+        _gemm(0.70, 1000.0, 8192, 4096),
+        _gemm(0.74, 1000.0, 16384, 8192),
+        _gemm(0.90, 1000.0, 4096, 4096),
+        _gemm(0.99, 1000.0, 2048, 4096),  # weights narrower than 4,096: not read
+        _gemm(0.99, 1000.0, 8192, 4096, m=1024),  # not 512 tokens: not read
+        _gemm(0.50, 2000.0, 8192, 4096, dtype="fp8"),  # of the FP8 peak (2 x BF16's)
+        _gemm(0.99, 1000.0, 8192, 4096, dtype="int8"),  # neither dtype: not read
+    ]
+    assert rates.gemm_peak_share(rows, 1000.0) == {"bf16": 0.74, "fp8": 0.5}
+    assert rates.gemm_peak_share([], 1000.0) == {}
+
+
+def _ar_row(tp: int, mib: int, ms: float, backend: str = "vllm_graph") -> dict:
+    return {
+        "allreduce_dtype": "bfloat16",
+        "num_gpus": tp,
+        "message_size": mib * 2**20 // 2,  # bf16 elements
+        "latency": ms,
+        "backend": backend,
+    }
+
+
+def test_allreduce_slowdown_is_the_median_measured_over_alpha_beta_per_size():
+    nominal = rates.alpha_beta_ms(3.5, 450.0, 8, 8 * 2**20)
+    # two-shot: 2 x 3.5 us + 7/4 x 8 MiB / 450 GB/s
+    assert nominal == pytest.approx(7e-3 + 7 / 4 * 8 * 2**20 / 450e9 * 1e3)
+    rows = [
+        _ar_row(8, 8, 1.2 * nominal),
+        _ar_row(8, 8, 1.6 * nominal),
+        _ar_row(8, 8, 2.0 * nominal),
+        _ar_row(8, 8, 9.0 * nominal, backend="vllm_eager"),  # eager: not read
+        _ar_row(8, 3, 1.0),  # not a power-of-two size read: not read
+        {**_ar_row(8, 8, 9.0 * nominal), "allreduce_dtype": "float32"},  # not bf16
+    ]
+    assert rates.allreduce_slowdown(rows, 3.5, 450.0) == {8: 1.6}
+    # the script's alpha-beta is the cost model's at a slowdown of 1
+    plain = CAT.links["ib-ndr-400"].model_copy(update={"kind": "scale_up"})
+    for tp, nbytes in itertools.product((2, 4, 8), (1e4, 1e6, 3e7)):
+        assert allreduce_ms(plain, tp, nbytes) == pytest.approx(
+            rates.alpha_beta_ms(plain.latency_us, plain.bandwidth_gb_per_s, tp, nbytes)
+            * allreduce_slowdown(plain, nbytes)
+        )
+
+
+def test_catalog_carries_the_extracted_shares_and_link_slowdowns():
+    for gpu_id, entry in EXTRACTED["gpus"].items():
+        gpu = CAT.gpus[gpu_id]
+        assert gpu.gemm_peak_share is not None, gpu_id
+        for engine, e in entry["engines"].items():
+            assert gpu.gemm_peak_share.by_engine[engine] == e["gemm_peak_share_512"]
+    for gpu_id, entry in EXTRACTED["fp8_gemm_only"].items():
+        gpu = CAT.gpus[gpu_id]
+        assert gpu.gemm_peak_share is not None, gpu_id
+        for engine, e in entry["engines"].items():
+            assert gpu.gemm_peak_share.by_engine[engine] == e["gemm_peak_share_512"]
+    extract = load_script("extract_aiconfigurator")
+    for link_id, entry in EXTRACTED["allreduce_slowdown"].items():
+        link = CAT.links[link_id]
+        assert link.allreduce is not None, link_id
+        assert {str(k): v for k, v in link.allreduce.slowdown_by_mib.items()} == entry["by_mib"]
+        # the script read it against the catalog's link
+        assert extract.SCALE_UP_LINKS[link_id] == (link.bandwidth_gb_per_s, link.latency_us)
+
+
+def test_unmeasured_gpus_and_links_borrow_the_slowest_measured():
+    for arch_name, table in GEMM_PEAK_SHARE_BY_ARCH.items():
+        measured = [g for g in CAT.gpus.values() if g.arch == arch_name and g.gemm_peak_share]
+        assert measured, arch_name
+        for engine, dtype in itertools.product(ENGINES, ("bf16", "fp8")):
+            shares = [
+                g.gemm_peak_share.by_engine[engine][dtype]
+                for g in measured
+                if dtype in g.gemm_peak_share.by_engine.get(engine, {})
+            ]
+            assert table[engine].get(dtype) == (min(shares) if shares else None)
+    nvl = CAT.gpus["h100-nvl-94gb"]
+    assert nvl.gemm_peak_share is None
+    assert gemm_peak_share(nvl, "trtllm", "bf16") == 0.733  # Hopper's least (H100 SXM's)
+    assert gemm_peak_share(nvl, "lmdeploy", "fp8") == 0.483  # unlisted engine: the least
+    for gpu_id in ("mi300x", "mi325x", "gaudi3"):  # nothing of the architecture measured
+        assert gemm_peak_share(CAT.gpus[gpu_id], "vllm", "fp8") is None
+        assert dense_gemm_lift(CAT.gpus[gpu_id], "vllm", "fp8") == 1.0
+    curves = [lk.allreduce.slowdown_by_mib for lk in CAT.links.values() if lk.allreduce]
+    assert len(curves) == 3
+    assert {m: max(c[m] for c in curves) for m in curves[0]} == ALLREDUCE_SLOWDOWN_ASSUMED
+    xgmi = CAT.links["infinity-fabric-mi300"]
+    assert xgmi.allreduce is None
+    for mib in (1, 8, 1024):
+        assert allreduce_slowdown(xgmi, mib * 2**20) == ALLREDUCE_SLOWDOWN_ASSUMED[mib]
+    assert allreduce_slowdown(CAT.links["ib-ndr-400"], 2**30) == 1.0  # a network ring
+
+
+def test_lift_is_the_measured_share_over_the_analogy_factors():
+    from planner.calibration import UNCALIBRATED_DEFAULTS
+
+    k = SERVING_GEMM_SHARE
+    assert 0.5 < k <= 1.0
+    h100 = CAT.gpus["h100-sxm5-80gb"]
+    assert h100.gemm_peak_share is not None
+    assert h100.gemm_peak_share.analogy_mfu == 0.5
+    assert dense_gemm_lift(h100, "trtllm", "bf16") == pytest.approx(k * 0.733 / 0.5)
+    e_fp8 = fp8_gemm_efficiency(h100, "trtllm")
+    assert dense_gemm_lift(h100, "trtllm", "fp8") == pytest.approx(k * 0.483 / (0.5 * e_fp8))
+    assert dense_gemm_lift(CAT.gpus["b200"], "trtllm", "fp4") == 1.0  # FP4: none measured
+    # every entry states its GPU's analogy MFU (what a level scales)
+    for gpu in CAT.gpus.values():
+        if gpu.gemm_peak_share is not None:
+            assert gpu.gemm_peak_share.analogy_mfu == UNCALIBRATED_DEFAULTS[gpu.id][0], gpu.id
+    # a GPU borrowing its architecture's share states its analogy through its level
+    nvl = CAT.gpus["h100-nvl-94gb"]
+    mfu_a = nvl.efficiency.prefill_mfu / nvl.efficiency.level_scale
+    assert mfu_a == pytest.approx(UNCALIBRATED_DEFAULTS[nvl.id][0], abs=1e-3)
+    e_nvl = fp8_gemm_efficiency(nvl, "trtllm")
+    assert dense_gemm_lift(nvl, "trtllm", "fp8") == pytest.approx(k * 0.483 / (mfu_a * e_nvl))
+
+
+@pytest.mark.parametrize(
+    "gpu_id,dtype,engine",
+    [
+        ("h100-sxm5-80gb", "bf16", "trtllm"),
+        ("h200-sxm-141gb", "fp8", "vllm"),
+        ("l40s", "fp8", "sglang"),
+    ],
+)
+def test_a_step_runs_its_dense_gemms_at_the_measured_rate_times_the_level(gpu_id, dtype, engine):
+    """At 512 tokens (gain 1) the dense GEMM rate is tp x peak x level x k x share."""
+    gpu = CAT.gpus[gpu_id]
+    replica = rl.build_replica(
+        CAT, "llama-3.1-8b", gpu_id, 1, dtype, engine=engine, check_fit=False
+    )
+    c = replica.coefficients
+    assert gpu.gemm_peak_share is not None
+    level = replica.prefill_mfu / gpu.gemm_peak_share.analogy_mfu
+    share = gemm_peak_share(gpu, engine, dtype)
+    assert share is not None
+    peak = gpu.peak_tflops(dtype)
+    assert peak is not None
+    expected = peak * 1e12 * level * SERVING_GEMM_SHARE * share / 1e3
+    assert c.dense_gemm_per_ms(512) == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_lift_never_runs_a_gemm_past_its_peak():
+    h100 = CAT.gpus["h100-sxm5-80gb"]
+    replica = rl.build_replica(
+        CAT,
+        "llama-3.1-8b",
+        "h100-sxm5-80gb",
+        1,
+        "bf16",
+        mfu=0.9,
+        engine="vllm",
+        check_fit=False,
+        kernel_gemm_rate=True,
+    )
+    c = replica.coefficients
+    peak_per_ms = h100.peak_tflops("bf16") * 1e12 / 1e3
+    for tokens in (512, 2048, 8192):
+        assert c.dense_gemm_per_ms(tokens) <= peak_per_ms * (1 + 1e-12)
+
+
+def test_elementwise_bytes_worked_example_and_their_place_in_a_step():
+    m8 = CAT.models["llama-3.1-8b"]
+    # 32 layers x (tp 1 x 8 x 4,096 + 3 x 14,336) values x 2 bytes
+    assert arch.elementwise_bytes_per_token(m8, 1) == 32 * (8 * 4096 + 3 * 14336) * 2 == 4_849_664
+    # the norms are held whole on every rank, the activation is split
+    m70 = CAT.models["llama-3.1-70b"]
+    assert arch.elementwise_bytes_per_token(m70, 4) == 80 * (4 * 8 * 8192 + 3 * 28672) * 2
+    ds = CAT.models["deepseek-v3"]
+    moe = ds.moe
+    assert moe is not None
+    width = 3 * (moe.experts_per_token + moe.num_shared_experts) * moe.expert_intermediate_size
+    dense_layers = moe.first_dense_layers
+    expected = (
+        ds.num_layers * 8 * 8 * ds.hidden_size
+        + dense_layers * 3 * ds.intermediate_size
+        + (ds.num_layers - dense_layers) * width
+    ) * 2
+    assert arch.elementwise_bytes_per_token(ds, 8) == expected
+    replica = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", 1, "bf16", check_fit=False)
+    c = replica.coefficients
+    bare = dataclasses.replace(c, elementwise_bytes_per_token=0.0)
+    for tokens in (1, 64, 2048):
+        extra = c.gemm_ms(tokens) - bare.gemm_ms(tokens)
+        assert extra == pytest.approx(tokens * 4_849_664 / c.w_per_ms)
+
+
+def test_allreduce_takes_the_measured_slowdown_of_the_link():
+    nvlink4 = CAT.links["nvlink4"]
+    assert nvlink4.allreduce is not None
+    curve = nvlink4.allreduce.slowdown_by_mib
+    message = 32 * 2**20  # a 2,048-token prefill chunk of a 8,192-wide model
+    alpha = nvlink4.latency_us * 1e-3
+    two_shot = 2 * alpha + 2 * 7 / 8 * message / 450e9 * 1e3
+    assert allreduce_ms(nvlink4, 8, message) == pytest.approx(two_shot * curve[32])
+    # what the engines measure at that size on 8 H100s: 178-213 us
+    assert 0.178 < allreduce_ms(nvlink4, 8, message) < 0.213
+    # between points: linear in log2(size); at and below 64 KiB: the alpha-beta time
+    mid = 2**21 * 2**0.5  # 2.83 MiB, halfway between 2 and 4 in log2
+    assert allreduce_slowdown(nvlink4, mid) == pytest.approx((curve[2] + curve[4]) / 2)
+    assert allreduce_slowdown(nvlink4, 2**16) == 1.0
+    assert allreduce_slowdown(nvlink4, 2**18) == pytest.approx(1 + (curve[1] - 1) / 2)
+    assert allreduce_slowdown(nvlink4, 2**40) == curve[1024]
+    # small messages stay latency-bound: one-shot at a few microseconds
+    assert allreduce_ms(nvlink4, 8, 16384) < 0.006
+
+
+def test_catalog_refuses_a_bad_slowdown_curve_naming_the_field():
+    from pydantic import ValidationError
+
+    from catalog.schema import AllReduceKernel
+
+    for curve, field in (({1: 0.1}, "slowdown_by_mib.1"), ({0: 1.2}, "slowdown_by_mib.0")):
+        with pytest.raises(ValidationError) as err:
+            AllReduceKernel.model_validate({"slowdown_by_mib": curve, "source": "a benchmark"})
+        assert field in str(err.value)
+
+
+def test_an_mfu_the_user_sets_is_the_rate_their_gemms_run_at():
+    """The lift is the measured kernel rate over the catalog's factors; an MFU a user
+    sets (an analysis's --mfu, a request's efficiency.prefill_mfu) is taken as it is."""
+    catalog_factors = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="vllm")
+    assert catalog_factors.kernel_gemm_rate
+    assert catalog_factors.coefficients.dense_lift == pytest.approx(0.9 * 0.801 / 0.5)
+    user = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="vllm", mfu=0.5)
+    assert not user.kernel_gemm_rate
+    assert user.coefficients.dense_lift == 1.0
+    assert rl.effective_flops(user) == pytest.approx(989.4e12 * 0.5)
+    assert rl.effective_flops(catalog_factors) == pytest.approx(
+        989.4e12 * catalog_factors.prefill_mfu * 0.9 * 0.801 / 0.5
+    )
+    # a draft model takes its target's choice
+    for mfu, lifted in ((None, True), (0.5, False)):
+        target = rl.build_replica(
+            CAT, "llama-3.1-70b", "h100-sxm5-80gb", tp=4, engine="vllm", mfu=mfu
+        )
+        spec = rl.with_speculation(
+            CAT, target, "draft_model", 3, 2.0, draft_model="llama-3.1-8b"
+        ).speculative
+        assert spec is not None and spec.draft is not None
+        assert (spec.draft.dense_lift > 1.0) == lifted
