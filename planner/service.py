@@ -278,7 +278,8 @@ def calibrated_catalog(
 def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) -> dict[str, Any]:
     """Prices and efficiency factors of the GPUs in the model (with the factors'
     provenance, points and sigma_log: planner.risk.factor_uncertainty, as the
-    candidates carry them, and the serving stack's TTFT latency priced:
+    candidates carry them, the measured dense GEMM rate over the MFU's:
+    planner.kernel_floors.dense_gemm_lift, and the serving stack's TTFT latency priced:
     planner.serving_stack), per-class figures."""
     gpus = sorted({c.config.gpu for c in screening.candidates})
     first: dict[str, Candidate] = {}
@@ -297,6 +298,9 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 # MFU and MBU above include it for an MoE model (planner.roofline)
                 "moe_level_ratio": rl.moe_level_ratio(catalog.gpus[g], first[g].replica.model),
                 "sigma_log": first[g].sigma_log,
+                # dense GEMMs at MFU x this: the measured kernel rate at 512 tokens over
+                # the MFU's (planner.kernel_floors.dense_gemm_lift; 1: none measured)
+                "dense_gemm_lift": first[g].replica.coefficients.dense_lift,
                 # in every TTFT of the plan (planner.serving_stack; zero without MLA)
                 "serving_stack_base_ms": first[g].replica.stack.base_ms,
                 "serving_stack_ms_per_prompt_token": first[g].replica.stack.per_token_ms,

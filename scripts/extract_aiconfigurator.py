@@ -569,8 +569,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["fp8_gemm_vs_bf16"] = ratio
             if gain := gemm_token_gain(gemm):
                 e["gemm_token_gain"] = gain
-            if share := gemm_peak_share(gemm, FP8_PEAK_TFLOPS[system] / FP8_PEAK_OVER_BF16):
-                e["gemm_peak_share_512"] = share
+            if peak_share := gemm_peak_share(gemm, FP8_PEAK_TFLOPS[system] / FP8_PEAK_OVER_BF16):
+                e["gemm_peak_share_512"] = peak_share
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
             )
@@ -594,8 +594,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["fp8_gemm_vs_bf16"] = ratio
             if gain := gemm_token_gain(gemm):
                 e["gemm_token_gain"] = gain
-            if share := gemm_peak_share(gemm, GEMM_ONLY_BF16_PEAK_TFLOPS[system]):
-                e["gemm_peak_share_512"] = share
+            if peak_share := gemm_peak_share(gemm, GEMM_ONLY_BF16_PEAK_TFLOPS[system]):
+                e["gemm_peak_share_512"] = peak_share
             if system in GEMM_ONLY_LINKS:
                 ar = _parquet(
                     repo, f"{DATA}/{system}/comm/{engine}/{version}/custom_allreduce_perf.parquet"

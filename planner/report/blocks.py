@@ -477,6 +477,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
             [
                 f"{spec.name} ({g})",
                 num(_map(used.get(g)).get("prefill_mfu", e.prefill_mfu), 2),
+                num(_map(used.get(g)).get("dense_gemm_lift"), 2),
                 num(_map(used.get(g)).get("decode_mbu", e.decode_mbu), 2),
                 num(e.step_overhead_ms, 1),
                 num(e.overlap_factor, 2),
@@ -500,6 +501,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 [
                     "GPU",
                     "Prefill MFU",
+                    "GEMM rate x",
                     "Decode MBU",
                     "Step overhead (ms)",
                     "Overlap",
@@ -507,12 +509,14 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                     "Why",
                 ],
                 eff_rows,
-                [False, True, True, True, True, False, False],
+                [False, True, True, True, True, True, False, False],
                 small=True,
             ),
             Para(
                 [
-                    "MFU: achieved share of peak FLOP/s in compute-bound prefill; MBU: achieved "
+                    "MFU: achieved share of peak FLOP/s in compute-bound prefill; GEMM rate x: "
+                    "dense weight GEMMs run at MFU times this, the measured kernel rate at 512 "
+                    "tokens over the MFU's (1: none measured); MBU: achieved "
                     "share of peak HBM bandwidth in memory-bound decode; overlap: how much of a "
                     "prefill chunk hides under a decode step (1 = fully). Provenance: fitted to "
                     "N measured points, scaled (the analogy's factors times the level its "
