@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import pytest
 from script_support import aiconfigurator_kernels, load_script
@@ -283,3 +284,22 @@ def test_an_mfu_the_user_sets_is_the_rate_their_gemms_run_at():
         ).speculative
         assert spec is not None and spec.draft is not None
         assert (spec.draft.dense_lift > 1.0) == lifted
+
+
+def test_a_plan_and_its_report_say_which_gemm_rate_they_priced():
+    import yaml
+
+    from planner.report.render import render_plan_report
+    from planner.service import make_plan
+
+    root = Path(__file__).resolve().parent.parent
+    request = yaml.safe_load((root / "examples/code-completion-8b.yaml").read_text())
+    plan = make_plan(request, CAT, alternatives=False, verify=False)
+    gpus = plan.assumptions["gpus"]
+    for gpu_id, g in gpus.items():
+        assert g["dense_gemm_lift"] >= 0.5, gpu_id
+    h100 = gpus["h100-sxm5-80gb"]
+    assert h100["dense_gemm_lift"] > 1.2  # the measured rate over the analogy MFU's
+    md, _ = render_plan_report({"request": request, "plan": plan.to_json_dict()}, "md", CAT)
+    assert isinstance(md, str)
+    assert "GEMM rate x" in md and f"{h100['dense_gemm_lift']:.2f}" in md
