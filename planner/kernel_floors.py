@@ -519,12 +519,12 @@ SERVING_GEMM_SHARE = 0.9
 
 def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
     """The measured dense GEMM rate over the one the analogy factors give (dimensionless):
-    ``share / (MFU_a x e_fp8)``, ``share`` the measured :func:`gemm_peak_share` at 512
+    ``k x share / (MFU_a x e_fp8)``, ``share`` the measured :func:`gemm_peak_share` at 512
     tokens, ``MFU_a`` the GPU's analogy MFU (``gemm_peak_share.analogy_mfu``; for a GPU
     borrowing its architecture's share, ``efficiency.prefill_mfu / efficiency.level_scale``;
     a BF16 prefill figure that also carries what else a step spends: H100 0.5) and
-    ``e_fp8`` the FP8 efficiency (:func:`fp8_gemm_efficiency`, 1 for BF16), times
-    :data:`SERVING_GEMM_SHARE` ``k``: ``lift = k x share / (MFU_a x e_fp8)``. So a replica's
+    ``e_fp8`` the FP8 efficiency (:func:`fp8_gemm_efficiency`, 1 for BF16) and ``k``
+    :data:`SERVING_GEMM_SHARE` (fitted). So a replica's
     dense GEMMs run at ``peak x level x k x share x gain(tokens)``: the measured kernel
     rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM: BF16 0.9 x
     0.733 / 0.5 = 1.319, FP8 0.9 x 0.483 / (0.5 x 0.741) = 1.173. 1 where no share is

@@ -562,7 +562,7 @@ def coefficients_of(replica) -> StepCoefficients:
     # measured dense GEMMs never run past the peak (MFU x derate x lift x gain <= 1)
     measured = dense_gemm_lift(gpu, replica.engine, replica.weight_dtype)
     lift = min(
-        measured if getattr(replica, "kernel_gemm_rate", True) else 1.0,
+        measured if replica.kernel_gemm_rate else 1.0,
         1.0 / (replica.prefill_mfu * gemm_derate),
     )
     return StepCoefficients(
