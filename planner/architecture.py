@@ -178,8 +178,9 @@ def routed_expert_param_count(model: Model) -> int:
 # --------------------------------------------------------------------------- bytes
 
 
-#: Bytes per activation value the elementwise kernels move (bf16).
-ELEMENTWISE_VALUE_BYTES = 2.0
+#: Bytes per activation value (bf16): what the elementwise kernels move and the
+#: tensor-parallel all-reduces exchange (re-exported as planner.kernels.ACTIVATION_BYTES).
+ACTIVATION_BYTES = 2.0
 
 
 def elementwise_bytes_per_token(model: Model, tp: int) -> float:
@@ -201,7 +202,7 @@ def elementwise_bytes_per_token(model: Model, tp: int) -> float:
         width = 3.0 * (m.experts_per_token + m.num_shared_experts) * m.expert_intermediate_size
     norms = model.num_layers * tp * 8.0 * model.hidden_size
     mlp = (model.num_layers - moe_layers) * dense_width + moe_layers * width
-    return (norms + mlp) * ELEMENTWISE_VALUE_BYTES
+    return (norms + mlp) * ACTIVATION_BYTES
 
 
 def fp4_bits_per_weight(fmt: Fp4Format | str) -> float:

@@ -118,8 +118,9 @@ from planner.spec_steps import (  # re-exported: speculative decoding's step ari
     verification_steps,
 )
 
-#: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16).
-ACTIVATION_BYTES = 2.0
+#: Bytes per activation element exchanged in tensor-parallel all-reduces (bf16; one
+#: definition with the elementwise kernels', planner.architecture).
+ACTIVATION_BYTES = arch.ACTIVATION_BYTES
 
 #: Expert parallelism: the busiest GPU's share of expert work over the mean (the step
 #: waits for it). Assumed: routing skew at decode batches with an expert-placement
