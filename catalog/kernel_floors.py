@@ -114,7 +114,7 @@ class GemmTokenGain(Frozen):
     over the rate at 512, the median over weight shapes of 4,096-16,384 x 4,096-16,384
     (fuller tiles and waves; :func:`planner.kernel_floors.gemm_token_gain`).
 
-    ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> the four gains}; ``source``: the
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> the four gains}; ``source``: the
     kernel benchmark and its versions. Engines not listed take the least listed gains.
     Each gain is at most ``1 + ln 2`` times the one before (1 before the first), so a step
     of more tokens never takes less GEMM time (the cost model interpolates in log2)."""
@@ -122,7 +122,7 @@ class GemmTokenGain(Frozen):
     by_engine: dict[
         Id,
         dict[
-            Literal["bf16", "fp8"],
+            Literal["bf16", "fp8", "fp4"],
             Annotated[
                 list[Annotated[float, Field(ge=1, le=4, allow_inf_nan=False)]],
                 Field(min_length=4, max_length=4),
@@ -148,11 +148,12 @@ class GemmTokenGain(Frozen):
 class GemmPeakShare(Frozen):
     """The share of its dense peak this GPU's dense weight GEMMs reach at 512 tokens,
     per serving engine and weight dtype (dimensionless, in (0, 1]; ``bf16`` of the BF16
-    peak, ``fp8`` of the FP8 peak): ``2 x 512 x N x K / t / peak``, the median over
-    weight shapes of 4,096-16,384 x 4,096-16,384 (measured kernel timings; the base of
+    peak, ``fp8`` of the FP8 peak, ``fp4`` of the FP4 peak): ``2 x 512 x N x K / t /
+    peak``, the median over weight shapes of 4,096-16,384 x 4,096-16,384 (measured
+    kernel timings; the base of
     :class:`GemmTokenGain`'s curve; :func:`planner.kernel_floors.dense_gemm_lift`).
 
-    ``by_engine``: engine name -> {``bf16`` | ``fp8`` -> share}; ``analogy_mfu``: the MFU
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> share}; ``analogy_mfu``: the MFU
     the GPU's analogy factors set (``planner.calibration.UNCALIBRATED_DEFAULTS``), which
     the measured rate is stated against, so that a fitted level or MFU scales the measured
     rate; ``source``: the kernel benchmark and its versions. Engines not listed take the
@@ -160,6 +161,10 @@ class GemmPeakShare(Frozen):
 
     analogy_mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
     by_engine: dict[
-        Id, dict[Literal["bf16", "fp8"], Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]]
+        Id,
+        dict[
+            Literal["bf16", "fp8", "fp4"],
+            Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)],
+        ],
     ] = Field(min_length=1, max_length=16)
     source: Text = Field(min_length=10)

@@ -266,6 +266,21 @@ def fp4_level_ratio(gpu: Gpu) -> float:
     return gpu.efficiency.fp4_level_ratio
 
 
+def fp4_gemm_ratio(gpu: Gpu, engine: str | None) -> float:
+    """Share of its (doubled) peak an FP4 weight GEMM reaches over the share an FP8 one
+    reaches of its own, before any measured FP4 level (dimensionless, in (0, 1]):
+    measured where the GPU's FP4 and FP8 GEMMs are (:func:`gemm_peak_share` at 512 tokens,
+    ``fp4 / fp8``: B200 with TensorRT-LLM 0.239 / 0.314 = 0.761, SGLang 0.670, vLLM
+    0.860), else :data:`FP4_GEMM_DERATE` (assumed). An FP4 GEMM then runs ``2 x`` this
+    times an FP8 GEMM of the same GPU at 512 tokens (peak ratio 2), each dtype with its
+    own measured gain over larger steps."""
+    s4 = gemm_peak_share(gpu, engine, Dtype.FP4)
+    s8 = gemm_peak_share(gpu, engine, Dtype.FP8)
+    if s4 is None or s8 is None:
+        return FP4_GEMM_DERATE
+    return min(1.0, s4 / s8)
+
+
 def weight_dtype_derates(
     gpu: Gpu, dtype: Dtype | str, engine: str | None = None
 ) -> tuple[float, float]:
@@ -275,9 +290,11 @@ def weight_dtype_derates(
     * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
       their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
       (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
-    * fp4: ``(min(1, FP4_GEMM_DERATE x r) x fp8_gemm_efficiency(gpu, engine),
-      min(1, FP4_WEIGHT_READ_DERATE x r))`` with ``r = efficiency.fp4_level_ratio`` (the
-      GPU's FP4 runs measured against these assumed derates, 1 where none is) unless the
+    * fp4: ``(min(1, q x r) x fp8_gemm_efficiency(gpu, engine),
+      min(1, FP4_WEIGHT_READ_DERATE x r))`` with ``q`` :func:`fp4_gemm_ratio` (measured
+      FP4 over FP8 GEMM share on Blackwell, else the assumed :data:`FP4_GEMM_DERATE`) and
+      ``r = efficiency.fp4_level_ratio`` (the GPU's FP4 runs measured against these
+      derates, 1 where none is) unless the
       GPU's catalog (or an applied calibration) has factors measured in fp4
       (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on BF16/FP8
       runs, and an unmeasured format must not look better than a measured one (an
@@ -291,7 +308,7 @@ def weight_dtype_derates(
         return (1.0, 1.0)
     r = fp4_level_ratio(gpu)
     return (
-        min(1.0, FP4_GEMM_DERATE * r) * fp8_gemm_efficiency(gpu, engine),
+        min(1.0, fp4_gemm_ratio(gpu, engine) * r) * fp8_gemm_efficiency(gpu, engine),
         min(1.0, FP4_WEIGHT_READ_DERATE * r),
     )
 
@@ -403,9 +420,21 @@ GEMM_TOKEN_GAIN_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, ...]]]] = {
         "trtllm": {"bf16": (1.041, 1.126, 1.138, 1.134)},
     },
     "Blackwell": {
-        "sglang": {"bf16": (1.057, 1.138, 1.169, 1.187), "fp8": (1.177, 1.261, 1.292, 1.258)},
-        "vllm": {"bf16": (1.059, 1.115, 1.126, 1.0), "fp8": (1.213, 1.305, 1.347, 1.277)},
-        "trtllm": {"bf16": (1.067, 1.134, 1.085, 1.095), "fp8": (1.262, 1.476, 1.52, 1.565)},
+        "sglang": {
+            "bf16": (1.057, 1.138, 1.169, 1.187),
+            "fp8": (1.177, 1.261, 1.292, 1.258),
+            "fp4": (1.066, 1.369, 1.593, 1.69),
+        },
+        "vllm": {
+            "bf16": (1.059, 1.115, 1.126, 1.0),
+            "fp8": (1.213, 1.305, 1.347, 1.277),
+            "fp4": (1.181, 1.347, 1.491, 1.55),
+        },
+        "trtllm": {
+            "bf16": (1.067, 1.134, 1.085, 1.095),
+            "fp8": (1.262, 1.476, 1.52, 1.565),
+            "fp4": (1.207, 1.478, 1.63, 1.656),
+        },
     },
     "Hopper": {
         "sglang": {"bf16": (1.038, 1.063, 1.052, 1.0), "fp8": (1.117, 1.109, 1.048, 1.0)},
@@ -434,7 +463,8 @@ def gemm_token_gain(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> tuple[f
     engine the entry does not list takes the least gain over the listed engines at each
     token count; a GPU without an entry its architecture's
     :data:`GEMM_TOKEN_GAIN_BY_ARCH` (likewise), none for an architecture nothing
-    measures or a dtype nothing measures (FP4)."""
+    measures or a dtype nothing measures (FP4 is measured on Blackwell only: the
+    database's nvfp4 GEMMs, B200 with TensorRT-LLM 1.21 at 1,024 tokens, 1.66 at 8,192)."""
     d = Dtype(dtype).value
     entry = gpu.gemm_token_gain
     if entry is not None:
@@ -474,9 +504,9 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
 GEMM_PEAK_SHARE_BY_ARCH: dict[str, dict[str, dict[str, float]]] = {
     "Ampere": {"sglang": {"bf16": 0.709}, "vllm": {"bf16": 0.734}, "trtllm": {"bf16": 0.734}},
     "Blackwell": {
-        "sglang": {"bf16": 0.572, "fp8": 0.351},
-        "vllm": {"bf16": 0.622, "fp8": 0.32},
-        "trtllm": {"bf16": 0.556, "fp8": 0.287},
+        "sglang": {"bf16": 0.572, "fp8": 0.351, "fp4": 0.262},
+        "vllm": {"bf16": 0.622, "fp8": 0.32, "fp4": 0.282},
+        "trtllm": {"bf16": 0.556, "fp8": 0.287, "fp4": 0.218},
     },
     "Hopper": {
         "sglang": {"bf16": 0.733, "fp8": 0.523},
@@ -496,7 +526,9 @@ def gemm_peak_share(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float |
     tokens with ``engine`` (dimensionless; measured, aiconfigurator's kernel database): the
     GPU's ``gemm_peak_share`` (an engine it does not list takes the least listed), else its
     architecture's :data:`GEMM_PEAK_SHARE_BY_ARCH` (likewise); None where nothing of the
-    architecture is measured (AMD, Intel) and for FP4 weights."""
+    architecture is measured (AMD, Intel) or not in ``dtype`` (FP4 is measured on
+    Blackwell only: nvfp4 GEMMs, W4A4 with FP8 scales per 16 values; MXFP4 weights are
+    taken at the same tensor-core rate)."""
     d = Dtype(dtype).value
     if gpu.gemm_peak_share is not None:
         shares = {e: s[d] for e, s in gpu.gemm_peak_share.by_engine.items() if d in s}
@@ -523,10 +555,12 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
     tokens, ``MFU_a`` the GPU's analogy MFU (``gemm_peak_share.analogy_mfu``; for a GPU
     borrowing its architecture's share, ``efficiency.prefill_mfu / efficiency.level_scale``;
     a BF16 prefill figure that also carries what else a step spends: H100 0.5) and
-    ``e_fp8`` the FP8 efficiency (:func:`fp8_gemm_efficiency`, 1 for BF16) and ``k``
-    :data:`SERVING_GEMM_SHARE` (fitted). So a replica's
-    dense GEMMs run at ``peak x level x k x share x gain(tokens)``: the measured kernel
-    rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM: BF16 0.9 x
+    ``e_fp8`` the derate the weight dtype's GEMMs carry before any measured FP4 level
+    (:func:`fp8_gemm_efficiency` for FP8; that x :func:`fp4_gemm_ratio` for FP4; 1 for
+    BF16) and ``k`` :data:`SERVING_GEMM_SHARE` (fitted). So a replica's
+    dense GEMMs run at ``peak x level x k x share x gain(tokens)`` (FP4: x ``min(1, q x
+    r) / q``, its measured FP4 level ``r`` up to the FP8 share's rate): the measured
+    kernel rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM: BF16 0.9 x
     0.733 / 0.5 = 1.319, FP8 0.9 x 0.483 / (0.5 x 0.741) = 1.173. 1 where no share is
     measured (no lift an unmeasured architecture's GPU did not earn)."""
     share = gemm_peak_share(gpu, engine, dtype)
@@ -536,7 +570,10 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
         mfu_a = gpu.gemm_peak_share.analogy_mfu
     else:
         mfu_a = gpu.efficiency.prefill_mfu / gpu.efficiency.level_scale
-    e_fp8 = fp8_gemm_efficiency(gpu, engine) if Dtype(dtype) == Dtype.FP8 else 1.0
+    d = Dtype(dtype)
+    e_fp8 = fp8_gemm_efficiency(gpu, engine) if d in (Dtype.FP8, Dtype.FP4) else 1.0
+    if d == Dtype.FP4:  # factors fitted in FP4 carry no derate (weight_dtype_derates)
+        e_fp8 = 1.0 if d in gpu.efficiency.by_dtype else e_fp8 * fp4_gemm_ratio(gpu, engine)
     return SERVING_GEMM_SHARE * share / (mfu_a * e_fp8)
 
 

@@ -182,13 +182,19 @@ def level_scale(
     FP4 derates against its FP4 runs) and each LLM's level in its other formats come
     from the groups
     (:func:`_per_llm_levels`); the GPU's level is the median over its LLMs (each counts
-    once, however many points its sweep has), then capped at :func:`level_ceiling` (an
-    LLM on which the GPU beats the guess still counts, so the median is not pulled down
-    by capping each LLM first). The GPU's throughput relative to the reference's on
-    each LLM, the ratio that decides what the optimizer buys, is then what was measured.
+    once, however many points its sweep has), or over its dense LLMs where that is
+    higher, then capped at :func:`level_ceiling` (an LLM on which the GPU beats the
+    guess still counts, so the median is not pulled down by capping each LLM first). The
+    GPU's throughput relative to the reference's on each LLM, the ratio that decides
+    what the optimizer buys, is then what was measured.
 
     ``moe_ratio``: the median level of its MoE LLMs over the level, at most 1, when it
-    has both MoE and dense LLMs (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42).
+    has both MoE and dense LLMs (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42). MoE
+    LLMs measured below the dense ones are priced by that ratio and do not pull the dense
+    level down (B200: Llama-2-70B at 0.94, DeepSeek-V3 at 0.81; the median over both,
+    0.875, priced its Llama below what it measured); measured above them they count in
+    the median as any LLM (H200: DeepSeek-V3 and Mixtral at 1.09-1.11 beside dense LLMs
+    at 0.63-1.43), since a ratio of at most 1 would otherwise price them below both.
 
     One parameter, the level, is what such data determine well even where the
     two-factor fit is ill-conditioned (MI300X: MFU 0.17 / MBU 0.32, outside what an
@@ -209,7 +215,7 @@ def level_scale(
     ratio, by_llm = _per_llm_levels(per_group)
     moe = [v for g, v in by_llm if catalog.models[g].is_moe]
     dense = [v for g, v in by_llm if not catalog.models[g].is_moe]
-    measured = median(v for _, v in by_llm)
+    measured = max(median(v for _, v in by_llm), median(dense) if dense else 0.0)
     level = min(measured, level_ceiling(catalog, factors))
     first = _throughput_ratio(sat, plain, factors, 1.0)
     return LevelScale(

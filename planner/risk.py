@@ -104,8 +104,9 @@ def factor_uncertainty(
     eff = gpu.efficiency_for(dtype)
     if Dtype(dtype) == Dtype.FP4 and Dtype.FP4 not in gpu.efficiency.by_dtype:
         # FP4 runs are priced from factors measured (if at all) in BF16/FP8, derated by
-        # planner.kernels.FP4_GEMM_DERATE / FP4_WEIGHT_READ_DERATE: no measurement backs
-        # them in FP4, so analogy with at least the analogy prior's spread.
+        # planner.kernel_floors.fp4_gemm_ratio (a kernel benchmark on Blackwell, else
+        # assumed) / FP4_WEIGHT_READ_DERATE: no fit to serving runs backs them in FP4,
+        # so analogy with at least the analogy prior's spread.
         return FactorUncertainty(
             Provenance.ANALOGY, 0, max(eff.sigma_log, ANALOGY_SIGMA_LOG), eff.level_scale
         )

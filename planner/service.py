@@ -383,9 +383,12 @@ def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
                     kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)
                 ]
             },
-            "note": "GEMMs at the FP4 peak x the GPU's MFU x gemm_derate (the assumed FP4 "
-            "derate x the GPU's fp4_level_ratio, at most 1, x its measured FP8 GEMM "
-            "efficiency), weight reads at W_eff x weight_read_derate (the assumed derate x "
+            "note": "GEMMs at the FP4 peak x the GPU's MFU x gemm_derate (the FP4 GEMMs' "
+            "share of their peak over the FP8 ones' of theirs, measured on Blackwell "
+            "(aiconfigurator's nvfp4 GEMMs) and assumed 0.75 elsewhere, x the GPU's "
+            "fp4_level_ratio, at most 1, x its measured FP8 GEMM efficiency) x the measured "
+            "GEMM rate (assumptions.gpus[g].dense_gemm_lift, with its own gain at larger "
+            "steps), weight reads at W_eff x weight_read_derate (the assumed derate x "
             "fp4_level_ratio, at most 1; planner.kernels). fp4_level_ratio is measured where "
             "the GPU's FP4 runs were (make calibrate-defaults), else 1; factors measured "
             "in FP4 (a calibration) replace all this, and otherwise the risk derate takes "

@@ -28,12 +28,18 @@ SLOWDOWN_MIB = tuple(2**k for k in range(11))
 
 
 def gemm_peak_share(rows: Iterable[dict[str, Any]], bf16_peak_tflops: float) -> dict[str, float]:
-    """Per dtype (``bf16``, ``fp8``): ``2 m N K / t / peak`` at ``m =`` :data:`SHARE_TOKENS`
-    (dimensionless), the median over weight shapes with N and K in :data:`SHARE_SHAPES`;
-    the FP8 peak is twice ``bf16_peak_tflops``. Rows of one shape are averaged (the median
-    latency, ms); a dtype with no such shape is left out."""
+    """Per dtype (``bf16``, ``fp8``, ``fp4``): ``2 m N K / t / peak`` at ``m =``
+    :data:`SHARE_TOKENS` (dimensionless), the median over weight shapes with N and K in
+    :data:`SHARE_SHAPES`; the FP8 peak is twice ``bf16_peak_tflops``, the FP4 peak (the
+    database's ``nvfp4`` GEMMs, per-16-value FP8 block scales, W4A4) four times. Rows of
+    one shape are averaged (the median latency, ms); a dtype with no such shape is left
+    out."""
     lo, hi = SHARE_SHAPES
-    peaks = {"bfloat16": ("bf16", bf16_peak_tflops), "fp8": ("fp8", 2.0 * bf16_peak_tflops)}
+    peaks = {
+        "bfloat16": ("bf16", bf16_peak_tflops),
+        "fp8": ("fp8", 2.0 * bf16_peak_tflops),
+        "nvfp4": ("fp4", 4.0 * bf16_peak_tflops),
+    }
     lat: dict[str, dict[tuple[int, int], list[float]]] = {}
     for r in rows:
         dt = str(r.get("gemm_dtype"))

@@ -225,7 +225,8 @@ def level_reason(gpu: str, e: dict) -> str:
             f"{LEVEL_MARK} the analogy MFU {prior[0]:g} / MBU {prior[1]:g} scaled by "
             f"{lv.scale:.3f}"
             + (" (dense LLMs, below)" if e.get("borrowed") else "")
-            + f": the median over LLMs ({per}) of the level at which its "
+            + f": the median over LLMs ({per}; over its dense LLMs where that is higher) of "
+            "the level at which its "
             f"{lv.values} saturated throughputs (of {e['points']} fit points) are predicted "
             + (
                 "as measured (a reference GPU)"
@@ -261,7 +262,7 @@ def ratio_reason(e: dict) -> str:
         )
     if e["fp4_ratio"] != 1.0:
         parts.append(
-            f"its FP4 runs at {e['fp4_ratio']:.2f}x the assumed FP4 derates "
+            f"its FP4 runs at {e['fp4_ratio']:.2f}x the FP4 derates "
             "(fp4_level_ratio: each derate x it, capped at 1)"
         )
     if e.get("borrowed"):

@@ -284,13 +284,14 @@ def fp8_gemm_vs_bf16(rows: Iterable[dict[str, Any]]) -> float | None:
 
 
 def gemm_token_gain(rows: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
-    """Per dtype (``bf16``, ``fp8``): a dense GEMM's rate (FLOP/s) at each of
-    :data:`GAIN_TOKENS` tokens over its rate at :data:`GAIN_BASE_TOKENS`, the median over
+    """Per dtype (``bf16``, ``fp8``, ``fp4``: the database's ``nvfp4``): a dense GEMM's
+    rate (FLOP/s) at each of :data:`GAIN_TOKENS` tokens over its rate at
+    :data:`GAIN_BASE_TOKENS`, the median over
     weight shapes (N and K in :data:`FP8_COMPARE_SHAPES`, both token counts measured),
     floored at 1 (dimensionless): ``(m / 512) x t(512) / t(m)``. Rows of one shape, dtype
     and m are averaged (the median latency); a dtype with no such shape is left out."""
     lo, hi = FP8_COMPARE_SHAPES
-    names = {"bfloat16": "bf16", "fp8": "fp8"}
+    names = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
     lat: dict[str, dict[tuple[int, int], dict[int, list[float]]]] = {}
     wanted = {GAIN_BASE_TOKENS, *GAIN_TOKENS}
     for r in rows:
@@ -638,9 +639,10 @@ def extract(repo: Path) -> dict[str, Any]:
             "1,024-8,192 tokens (fp8_gemm_vs_bf16, the median over 4,096-16,384 square-ish "
             "weight shapes; also for L40S, under fp8_gemm_only), "
             "a dense GEMM's rate at 1,024, 2,048, 4,096 and 8,192 tokens over its rate at "
-            "512 tokens (gemm_token_gain per dtype, the median over the same weight shapes, "
+            "512 tokens (gemm_token_gain per dtype, bf16, fp8 and fp4 (the database's "
+            "nvfp4 GEMMs), the median over the same weight shapes, "
             "floored at 1; also for L40S and A100, under fp8_gemm_only), "
-            "a dense GEMM's share of its BF16 or FP8 dense peak at 512 tokens "
+            "a dense GEMM's share of its BF16, FP8 or FP4 dense peak at 512 tokens "
             "(gemm_peak_share_512 per dtype, the median over the same weight shapes), "
             "per scale-up link, the engines' bf16 all-reduces in a CUDA graph over 2-8 GPUs "
             "at 1 MiB-1 GiB against the alpha-beta time at the link's nominal bandwidth and "

@@ -20,6 +20,7 @@ from catalog.schema import (
     Model,
     Provenance,
 )
+from planner import kernel_floors as kf
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.calibration.parsers import load_reference_measurements
@@ -102,9 +103,12 @@ def test_fp4_gemms_and_weight_reads_are_derated_when_unmeasured():
     fp8 = rl.build_replica(plain, "llama-3.1-70b", "b200", dtype="fp8", kv_dtype="fp8")
     fp4 = rl.build_replica(plain, "llama-3.1-70b", "b200", dtype="fp4", kv_dtype="fp8")
     c8, c4 = fp8.coefficients, fp4.coefficients
-    # FP4 peak 9,000 vs FP8 4,500 TFLOP/s, times the assumed GEMM derate 0.75 (on top of
-    # the FP8 GEMMs' measured efficiency, which both carry): 1.5x
-    assert c4.f_gemm_per_ms / c8.f_gemm_per_ms == pytest.approx(2 * kn.FP4_GEMM_DERATE)
+    # FP4 peak 9,000 vs FP8 4,500 TFLOP/s, times the FP4 GEMMs' share of their peak over
+    # the FP8 ones' (measured on B200; on top of the FP8 GEMMs' measured efficiency,
+    # which both carry): about 1.5x
+    q = kf.fp4_gemm_ratio(plain.gpus["b200"], fp4.engine)
+    assert c4.f_gemm_per_ms / c8.f_gemm_per_ms == pytest.approx(2 * q)
+    assert 0.6 < q < 0.9
     assert c4.f_attn_per_ms == c8.f_attn_per_ms  # attention stays at its kernel precision
     assert c4.w_weights_per_ms == pytest.approx(c8.w_per_ms * kn.FP4_WEIGHT_READ_DERATE)
     assert c4.w_per_ms == c8.w_per_ms  # KV reads are not derated
@@ -132,11 +136,13 @@ def test_fp4_measured_in_the_catalog_is_not_derated():
     gpu = b200.model_copy(update={"efficiency": eff})
     assert kn.weight_dtype_derates(gpu, "fp4") == (1.0, 1.0)
     plain = unscaled_catalog(CAT).gpus["b200"]
-    assert kn.weight_dtype_derates(plain, "fp4") == (0.75 * 0.641, 0.85)
+    q = kf.fp4_gemm_ratio(plain, None)  # the least engine's FP4 and FP8 GEMM shares
+    assert q == pytest.approx(0.239 / 0.314)
+    assert kn.weight_dtype_derates(plain, "fp4") == pytest.approx((q * 0.641, 0.85))
     # the shipped B200's FP4 runs lift the assumed derates, each at most to 1
     r = CAT.gpus["b200"].efficiency.fp4_level_ratio
     assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp4") == pytest.approx(
-        (min(1.0, 0.75 * r) * 0.641, min(1.0, 0.85 * r))
+        (min(1.0, q * r) * 0.641, min(1.0, 0.85 * r))
     )
     # FP8 carries the measured FP8 GEMM efficiency (the least of B200's engines unnamed)
     assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp8") == (0.641, 1.0)
@@ -213,13 +219,13 @@ def test_llama_70b_on_b200_offered_fp4_and_fp8_picks_fp4_and_is_cheaper():
     assert fp4["checkpoint"] == "RedHatAI/Llama-3.1-70B-Instruct-NVFP4"
     assert fp4["bits_per_weight"] == 4.5
     assert fp4["gpus"]["b200"]["provenance"] == "analogy"
-    # the assumed FP4 derate x B200's measured FP4 ratio (at most 1), on top of its
-    # measured FP8 GEMM efficiency with vLLM
+    # vLLM's FP4 GEMMs' share over its FP8 ones' (measured, 0.301 / 0.35) x B200's
+    # measured FP4 ratio (at most 1), on top of its measured FP8 GEMM efficiency
     r = CAT.gpus["b200"].efficiency.fp4_level_ratio
+    q = kf.fp4_gemm_ratio(CAT.gpus["b200"], "vllm")
+    assert q == pytest.approx(0.301 / 0.35)
     assert fp4["gpus"]["b200"]["fp4_level_ratio"] == r > 1.0
-    assert fp4["gpus"]["b200"]["gemm_derate"] == pytest.approx(
-        min(1.0, kn.FP4_GEMM_DERATE * r) * 0.641, abs=5e-4
-    )
+    assert fp4["gpus"]["b200"]["gemm_derate"] == pytest.approx(min(1.0, q * r) * 0.641, abs=5e-4)
     assert "fp4" not in fp8.assumptions
     assert all(p.provenance == "analogy" for p in both.pools)
     assert all(p.provenance == "scaled" for p in fp8.pools)
@@ -257,10 +263,10 @@ def test_the_text_plan_says_fp4_efficiency_is_assumed():
     text = render_plan_text(plan.to_json_dict())
     assert "fp4: checkpoint RedHatAI/Llama-3.1-70B-Instruct-NVFP4 (nvfp4, 4.5 bits" in text
     r = CAT.gpus["b200"].efficiency.fp4_level_ratio
-    gemm = round(min(1.0, kn.FP4_GEMM_DERATE * r) * 0.641, 3)
+    gemm = round(min(1.0, kf.fp4_gemm_ratio(CAT.gpus["b200"], "vllm") * r) * 0.641, 3)
     read = round(min(1.0, kn.FP4_WEIGHT_READ_DERATE * r), 3)
     assert (
-        f"b200 GEMMs x{gemm}, weight reads x{read} (FP4 runs measured at x{r} the assumed "
+        f"b200 GEMMs x{gemm}, weight reads x{read} (FP4 runs measured at x{r} these "
         "derates), factors analogy"
     ) in text
 

@@ -26,8 +26,10 @@ from planner.kernel_floors import (
     GEMM_PEAK_SHARE_BY_ARCH,
     SERVING_GEMM_SHARE,
     dense_gemm_lift,
+    fp4_gemm_ratio,
     fp8_gemm_efficiency,
     gemm_peak_share,
+    gemm_token_gain,
 )
 
 EXTRACTED = aiconfigurator_kernels()
@@ -50,9 +52,10 @@ def test_gemm_share_extraction_is_the_median_over_layer_shapes_at_512_tokens():
         _gemm(0.99, 1000.0, 2048, 4096),  # weights narrower than 4,096: not read
         _gemm(0.99, 1000.0, 8192, 4096, m=1024),  # not 512 tokens: not read
         _gemm(0.50, 2000.0, 8192, 4096, dtype="fp8"),  # of the FP8 peak (2 x BF16's)
-        _gemm(0.99, 1000.0, 8192, 4096, dtype="int8"),  # neither dtype: not read
+        _gemm(0.30, 4000.0, 8192, 4096, dtype="nvfp4"),  # of the FP4 peak (4 x BF16's)
+        _gemm(0.99, 1000.0, 8192, 4096, dtype="int8"),  # no dtype read: not read
     ]
-    assert rates.gemm_peak_share(rows, 1000.0) == {"bf16": 0.74, "fp8": 0.5}
+    assert rates.gemm_peak_share(rows, 1000.0) == {"bf16": 0.74, "fp8": 0.5, "fp4": 0.3}
     assert rates.gemm_peak_share([], 1000.0) == {}
 
 
@@ -112,7 +115,7 @@ def test_unmeasured_gpus_and_links_borrow_the_slowest_measured():
     for arch_name, table in GEMM_PEAK_SHARE_BY_ARCH.items():
         measured = [g for g in CAT.gpus.values() if g.arch == arch_name and g.gemm_peak_share]
         assert measured, arch_name
-        for engine, dtype in itertools.product(ENGINES, ("bf16", "fp8")):
+        for engine, dtype in itertools.product(ENGINES, ("bf16", "fp8", "fp4")):
             shares = [
                 g.gemm_peak_share.by_engine[engine][dtype]
                 for g in measured
@@ -147,7 +150,18 @@ def test_lift_is_the_measured_share_over_the_analogy_factors():
     assert dense_gemm_lift(h100, "trtllm", "bf16") == pytest.approx(k * 0.733 / 0.5)
     e_fp8 = fp8_gemm_efficiency(h100, "trtllm")
     assert dense_gemm_lift(h100, "trtllm", "fp8") == pytest.approx(k * 0.483 / (0.5 * e_fp8))
-    assert dense_gemm_lift(CAT.gpus["b200"], "trtllm", "fp4") == 1.0  # FP4: none measured
+    # FP4 (B200's nvfp4 GEMMs): its share over the analogy's rate for FP4, the FP8 GEMM
+    # derate times the measured FP4-over-FP8 share ratio q, i.e. FP8's lift
+    b200 = CAT.gpus["b200"]
+    q = fp4_gemm_ratio(b200, "trtllm")
+    assert q == pytest.approx(0.239 / 0.314)
+    e_b200 = fp8_gemm_efficiency(b200, "trtllm")
+    assert dense_gemm_lift(b200, "trtllm", "fp4") == pytest.approx(k * 0.239 / (0.45 * e_b200 * q))
+    assert dense_gemm_lift(b200, "trtllm", "fp4") == pytest.approx(
+        dense_gemm_lift(b200, "trtllm", "fp8")
+    )
+    for gpu_id in ("h100-sxm5-80gb", "mi325x"):  # no FP4 GEMM measured (nor an FP4 peak)
+        assert gemm_peak_share(CAT.gpus[gpu_id], "trtllm", "fp4") is None
     # every entry states its GPU's analogy MFU (what a level scales)
     for gpu in CAT.gpus.values():
         if gpu.gemm_peak_share is not None:
@@ -183,6 +197,35 @@ def test_a_step_runs_its_dense_gemms_at_the_measured_rate_times_the_level(gpu_id
     assert peak is not None
     expected = peak * 1e12 * level * SERVING_GEMM_SHARE * share / 1e3
     assert c.dense_gemm_per_ms(512) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fp4_gemms_run_at_their_measured_rate_and_gain(engine):
+    """B200's FP4 (nvfp4) GEMMs: at 512 tokens ``peak(fp4) x level x k x share(fp4) x
+    min(1, q r) / q`` (``r`` its measured FP4 level, ``q`` the FP4-over-FP8 share ratio),
+    and faster at more tokens by their own measured gain (TensorRT-LLM: 1.63 at 4,096),
+    not FP8's. Before, FP4 took the assumed 0.75 derate and no gain at all, so a
+    4,096-token prefill step ran FP4 GEMMs at 2 x 0.75 / 1.57 = 0.96x the FP8 ones."""
+    gpu = CAT.gpus["b200"]
+    replica = rl.build_replica(
+        CAT, "llama-3.1-70b", "b200", 1, "fp4", kv_dtype="fp8", engine=engine, check_fit=False
+    )
+    assert replica.gpu.gemm_peak_share is not None
+    c = replica.coefficients
+    level = replica.prefill_mfu / gpu.gemm_peak_share.analogy_mfu
+    share = gemm_peak_share(gpu, engine, "fp4")
+    assert share is not None
+    q, r = fp4_gemm_ratio(gpu, engine), gpu.efficiency.fp4_level_ratio
+    expected = 9000e12 * level * SERVING_GEMM_SHARE * share * min(1.0, q * r) / q / 1e3
+    assert c.dense_gemm_per_ms(512) == pytest.approx(expected, rel=1e-9)
+    gains = gemm_token_gain(gpu, engine, "fp4")
+    assert gains == tuple(gpu.gemm_token_gain.by_engine[engine]["fp4"])
+    assert c.dense_gemm_per_ms(4096) == pytest.approx(expected * gains[2], rel=1e-9)
+    # at a prefill-sized step an FP4 GEMM now runs well past the FP8 one of the same GPU
+    fp8 = rl.build_replica(
+        CAT, "llama-3.1-70b", "b200", 1, "fp8", kv_dtype="fp8", engine=engine, check_fit=False
+    ).coefficients
+    assert c.dense_gemm_per_ms(4096) > 1.2 * fp8.dense_gemm_per_ms(4096)
 
 
 def test_the_lift_never_runs_a_gemm_past_its_peak():

@@ -105,12 +105,14 @@ def test_measured_borrowed_and_unmeasured_gains():
     # A100 40GB takes A100 80GB's (Ampere); no FP8 measured on Ampere
     assert gemm_token_gain(CAT.gpus["a100-40gb"], "vllm", "bf16") == (1.056, 1.14, 1.162, 1.167)
     assert gemm_token_gain(CAT.gpus["a100-40gb"], "vllm", "fp8") == ()
-    # nothing measures AMD, Gaudi or the A10G's GA102, nor FP4 weights anywhere
+    # nothing measures AMD, Gaudi or the A10G's GA102, nor FP4 weights off Blackwell
     for gpu in ("mi300x", "mi325x", "gaudi3", "a10g"):
         for engine in (*ENGINES, None):
             assert gemm_token_gain(CAT.gpus[gpu], engine, "fp8") == ()
             assert gemm_token_gain(CAT.gpus[gpu], engine, "bf16") == ()
-    assert gemm_token_gain(CAT.gpus["b200"], "trtllm", "fp4") == ()
+    assert gemm_token_gain(CAT.gpus["h100-sxm5-80gb"], "trtllm", "fp4") == ()
+    # B200's nvfp4 GEMMs: their own gain, not FP8's
+    assert gemm_token_gain(CAT.gpus["b200"], "trtllm", "fp4") == (1.207, 1.478, 1.63, 1.656)
 
 
 def test_an_unmeasured_gpu_never_gets_a_larger_gain_than_a_measured_one_of_its_architecture():
@@ -119,7 +121,7 @@ def test_an_unmeasured_gpu_never_gets_a_larger_gain_than_a_measured_one_of_its_a
             continue
         mates = [g for g in CAT.gpus.values() if g.arch == gpu.arch and g.gemm_token_gain]
         for engine in (*ENGINES, "tgi", None):
-            for dtype in ("bf16", "fp8"):
+            for dtype in ("bf16", "fp8", "fp4"):
                 mine = gemm_token_gain(gpu, engine, dtype)
                 for mate in mates:
                     theirs = gemm_token_gain(mate, engine, dtype)
@@ -183,7 +185,7 @@ def test_a_gpu_nothing_measures_is_priced_at_its_mfu_at_every_step_size():
     [
         ({"vllm": {"fp8": [0.9, 1.1, 1.2, 1.3]}}, "0"),  # a gain below 1
         ({"vllm": {"fp8": [1.1, 1.2, 1.3]}}, "fp8"),  # three token counts, not four
-        ({"vllm": {"fp4": [1.1, 1.2, 1.3, 1.4]}}, "fp4"),  # a dtype nothing measures
+        ({"vllm": {"int8": [1.1, 1.2, 1.3, 1.4]}}, "int8"),  # a dtype nothing measures
         # 2,048 tokens would take less GEMM time than 1,024 (2.2 > (1 + ln 2) x 1.2)
         ({"sglang": {"bf16": [1.2, 2.2, 2.3, 2.4]}}, "sglang.bf16[1]"),
     ],
@@ -222,7 +224,7 @@ def test_a_larger_step_never_takes_less_gemm_time_on_any_catalog_curve():
         for e, by_dtype in g.gemm_token_gain.by_engine.items()
         for d, gains in by_dtype.items()
     }
-    assert len(curves) == 33  # non-monotone ones too: H100 SGLang fp8 1.117 ... 1.0
+    assert len(curves) == 39  # non-monotone ones too: H100 SGLang fp8 1.117 ... 1.0
     tokens = [256 * 1.01**i for i in range(500)]
     for key, gains in curves.items():
         times = [n / gain_at_tokens(gains, n) for n in tokens]

@@ -112,6 +112,30 @@ def test_moe_ratio_never_lifts_and_needs_dense_llms():
     assert lv.scale == pytest.approx(0.6, rel=0.02) and lv.moe_ratio == 1.0
 
 
+def test_moe_llms_below_the_dense_ones_do_not_pull_the_dense_level_down():
+    """Llama-2-70B measured at 1.1, DeepSeek-V3 at 0.6 and Mixtral at 0.7: the median over
+    the three LLMs (0.7) would price Llama 36% low; the level is the dense median (1.1)
+    and the MoE ratio prices the MoE LLMs at theirs (0.65 / 1.1). MoE LLMs measured above
+    the dense ones count in the median (1.0 and 1.3: 1.15), the ratio being at most 1."""
+    g = "mi300x"
+    below = [
+        _point(g, "llama-2-70b", _predicted(g, "llama-2-70b", MI300X_PRIOR, 1.1)),
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 0.6)),
+        _point(g, "mixtral-8x7b", _predicted(g, "mixtral-8x7b", MI300X_PRIOR, 0.7)),
+    ]
+    lv = fd.level_scale(below, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None
+    assert lv.scale == pytest.approx(1.1, rel=0.02)
+    assert lv.moe_ratio == pytest.approx(0.65 / 1.1, rel=0.03)
+    above = [
+        _point(g, "llama-2-70b", _predicted(g, "llama-2-70b", MI300X_PRIOR, 1.0)),
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 1.3)),
+    ]
+    lv = fd.level_scale(above, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None
+    assert lv.scale == pytest.approx(1.15, rel=0.02) and lv.moe_ratio == 1.0
+
+
 def test_the_moe_ratio_prices_moe_models_only():
     cat = _with_efficiency("mi300x", moe_level_ratio=0.5)
     eff = cat.gpus["mi300x"].efficiency
@@ -155,16 +179,19 @@ def test_fp4_runs_are_their_own_group_and_give_the_fp4_ratio():
     assert {name for name, _ in lv.by_model} == {"deepseek-v3", "deepseek-v3 fp4"}
 
 
-def test_the_fp4_ratio_lifts_the_assumed_derates_up_to_the_peak_ratio():
+def test_the_fp4_ratio_lifts_the_fp4_derates_up_to_the_peak_ratio():
     gpu = CAT.gpus["b200"]
     fp8 = kf.fp8_gemm_efficiency(gpu, "trtllm")
+    # B200's FP4 GEMMs are measured: 0.239 of the FP4 peak against 0.314 of the FP8 one
+    q = kf.fp4_gemm_ratio(gpu, "trtllm")
+    assert q == pytest.approx(0.239 / 0.314)
     plain = fd.unscaled_catalog(CAT).gpus["b200"]
     assert kf.weight_dtype_derates(plain, Dtype.FP4, "trtllm") == pytest.approx(
-        (kf.FP4_GEMM_DERATE * fp8, kf.FP4_WEIGHT_READ_DERATE)
+        (q * fp8, kf.FP4_WEIGHT_READ_DERATE)
     )
     lifted = _with_efficiency("b200", fp4_level_ratio=1.1).gpus["b200"]
     assert kf.weight_dtype_derates(lifted, Dtype.FP4, "trtllm") == pytest.approx(
-        (kf.FP4_GEMM_DERATE * 1.1 * fp8, kf.FP4_WEIGHT_READ_DERATE * 1.1)
+        (q * 1.1 * fp8, kf.FP4_WEIGHT_READ_DERATE * 1.1)
     )
     # never past the FP4 peak ratio (GEMM) nor the GPU's own read share
     high = _with_efficiency("b200", fp4_level_ratio=1.9).gpus["b200"]
@@ -246,8 +273,9 @@ def test_fp4_runs_alone_give_no_level():
 def test_an_llm_run_in_fp4_only_counts_at_its_level_over_the_fp4_ratio():
     """B200's shape: DeepSeek-V3 measured in FP8 (0.8) and FP4 (1.0), Llama-2-70B in FP4
     only (1.5). The FP4 ratio is DeepSeek's pair, 1.25; Llama counts at 1.5 / 1.25 = 1.2;
-    the level is the median over the two LLMs (1.0) and DeepSeek, an MoE LLM, keeps its
-    0.8 through the MoE ratio."""
+    the level is its dense LLMs' (Llama's 1.2, not the median with DeepSeek's 0.8, which
+    MoE LLMs measured below the dense ones never pull it down to) and DeepSeek, an MoE
+    LLM, keeps its 0.8 through the MoE ratio."""
     g = "b200"
     pts = [
         _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", B200_PRIOR, 0.8)),
@@ -261,8 +289,8 @@ def test_an_llm_run_in_fp4_only_counts_at_its_level_over_the_fp4_ratio():
     lv = fd.level_scale(pts, CAT, g, B200_PRIOR, {})
     assert lv is not None and lv.dense
     assert lv.fp4_ratio == pytest.approx(1.25, rel=0.03)
-    assert lv.measured == pytest.approx((0.8 + 1.5 / 1.25) / 2, rel=0.03)
-    assert lv.scale == pytest.approx(lv.measured)  # below B200's ceiling (0.7 / 0.65)
+    assert lv.measured == pytest.approx(1.5 / 1.25, rel=0.03)
+    assert lv.scale == pytest.approx(min(lv.measured, 0.7 / 0.65))  # B200's ceiling
     assert lv.scale * lv.moe_ratio == pytest.approx(0.8, rel=0.03)
 
 

@@ -149,7 +149,7 @@ def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> lis
             f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
             f"x{_s(_map(d).get('weight_read_derate'))}"
             + (
-                f" (FP4 runs measured at x{_s(_map(d).get('fp4_level_ratio'))} the assumed derates)"
+                f" (FP4 runs measured at x{_s(_map(d).get('fp4_level_ratio'))} these derates)"
                 if _map(d).get("fp4_level_ratio") not in (None, 1.0)
                 else ""
             )
