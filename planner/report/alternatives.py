@@ -62,7 +62,12 @@ def alternatives_table(plan: Mapping[str, Any]) -> Table | None:
         ["Alternative fleet", "Status", "$/hour", "vs this plan", "Change", "Verified", "Note"],
         rows,
         [False, False, True, True, True, False, False],
-        caption="Solved on this plan's capacity model as corrected by simulation; "
+        caption=(
+            f"$/hour is GPUs + operations, as this plan's total {usd(total)}/hour. "
+            if is_num(total) and total
+            else ""
+        )
+        + "Solved on this plan's capacity model as corrected by simulation; "
         "not simulated themselves",
     )
 

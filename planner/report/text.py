@@ -521,6 +521,7 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
     if not alts:
         return []
     headers = ["alternative", "status", "$/h", "vs plan $/h", "verified", "note"]
+    total = plan.get("total_cost_usd_per_hour")
     rows = [
         [
             _s(_map(a).get("name")),
@@ -532,9 +533,15 @@ def _alternatives(plan: Mapping[str, Any]) -> list[str]:
         ]
         for a in alts
     ]
+    priced = (
+        [f"  $/h is GPUs + operations, as this plan's total {usd(total)}/h"]
+        if _is_num(total) and total
+        else []
+    )
     return [
         "Alternatives (next-cheapest fleets)",
         render_table(headers, rows, indent="  "),
+        *priced,
         "  solved on this plan's capacity model as corrected by simulation; not simulated "
         "themselves",
     ]
