@@ -654,7 +654,7 @@ def test_next_cheapest_is_compared_with_the_plans_total(small_record, catalog):
     the summary compares them with the plan's total, not its GPU cost: the three-class
     report said "+$86.36/h" for an alternative $16.36/h dearer."""
     from planner.report.alternatives import next_cheapest
-    from planner.report.formatting import pct_delta, usd_delta
+    from planner.report.formatting import pct_delta, usd, usd_delta
 
     plan = small_record["plan"]
     alt = next_cheapest(plan)
@@ -663,7 +663,11 @@ def test_next_cheapest_is_compared_with_the_plans_total(small_record, catalog):
     assert alt["delta_usd_per_hour"] == pytest.approx(d, abs=0.01)
     text, _ = render_plan_report(dict(small_record, sensitivity=None), "md", catalog)
     pct = pct_delta(100 * alt["delta_usd_per_hour"] / plan["total_cost_usd_per_hour"])
-    assert f"({usd_delta(alt['delta_usd_per_hour'])}/h, {pct})" in text
+    total = usd(plan["total_cost_usd_per_hour"])
+    assert (
+        f"({usd_delta(alt['delta_usd_per_hour'])}/h, {pct} against this plan's {total}/h "
+        "with operations)."
+    ) in text
 
 
 def test_multinode_launch_shows_one_command_per_node(catalog):

@@ -288,7 +288,12 @@ def plan_document(
                 [
                     Strong("Next-cheapest: "),
                     f"“{alt.get('name')}” at {usd(alt['cost_usd_per_hour'])}/h "
-                    f"({usd_delta(d)}/h, {pct_delta(100 * d / base)}).",
+                    f"({usd_delta(d)}/h, {pct_delta(100 * d / base)}"
+                    + (
+                        f" against this plan's {usd(total)}/h with operations)."
+                        if is_num(total) and total
+                        else ")."
+                    ),
                 ]
             )
         unc = uncertainty_sentence(plan)
