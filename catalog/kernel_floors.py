@@ -114,8 +114,9 @@ class GemmTokenGain(Frozen):
     over the rate at 512, the median over weight shapes of 4,096-16,384 x 4,096-16,384
     (fuller tiles and waves; :func:`planner.kernel_floors.gemm_token_gain`).
 
-    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> the four gains}; ``source``: the
-    kernel benchmark and its versions. Engines not listed take the least listed gains.
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> the four gains};
+    ``source``: the kernel benchmark and its versions. Engines not listed take the least
+    listed gains.
     Each gain is at most ``1 + ln 2`` times the one before (1 before the first), so a step
     of more tokens never takes less GEMM time (the cost model interpolates in log2)."""
 
@@ -150,14 +151,14 @@ class GemmPeakShare(Frozen):
     per serving engine and weight dtype (dimensionless, in (0, 1]; ``bf16`` of the BF16
     peak, ``fp8`` of the FP8 peak, ``fp4`` of the FP4 peak): ``2 x 512 x N x K / t /
     peak``, the median over weight shapes of 4,096-16,384 x 4,096-16,384 (measured
-    kernel timings; the base of
-    :class:`GemmTokenGain`'s curve; :func:`planner.kernel_floors.dense_gemm_lift`).
+    kernel timings; the base of :class:`GemmTokenGain`'s curve;
+    :func:`planner.kernel_floors.dense_gemm_lift`).
 
-    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> share}; ``analogy_mfu``: the MFU
-    the GPU's analogy factors set (``planner.calibration.UNCALIBRATED_DEFAULTS``), which
-    the measured rate is stated against, so that a fitted level or MFU scales the measured
-    rate; ``source``: the kernel benchmark and its versions. Engines not listed take the
-    least listed share."""
+    ``by_engine``: engine name -> {``bf16`` | ``fp8`` | ``fp4`` -> share};
+    ``analogy_mfu``: the MFU the GPU's analogy factors set
+    (``planner.calibration.UNCALIBRATED_DEFAULTS``), which the measured rate is stated
+    against, so that a fitted level or MFU scales the measured rate; ``source``: the
+    kernel benchmark and its versions. Engines not listed take the least listed share."""
 
     analogy_mfu: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
     by_engine: dict[

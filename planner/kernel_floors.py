@@ -560,8 +560,8 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
     BF16) and ``k`` :data:`SERVING_GEMM_SHARE` (fitted). So a replica's
     dense GEMMs run at ``peak x level x k x share x gain(tokens)`` (FP4: x ``min(1, q x
     r) / q``, its measured FP4 level ``r`` up to the FP8 share's rate): the measured
-    kernel rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM: BF16 0.9 x
-    0.733 / 0.5 = 1.319, FP8 0.9 x 0.483 / (0.5 x 0.741) = 1.173. 1 where no share is
+    kernel rate inside a step, scaled by the GPU's fitted level. H100 with TensorRT-LLM:
+    BF16 0.9 x 0.733 / 0.5 = 1.319, FP8 0.9 x 0.483 / (0.5 x 0.741) = 1.173. 1 where no share is
     measured (no lift an unmeasured architecture's GPU did not earn)."""
     share = gemm_peak_share(gpu, engine, dtype)
     if share is None:
