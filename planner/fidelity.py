@@ -34,6 +34,7 @@ from planner.levels import (  # noqa: F401  (re-exported)
     LEVEL_REFERENCE_GPUS,
     MAX_LEVEL_SCALE,
     MIN_LEVEL_VALUES,
+    MIN_MATCHED_RUNS,
     LevelScale,
     analogy_level_scale,
     borrowed_dense_level,
@@ -41,8 +42,12 @@ from planner.levels import (  # noqa: F401  (re-exported)
     level_ceiling,
     level_scale,
     level_targets,
+    matched_runs,
+    paired_level,
     prior_factors,
     saturated_throughput,
+    source_root,
+    source_roots,
     unscaled_catalog,
 )
 
@@ -467,26 +472,3 @@ def ttft_excess_at_low_load(
             )
         )
     return out
-
-
-def source_root(source: str | None) -> str:
-    """Where a measurement was published, coarsely: ``github.com/owner/repo`` for a
-    GitHub address, else the host (``intel.com``), without ``www.``, query or anchor;
-    ``""`` when unknown. Points with one root are one publisher's runs, usually one
-    sweep: they do not vary independently."""
-    if not source:
-        return ""
-    s = source.strip().split(" ")[0]
-    s = s.split("#")[0].split("?")[0]
-    for prefix in ("https://", "http://"):
-        if s.startswith(prefix):
-            s = s[len(prefix) :]
-    if s.startswith("www."):
-        s = s[4:]
-    parts = s.split("/")
-    return "/".join(parts[:3]) if parts[0] == "github.com" else parts[0]
-
-
-def source_roots(points: Sequence[cb.Measurement]) -> set[str]:
-    """The distinct :func:`source_root` of ``points`` (unknown sources left out)."""
-    return {r for m in points if (r := source_root(m.source))}

@@ -257,8 +257,121 @@ def _per_llm_levels(
     return ratio, sorted(by_llm.items())
 
 
+#: Matched runs (:func:`matched_runs`) of one LLM a level relative to a sibling needs;
+#: with fewer the sibling's dense-to-MoE gap is borrowed instead
+#: (:func:`borrowed_dense_level`).
+MIN_MATCHED_RUNS = 3
+
+
+def run_key(m: cb.Measurement) -> tuple[object, ...]:
+    """What a run is matched on across GPUs: its publisher (:func:`source_root`), LLM,
+    formats, engine, parallelism, disaggregation, shape and load; everything but the
+    GPU, the measured values and the run's own id or file."""
+    return (
+        source_root(m.source),
+        m.model,
+        m.dtype,
+        m.kv_dtype,
+        m.engine,
+        m.kind,
+        m.tp,
+        m.ep,
+        m.pp,
+        m.dp_attention,
+        m.num_gpus,
+        m.prefill_workers,
+        m.prefill_tp,
+        m.prefill_ep,
+        m.prefill_dp_attention,
+        m.decode_workers,
+        m.isl,
+        m.osl,
+        m.concurrency,
+        m.request_rate_rps,
+        m.num_requests,
+        m.token_budget,
+        m.max_batch,
+    )
+
+
+def matched_runs(
+    points: Sequence[cb.Measurement], gpu: str, sibling: str
+) -> list[tuple[cb.Measurement, cb.Measurement]]:
+    """Pairs ``(run on gpu, run on sibling)`` of usable saturated-throughput points
+    (:func:`saturated_throughput`) with the same :func:`run_key`: one publisher's sweep
+    run on both GPUs, so that what differs between the two is the GPU (InferenceMAX's
+    DeepSeek-V3 SGLang sweep on MI300X and MI325X). Each sibling run is used once."""
+    theirs: dict[tuple[object, ...], list[cb.Measurement]] = {}
+    for m in points:
+        if m.gpu == sibling and m.usable and saturated_throughput(m) and m.source:
+            theirs.setdefault(run_key(m), []).append(m)
+    pairs = []
+    for m in points:
+        if m.gpu != gpu or not m.usable or not saturated_throughput(m) or not m.source:
+            continue
+        same = theirs.get(run_key(m))
+        if same:
+            pairs.append((m, same.pop(0)))
+    return pairs
+
+
+def paired_level(
+    pairs: Sequence[tuple[cb.Measurement, cb.Measurement]],
+    catalog: Catalog,
+    factors: Sequence[float],
+    sibling_factors: Sequence[float],
+    sibling_level: float,
+) -> float:
+    """The level of a GPU's analogy ``factors`` on matched runs ``pairs`` (its run, the
+    sibling's; :func:`matched_runs`): the ``s`` at which the model's ratio of the two
+    GPUs is what was measured, run by run: ``median_i [(measured_i / predicted_i(s)) /
+    (measured'_i / predicted'_i)] = 1``, the sibling's runs priced with its analogy
+    ``sibling_factors`` at ``sibling_level``, both on :func:`unscaled_catalog`; a root
+    in ``ln s`` (Brent) between :data:`MIN_GROUP_LEVEL` and the level at which MFU or
+    MBU would pass 1, a bound where the ratio does not cross 1 inside. Dimensionless.
+
+    ``paired_level / sibling_level`` is the GPU's level relative to the sibling measured
+    on the same software, shapes and loads, free of what else either was measured on
+    (MI300X's DeepSeek-V3 level rests on three publishers, MI325X's on InferenceMAX's
+    sweep alone). Pairs either of whose predictions is missing are left out; none left:
+    ``sibling_level``."""
+    from scipy.optimize import brentq  # imported on use: the CLI starts faster
+
+    plain = unscaled_catalog(catalog)
+    theirs_f = (sibling_factors[0] * sibling_level, sibling_factors[1] * sibling_level)
+    base: list[tuple[cb.Measurement, float]] = []
+    for a, b in pairs:
+        pb = cb.predict(b, plain, (*theirs_f, sibling_factors[2])).get("output_tok_s")
+        if pb and a.output_tok_s and b.output_tok_s:
+            base.append((a, b.output_tok_s / pb))
+    if not base:
+        return sibling_level
+
+    def f(log_s: float) -> float:
+        s = math.exp(log_s)
+        out = []
+        for a, err_b in base:
+            pa = cb.predict(a, plain, (factors[0] * s, factors[1] * s, factors[2]))
+            got = pa.get("output_tok_s")
+            if got and a.output_tok_s:
+                out.append(a.output_tok_s / got / err_b)
+        return math.log(median(out)) if out else 0.0
+
+    lo, hi = math.log(MIN_GROUP_LEVEL), math.log(1.0 / max(factors[0], factors[1]))
+    f_lo, f_hi = f(lo), f(hi)
+    if f_hi >= 0:
+        return math.exp(hi)
+    if f_lo <= 0:
+        return math.exp(lo)
+    return math.exp(brentq(f, lo, hi, xtol=1e-4))
+
+
 def borrowed_dense_level(
-    level: float, sibling_level: float, sibling_moe_ratio: float, ceiling: float
+    level: float,
+    sibling_level: float,
+    sibling_moe_ratio: float,
+    ceiling: float,
+    matched_ratio: float | None = None,
 ) -> tuple[float, float]:
     """The dense-LLM level of a GPU measured on MoE LLMs only (at ``level``), from a
     measured sibling of its architecture whose MoE LLMs run at ``sibling_moe_ratio`` of
@@ -270,8 +383,21 @@ def borrowed_dense_level(
     level they were measured at. Dimensionless; returns ``(dense, moe_ratio)``. MI325X:
     DeepSeek-V3 measured at 0.57 and MI300X's DeepSeek-V3 at 0.54 of its Llama level give
     a Llama level of 1.06, taken at 1, against 0.57 without: the same die with faster HBM
-    would otherwise be rated at half MI300X's share of peak on dense LLMs."""
-    dense = max(level, min(level / sibling_moe_ratio, sibling_level, ceiling, MAX_LEVEL_SCALE))
+    would otherwise be rated at half MI300X's share of peak on dense LLMs.
+
+    With ``matched_ratio`` (the GPU's :func:`paired_level` over the sibling's level on
+    the same LLM, from at least :data:`MIN_MATCHED_RUNS` matched runs) the two were
+    measured side by side, and the sibling's measured dense level carries over in that
+    ratio: ``dense = max(level, min(sibling_level x matched_ratio, sibling_level,
+    ceiling))``. The analogy guess no longer caps it (the sibling's dense runs measured
+    the stack), but the sibling's level still does: a GPU is never rated a larger share
+    of peak than the sibling it is judged by. MI325X runs InferenceMAX's DeepSeek-V3
+    sweep at 0.98 of MI300X's level on the same runs: its Llama level is 1.167 x 0.98
+    = 1.15 (MI300X's 1.167), not the guess's 1."""
+    if matched_ratio is not None:
+        dense = max(level, min(sibling_level * matched_ratio, sibling_level, ceiling))
+    else:
+        dense = max(level, min(level / sibling_moe_ratio, sibling_level, ceiling, MAX_LEVEL_SCALE))
     return dense, level / dense
 
 
@@ -311,3 +437,26 @@ def analogy_level_scale(
     arch = catalog.gpus[gpu].arch
     sib = [s for g, s in levels.items() if g != gpu and catalog.gpus[g].arch == arch]
     return min([default, *sib])
+
+
+def source_root(source: str | None) -> str:
+    """Where a measurement was published, coarsely: ``github.com/owner/repo`` for a
+    GitHub address, else the host (``intel.com``), without ``www.``, query or anchor;
+    ``""`` when unknown. Points with one root are one publisher's runs, usually one
+    sweep: they do not vary independently."""
+    if not source:
+        return ""
+    s = source.strip().split(" ")[0]
+    s = s.split("#")[0].split("?")[0]
+    for prefix in ("https://", "http://"):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    if s.startswith("www."):
+        s = s[4:]
+    parts = s.split("/")
+    return "/".join(parts[:3]) if parts[0] == "github.com" else parts[0]
+
+
+def source_roots(points: Sequence[cb.Measurement]) -> set[str]:
+    """The distinct :func:`source_root` of ``points`` (unknown sources left out)."""
+    return {r for m in points if (r := source_root(m.source))}

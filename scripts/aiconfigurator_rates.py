@@ -1,4 +1,4 @@
-"""Two rates read from aiconfigurator's per-operation database by
+"""Rates read from aiconfigurator's per-operation database by
 ``scripts/extract_aiconfigurator.py`` (split out to keep that script small):
 
 * :func:`gemm_peak_share`: the share of its dense peak a dense GEMM reaches at
@@ -7,9 +7,11 @@
 * :func:`allreduce_slowdown`: per message size from 1 MB to 1 GB, the measured time over
   the alpha-beta time of the link at its nominal bandwidth (the cost model's
   ``planner.collectives.allreduce_ms`` before the curve), the median over engines and GPU
-  counts.
+  counts;
+* :func:`weight_stream_share`: the share of peak HBM bandwidth at which a decode step's
+  GEMMs stream their weights (a few tokens, weights larger than any L2 cache).
 
-Both take plain row dicts (the parquet rows), so they are tested without pyarrow.
+All take plain row dicts (the parquet rows), so they are tested without pyarrow.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from typing import Any
 SHARE_TOKENS = 512
 #: Weight dimensions (N and K) of the GEMMs read: LLM layer shards.
 SHARE_SHAPES = (4096, 16384)
+#: Token counts (m) of the memory-bound GEMMs read by :func:`weight_stream_share`: a
+#: decode step's few tokens per GEMM.
+STREAM_TOKENS = (8, 16, 32)
+#: Least weight bytes of the GEMMs read by :func:`weight_stream_share`: past every L2
+#: cache (L40S 96 MB, B200 126 MB), which the database's repeated runs of one GEMM would
+#: otherwise read from (L40S's 4,096 x 4,096 BF16 GEMM at one token reads 1.04x its HBM
+#: peak), as a decode step does not (every layer's weights between two reads of one).
+STREAM_MIN_BYTES = 256e6
 #: Message sizes (MiB) at which the all-reduce's slowdown is read: 1 MiB to 1 GiB.
 SLOWDOWN_MIB = tuple(2**k for k in range(11))
 
@@ -55,6 +65,23 @@ def gemm_peak_share(rows: Iterable[dict[str, Any]], bf16_peak_tflops: float) -> 
         ]
         out[name] = round(statistics.median(shares), 3)
     return out
+
+
+def weight_stream_share(rows: Iterable[dict[str, Any]], peak_tb_per_s: float) -> float | None:
+    """The share of ``peak_tb_per_s`` (peak HBM bandwidth, TB/s) at which BF16 GEMMs of
+    :data:`STREAM_TOKENS` tokens stream their weights (dimensionless): ``2 N K / t /
+    peak`` (``t`` the latency, ms), the median over rows whose weights ``2 N K`` bytes are
+    at least :data:`STREAM_MIN_BYTES`. What a decode step's weight read reaches on this
+    GPU's memory system and this engine's GEMM kernels (H100: 0.83 in TensorRT-LLM;
+    L40S: 0.80). None without such rows."""
+    shares = [
+        2.0 * int(r["n"]) * int(r["k"]) / (float(r["latency"]) * 1e-3) / (peak_tb_per_s * 1e12)
+        for r in rows
+        if str(r.get("gemm_dtype")) == "bfloat16"
+        and int(r["m"]) in STREAM_TOKENS
+        and 2.0 * int(r["n"]) * int(r["k"]) >= STREAM_MIN_BYTES
+    ]
+    return round(statistics.median(shares), 3) if shares else None
 
 
 def alpha_beta_ms(latency_us: float, link_gb_per_s: float, tp: int, nbytes: float) -> float:

@@ -161,25 +161,24 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
         if lv.dense or e["moe_ratio"] != 1.0:
             continue  # measured on a dense LLM (any format): its own level stands
         arch = catalog.gpus[gpu].arch
-        options = [
-            (
-                *fd.borrowed_dense_level(
-                    lv.scale,
-                    o["level"].scale,
-                    o["moe_ratio"],
-                    fd.level_ceiling(catalog, e["prior"]),
-                ),
-                s,
+        options = []
+        for s, o in sorted(plan.items()):
+            if s == gpu or catalog.gpus[s].arch != arch or o["moe_ratio"] >= 1.0:
+                continue
+            if not o["level"].dense:
+                continue
+            matched = matched_ratio(catalog, fit_pts, (gpu, e), (s, o))
+            dense, ratio = fd.borrowed_dense_level(
+                lv.scale,
+                o["level"].scale,
+                o["moe_ratio"],
+                fd.level_ceiling(catalog, e["prior"]),
+                matched[0] if matched else None,
             )
-            for s, o in sorted(plan.items())
-            if s != gpu
-            and catalog.gpus[s].arch == arch
-            and o["moe_ratio"] < 1.0
-            and o["level"].dense
-        ]
+            options.append((dense, ratio, s, matched))
         if not options:
             continue
-        dense, moe_ratio, sibling = min(options)
+        dense, moe_ratio, sibling, matched = min(options, key=lambda x: x[:3])
         prior = e["prior"]
         factors = (prior[0] * dense, prior[1] * dense, prior[2])
         pts = [m for m in fit_pts if m.gpu == gpu]
@@ -188,10 +187,42 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
         e.update(
             factors=factors,
             moe_ratio=moe_ratio,
-            borrowed=(sibling, lv.scale, dense),
+            borrowed=(sibling, lv.scale, dense, matched),
             sigma_log=max(sigma, e["sigma_log"]),
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
+
+
+def matched_ratio(
+    catalog, fit_pts: list[cb.Measurement], mine: tuple[str, dict], theirs: tuple[str, dict]
+) -> tuple[float, int, str] | None:
+    """The level of GPU ``mine`` relative to its sibling ``theirs`` (ids and plan entries)
+    on the runs published for both (planner.fidelity.matched_runs), for the LLM group
+    (an LLM, or its FP4 runs) with the most such runs: its planner.fidelity.paired_level
+    over the sibling's level for that group (LevelScale.by_model), with the number of runs
+    and the group. None with fewer than planner.fidelity.MIN_MATCHED_RUNS matched runs in
+    every group."""
+    (gpu, e), (sib, o) = mine, theirs
+    pairs = fd.matched_runs(fit_pts, gpu, sib)
+    groups: dict[str, list] = {}
+    for a, b in pairs:
+        groups.setdefault(f"{a.model} fp4" if a.dtype == Dtype.FP4 else a.model, []).append((a, b))
+    sib_levels = dict(o["level"].by_model)
+    usable = [
+        (len(p), g, p)
+        for g, p in sorted(groups.items())
+        if len(p) >= fd.MIN_MATCHED_RUNS and g in sib_levels
+    ]
+    if not usable:
+        return None
+    _, group, chosen = max(usable)
+    level = sib_levels[group]
+    ratio = fd.paired_level(chosen, catalog, e["prior"], o["prior"], level) / level
+    print(
+        f"{gpu}: {len(chosen)} runs matched with {sib} on {group}: "
+        f"level {ratio:.3f} x {sib}'s {level:.3f}"
+    )
+    return ratio, len(chosen), group
 
 
 def with_ratios(catalog, gpu: str, moe_ratio: float, fp4_ratio: float):
@@ -266,12 +297,23 @@ def ratio_reason(e: dict) -> str:
             "(fp4_level_ratio: each derate x it, capped at 1)"
         )
     if e.get("borrowed"):
-        sibling, measured, dense = e["borrowed"]
+        sibling, measured, dense, matched = e["borrowed"]
+        if matched:
+            ratio, runs, group = matched
+            how = (
+                f"{sibling}'s measured level times its level relative to {sibling} on "
+                f"{runs} {group} runs published for both ({ratio:.3f}; "
+                "planner.fidelity.paired_level), at most the sibling's level"
+            )
+        else:
+            how = (
+                f"its MoE level {measured:.3f} over the MoE ratio of {sibling} (measured "
+                "on both, same architecture)"
+            )
         parts.insert(
             0,
-            f"its dense LLMs are unmeasured: their level {dense:.3f} is its MoE level "
-            f"{measured:.3f} over the MoE ratio of {sibling} (measured on both, same "
-            "architecture), which moe_level_ratio undoes on MoE models",
+            f"its dense LLMs are unmeasured: their level {dense:.3f} is {how}; "
+            f"moe_level_ratio undoes it on MoE models (measured at {measured:.3f})",
         )
     text = "; ".join(parts)
     return (text[:1].upper() + text[1:] + ". ") if parts else ""

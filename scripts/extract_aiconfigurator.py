@@ -104,7 +104,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aiconfigurator_rates import allreduce_slowdown, gemm_peak_share
+from aiconfigurator_rates import allreduce_slowdown, gemm_peak_share, weight_stream_share
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
@@ -124,6 +124,8 @@ GEMM_ONLY_SYSTEMS = {"l40s": "l40s", "a100_sxm": "a100-sxm-80gb"}
 #: Their BF16 dense peaks (TFLOP/s, the catalog's) and, with NVLink, its per-direction GB/s.
 GEMM_ONLY_BF16_PEAK_TFLOPS = {"l40s": 362.05, "a100_sxm": 312.0}
 GEMM_ONLY_LINKS = {"a100_sxm": "nvlink3"}
+#: Their peak memory bandwidth (TB/s, the catalog's mem_bw_tbps).
+GEMM_ONLY_HBM_TB_PER_S = {"l40s": 0.864, "a100_sxm": 2.039}
 #: Scale-up links whose all-reduce slowdown is read (:func:`allreduce_slowdown`): their
 #: per-direction GB/s and latency (us), the catalog's (catalog/data/links).
 SCALE_UP_LINKS = {"nvlink4": (450.0, 3.5), "nvlink5": (900.0, 5.6), "nvlink3": (300.0, 5.8)}
@@ -572,6 +574,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["gemm_token_gain"] = gain
             if peak_share := gemm_peak_share(gemm, FP8_PEAK_TFLOPS[system] / FP8_PEAK_OVER_BF16):
                 e["gemm_peak_share_512"] = peak_share
+            if (stream := weight_stream_share(gemm, peak)) is not None:
+                e["weight_stream_share"] = stream
             mla = _parquet(
                 repo, f"{DATA}/{system}/mla/{engine}/{version}/generation_mla_perf.parquet"
             )
@@ -597,6 +601,8 @@ def extract(repo: Path) -> dict[str, Any]:
                 e["gemm_token_gain"] = gain
             if peak_share := gemm_peak_share(gemm, GEMM_ONLY_BF16_PEAK_TFLOPS[system]):
                 e["gemm_peak_share_512"] = peak_share
+            if (stream := weight_stream_share(gemm, GEMM_ONLY_HBM_TB_PER_S[system])) is not None:
+                e["weight_stream_share"] = stream
             if system in GEMM_ONLY_LINKS:
                 ar = _parquet(
                     repo, f"{DATA}/{system}/comm/{engine}/{version}/custom_allreduce_perf.parquet"
@@ -644,6 +650,9 @@ def extract(repo: Path) -> dict[str, Any]:
             "floored at 1; also for L40S and A100, under fp8_gemm_only), "
             "a dense GEMM's share of its BF16, FP8 or FP4 dense peak at 512 tokens "
             "(gemm_peak_share_512 per dtype, the median over the same weight shapes), "
+            "the share of peak memory bandwidth at which BF16 GEMMs of 8-32 tokens stream "
+            "weights of 256 MB or more (weight_stream_share, the median; also for L40S and "
+            "A100), "
             "per scale-up link, the engines' bf16 all-reduces in a CUDA graph over 2-8 GPUs "
             "at 1 MiB-1 GiB against the alpha-beta time at the link's nominal bandwidth and "
             "latency (allreduce_slowdown: per MiB, the median ratio over engines, GPU "

@@ -147,3 +147,77 @@ def test_source_roots_count_publishers_not_files():
         "github.com/mlcommons/inference_results_v4.1",
         "github.com/dstackai/benchmarks",
     }
+
+
+def _run(
+    gpu: str, measured: float, concurrency: float, src: str = "https://x.org/a"
+) -> cb.Measurement:
+    return _point(gpu, "llama-3.1-8b", measured, concurrency=concurrency).model_copy(
+        update={"source": src, "id": f"{gpu}-{concurrency}-{src}"}
+    )
+
+
+def test_matched_runs_pair_one_publishers_same_run_on_two_gpus():
+    """Same publisher, LLM, formats, engine, parallelism, shape and load: a pair; any of
+    them different (another publisher's host, another concurrency, a finite rate that
+    measures the offered load): none. Each sibling run is used once."""
+    a, b = "mi325x", "mi300x"
+    pts = [
+        _run(a, 10.0, 8),
+        _run(b, 9.0, 8, "https://x.org/other-file"),  # same publisher, another file
+        _run(a, 20.0, 16),
+        _run(b, 18.0, 16, "https://y.org/a"),  # another publisher
+        _run(a, 30.0, 32),
+        _run(b, 27.0, 64),  # another load
+        _point(a, "llama-3.1-8b", 5.0, request_rate_rps=2.0).model_copy(
+            update={"source": "https://x.org/a"}
+        ),
+        _point(b, "llama-3.1-8b", 5.0, request_rate_rps=2.0).model_copy(
+            update={"source": "https://x.org/a"}
+        ),
+    ]
+    pairs = fd.matched_runs(pts, a, b)
+    assert [(x.output_tok_s, y.output_tok_s) for x, y in pairs] == [(10.0, 9.0)]
+    assert fd.matched_runs([*pts, _run(a, 11.0, 8)], a, b) == pairs  # b's run used once
+
+
+def test_paired_level_recovers_a_known_relative_level():
+    """MI325X runs measured at exactly what its factors x 0.9 predict, beside MI300X's
+    same runs measured at what its factors x 0.6 predict, then both multiplied by the
+    same per-run error (what a publisher's engine version does to both GPUs): MI325X's
+    paired level against MI300X at 0.6 is 0.9, whatever that error."""
+    plain = fd.unscaled_catalog(CAT)
+    prior = (0.4, 0.6, 3.0)
+
+    def pred(gpu: str, c: float, s: float) -> float:
+        m = _run(gpu, 1.0, c)
+        out = cb.predict(m, plain, (prior[0] * s, prior[1] * s, prior[2])).get("output_tok_s")
+        assert out is not None
+        return out
+
+    pairs = [
+        (
+            _run("mi325x", pred("mi325x", c, 0.9) * e, c),
+            _run("mi300x", pred("mi300x", c, 0.6) * e, c),
+        )
+        for c, e in ((4, 0.7), (16, 1.3), (64, 0.5))
+    ]
+    assert fd.paired_level(pairs, CAT, prior, prior, 0.6) == pytest.approx(0.9, rel=2e-3)
+    # the sibling judged at a level its runs do not show moves the answer with it
+    assert fd.paired_level(pairs, CAT, prior, prior, 0.3) < 0.9
+    assert fd.paired_level([], CAT, prior, prior, 0.6) == 0.6
+
+
+def test_mi325x_runs_as_mi300x_on_the_runs_published_for_both():
+    """InferenceMAX's DeepSeek-V3 SGLang sweep ran on MI300X and MI325X: on the matched
+    runs the measured MI325X / MI300X ratio (1.0-1.17) is what the model predicts at one
+    level (its faster HBM), so MI325X's paired level is MI300X's within 10%."""
+    pts = [m for m in cb.load_reference_measurements(CAT) if m.usable]
+    pairs = [
+        (a, b) for a, b in fd.matched_runs(pts, "mi325x", "mi300x") if a.model == "deepseek-v3"
+    ]
+    assert len(pairs) >= fd.MIN_MATCHED_RUNS
+    prior = fd.prior_factors(CAT, "mi325x")
+    assert fd.prior_factors(CAT, "mi300x") == prior
+    level = fd.paired_level(pairs, CAT, prior, prior, 0.64)
+    assert 0.9 < level / 0.64 < 1.1

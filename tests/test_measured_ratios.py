@@ -250,13 +250,33 @@ def test_a_gpu_measured_on_moe_only_borrows_its_siblings_dense_gap():
     assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2) == pytest.approx((0.9, 1.0))
 
 
+def test_a_gpu_matched_run_for_run_with_its_sibling_takes_the_siblings_dense_level():
+    """Matched runs (the same sweep on both GPUs) put MI325X at 0.96 of MI300X's level:
+    its Llama level is MI300X's measured 1.167 x 0.96 = 1.12, past the guess's 1 (the
+    sibling's dense runs measured the stack), never past the sibling's own level or the
+    ceiling, never below what it was measured at; its MoE ratio keeps DeepSeek where it
+    was measured."""
+    dense, ratio = fd.borrowed_dense_level(0.569, 7 / 6, 0.549, 7 / 6, matched_ratio=0.96)
+    assert dense == pytest.approx(7 / 6 * 0.96)
+    assert dense * ratio == pytest.approx(0.569)
+    assert fd.borrowed_dense_level(0.5, 1.2, 0.8, 1.2, matched_ratio=1.3) == pytest.approx(
+        (1.2, 0.5 / 1.2)
+    )
+    assert fd.borrowed_dense_level(0.5, 1.2, 0.8, 1.1, matched_ratio=0.95)[0] == pytest.approx(1.1)
+    assert fd.borrowed_dense_level(0.5, 1.2, 0.8, 1.2, matched_ratio=0.3) == pytest.approx(
+        (0.5, 1.0)
+    )
+
+
 def test_mi325x_is_rated_on_dense_llms_by_its_measured_sibling():
     """The shipped catalog: MI325X (DeepSeek-V3 runs only) prices DeepSeek at its measured
-    level and Llama at its analogy guess, below MI300X's measured share of peak, not at
-    half of it."""
+    level and Llama at MI300X's measured share of peak times its level relative to MI300X
+    on InferenceMAX's runs of both (0.96): not above MI300X's, not at the guess's 1 (which
+    rated the same die with faster HBM 11% below MI300X per GPU on Llama-2-70B)."""
     m3, m2 = CAT.gpus["mi325x"].efficiency, CAT.gpus["mi300x"].efficiency
-    assert m3.level_scale * m3.moe_level_ratio == pytest.approx(0.572, abs=0.01)
-    assert m3.level_scale == 1.0 < m2.level_scale
+    assert m3.level_scale * m3.moe_level_ratio == pytest.approx(0.569, abs=0.01)
+    assert 1.0 < m3.level_scale < m2.level_scale
+    assert m3.level_scale == pytest.approx(m2.level_scale * 0.96, abs=0.01)
     assert m3.prefill_mfu < m2.prefill_mfu and m3.decode_mbu < m2.decode_mbu
 
 
