@@ -40,6 +40,7 @@ from planner.levels import (  # noqa: F401  (re-exported)
     borrowed_dense_level,
     factor_spread,
     level_ceiling,
+    level_group,
     level_scale,
     level_targets,
     matched_runs,

@@ -156,7 +156,7 @@ def level_targets(
     return {k: median(v) for k, v in by_model.items()}
 
 
-def _group(m: cb.Measurement) -> str:
+def level_group(m: cb.Measurement) -> str:
     """A point's level group: its LLM, with ``" fp4"`` for FP4 weights."""
     return f"{m.model} fp4" if m.dtype == Dtype.FP4 else m.model
 
@@ -207,8 +207,8 @@ def level_scale(
     plain = unscaled_catalog(catalog)
     tg = targets or {}
     per_group: list[tuple[str, float]] = []
-    for group in sorted({_group(m) for m in sat}):
-        pts = [m for m in sat if _group(m) == group]
+    for group in sorted({level_group(m) for m in sat}):
+        pts = [m for m in sat if level_group(m) == group]
         per_group.append((group, _group_level(pts, plain, factors, tg.get(pts[0].model, 1.0))))
     if all(g.endswith(" fp4") for g, _ in per_group):
         return None  # FP4 runs alone measure the assumed FP4 derates, not the GPU's level
@@ -392,8 +392,8 @@ def borrowed_dense_level(
     ceiling))``. The analogy guess no longer caps it (the sibling's dense runs measured
     the stack), but the sibling's level still does: a GPU is never rated a larger share
     of peak than the sibling it is judged by. MI325X runs InferenceMAX's DeepSeek-V3
-    sweep at 0.98 of MI300X's level on the same runs: its Llama level is 1.167 x 0.98
-    = 1.15 (MI300X's 1.167), not the guess's 1."""
+    sweep at 0.96 of MI300X's level on the same runs (5 fit runs): its Llama level is
+    1.167 x 0.96 = 1.12 (MI300X's 1.167), not the guess's 1."""
     if matched_ratio is not None:
         dense = max(level, min(sibling_level * matched_ratio, sibling_level, ceiling))
     else:

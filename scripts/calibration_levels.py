@@ -165,7 +165,7 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
         for s, o in sorted(plan.items()):
             if s == gpu or catalog.gpus[s].arch != arch or o["moe_ratio"] >= 1.0:
                 continue
-            if not o["level"].dense:
+            if not o["level"].dense:  # a sibling without dense runs has no dense gap
                 continue
             matched = matched_ratio(catalog, fit_pts, (gpu, e), (s, o))
             dense, ratio = fd.borrowed_dense_level(
@@ -206,7 +206,7 @@ def matched_ratio(
     pairs = fd.matched_runs(fit_pts, gpu, sib)
     groups: dict[str, list] = {}
     for a, b in pairs:
-        groups.setdefault(f"{a.model} fp4" if a.dtype == Dtype.FP4 else a.model, []).append((a, b))
+        groups.setdefault(fd.level_group(a), []).append((a, b))
     sib_levels = dict(o["level"].by_model)
     usable = [
         (len(p), g, p)
