@@ -51,6 +51,7 @@ bench: $(STAMP)
 # and rewrite docs/calibration.md (scripts/calibrate_defaults.py; a few minutes).
 calibrate-defaults: $(STAMP)
 	$(BIN)/python scripts/calibrate_defaults.py
+	$(BIN)/python scripts/fit_pcie_allreduce.py --write
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

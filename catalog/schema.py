@@ -150,6 +150,14 @@ class Link(Frozen):
         default=None,
         description="Measured tensor-parallel all-reduce on this link; None: assumed.",
     )
+    pcie_tp8_bus_gb_per_s: PosFloat | None = Field(
+        default=None,
+        le=MAX_LINK_GB_PER_S,
+        description="PCIe links only: the bus bandwidth of an 8-GPU all-reduce on the "
+        "server a replica runs in (set from the GPU's server.pcie_allreduce when a "
+        "replica is built, planner.collectives.pcie_allreduce_alpha_beta); None: the "
+        "conservative figure of planner.collectives.PCIE_ALLREDUCE_MEASURED.",
+    )
     sources: Sources
     notes: Text = ""
 
@@ -303,6 +311,18 @@ class Price(Frozen):
         return self
 
 
+class PcieAllReduce(Frozen):
+    """NCCL's all-reduce over PCIe in the servers a GPU was measured in, fitted to its
+    published tensor-parallel runs: ``tp8_bus_gb_per_s``, the bus bandwidth at 8 GPUs
+    (GB/s) at which the model's median measured / predicted throughput over
+    ``points`` such runs (fit split) is 1 (``scripts/fit_pcie_allreduce.py``);
+    ``source``: the runs and the fit."""
+
+    tp8_bus_gb_per_s: PosFloat = Field(le=MAX_LINK_GB_PER_S)
+    points: Annotated[int, Field(ge=1, strict=True)]
+    source: Text = Field(min_length=10)
+
+
 class Server(Frozen):
     """The node a SKU is bought in: GPUs per server, rack units, and server power."""
 
@@ -324,6 +344,11 @@ class Server(Frozen):
         le=MAX_HOST_MEMORY_GB,
         description="CPU memory (DRAM) of one server, GB: what a KV-cache host tier "
         "(LMCache, vLLM's native offloading, SGLang HiCache) can use. None: unknown.",
+    )
+    pcie_allreduce: PcieAllReduce | None = Field(
+        default=None,
+        description="All-reduce over PCIe fitted to this GPU's servers (GPUs whose "
+        "tensor parallelism crosses PCIe); None: the conservative measured figure.",
     )
 
 

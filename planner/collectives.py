@@ -82,8 +82,10 @@ def allreduce_slowdown(link: Link, message_bytes: float) -> float:
 #: to tp 4 (a ring whose hops all run through PCIe switches) and half of it at tp 8
 #: (assumed: a whole dual-socket server's ring crosses the CPU interconnect; the DLI tp 8
 #: runs serve 1.2-1.5x what it predicts, against 0.84-0.87x at the full figure: priced
-#: conservatively). Taken for every PCIe link (Gen5 hosts are not measured). Checked
-#: against the extracted file in tests/test_kernel_floors.py.
+#: conservatively). Taken for every PCIe link (Gen5 hosts are not measured) unless the
+#: GPU's servers have a tp 8 figure fitted to its own runs (``server.pcie_allreduce``,
+#: :func:`pcie_allreduce_alpha_beta`). Checked against the extracted file in
+#: tests/test_kernel_floors.py.
 PCIE_ALLREDUCE_MEASURED: dict[int, tuple[float, float]] = {
     2: (7.0, 19.56),
     4: (12.41, 19.56),
@@ -96,9 +98,17 @@ def pcie_allreduce_alpha_beta(link: Link, tp: int) -> tuple[float, float]:
     """(latency ``t0`` us, bus bandwidth GB/s) of an all-reduce over ``tp`` GPUs on the
     PCIe link ``link``: :data:`PCIE_ALLREDUCE_MEASURED` at ``tp`` (a tp between measured
     counts takes the next larger one's, past 8 the 8's), the bandwidth never above the
-    link's own (the measured latency replaces the link's assumed one)."""
+    link's own (the measured latency replaces the link's assumed one).
+
+    Where the link carries a bus bandwidth fitted to the GPU's own tp 8 runs
+    (``link.pcie_tp8_bus_gb_per_s``, from ``server.pcie_allreduce``: L40S 16.3 GB/s
+    against the conservative 9.78) it replaces the 8's figure, and a smaller ring is
+    never slower: ``max(measured, fitted)`` at tp 2 and 4."""
     at = next((t for t in _PCIE_MEASURED_TPS if t >= tp), _PCIE_MEASURED_TPS[-1])
     t0_us, bus = PCIE_ALLREDUCE_MEASURED[at]
+    fitted = link.pcie_tp8_bus_gb_per_s
+    if fitted is not None:
+        bus = fitted if at == _PCIE_MEASURED_TPS[-1] else max(bus, fitted)
     return t0_us, min(bus, link.bandwidth_gb_per_s)
 
 

@@ -315,6 +315,22 @@ def render_doc(
         "priced), so its throughput and TPOT check the decode workers; a kernel timing by",
         "`planner.calibration.kernel_layer_ms`.",
         "",
+        "Tensor parallelism past NVLink (L40S, A10G, H100 NVL beyond a pair) crosses PCIe:",
+        "its all-reduce bus bandwidth at tp 8 is fitted per GPU to that GPU's own tp 8 runs",
+        "(`scripts/fit_pcie_allreduce.py`, run by `make calibrate-defaults` after this",
+        "script; `server.pcie_allreduce`): "
+        + (
+            ", ".join(
+                f"{g.id} {g.server.pcie_allreduce.tp8_bus_gb_per_s:g} GB/s"
+                f" ({g.server.pcie_allreduce.points}"
+                f" run{'s' if g.server.pcie_allreduce.points != 1 else ''})"
+                for g in sorted(catalog.gpus.values(), key=lambda g: g.id)
+                if g.server.pcie_allreduce is not None
+            )
+            or "none"
+        )
+        + "; other GPUs keep the conservative 9.78 GB/s (`planner.collectives`).",
+        "",
         "How the fit works (`planner.calibration.fit_group`): `scipy.optimize.least_squares`",
         f"on ln(predicted / measured), soft-L1 loss at scale {cb.LOSS_SCALE:g}, a weak pull",
         f"toward the analogy factors (weight {cb.PRIOR_WEIGHT:g} per factor against 1 per "

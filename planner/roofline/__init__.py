@@ -51,6 +51,7 @@ from planner.roofline.replica import (
     moe_level_ratio,
     pp_link_id,
     replica_weight_bytes,
+    server_tp_link,
     tp_link_id,
     usable_memory_gb,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "pp_link_id",
     "prefill_ms",
     "replica_weight_bytes",
+    "server_tp_link",
     "shrinking_chunk_schedule",
     "shrinking_schedule_ttft_ms",
     "step_kernels",

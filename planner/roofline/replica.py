@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from catalog.fields import device_memory_bytes
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, Model
+from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, LinkKind, Model
 from planner import architecture as arch
 from planner import engines
 from planner import kernels as kn
@@ -332,6 +332,17 @@ def tp_link_id(gpu: Gpu, tp: int) -> str | None:
     return gpu.pcie_link
 
 
+def server_tp_link(gpu: Gpu, link: Link) -> Link:
+    """``link`` as ``gpu``'s tensor parallelism crosses it: a PCIe link carries the bus
+    bandwidth fitted to the GPU's own servers (``server.pcie_allreduce``, used by
+    :func:`planner.collectives.pcie_allreduce_alpha_beta`); any other link, or a GPU
+    without such a fit, is the catalog's link unchanged."""
+    fit = gpu.server.pcie_allreduce
+    if link.kind != LinkKind.PCIE or fit is None:
+        return link
+    return link.model_copy(update={"pcie_tp8_bus_gb_per_s": fit.tp8_bus_gb_per_s})
+
+
 def build_replica(
     catalog: Catalog,
     model_id: str,
@@ -423,7 +434,7 @@ def build_replica(
     eff = gpu.efficiency_for(w_dtype)
     family = moe_level_ratio(gpu, model)
     link_id = tp_link_id(gpu, tp)
-    link = catalog.links[link_id] if link_id is not None else None
+    link = server_tp_link(gpu, catalog.links[link_id]) if link_id is not None else None
     stage_link_id = pp_link_id(gpu, tp, pp)
     replica = Replica(
         model=model,
