@@ -52,20 +52,92 @@ def saturated_throughput(m: cb.Measurement) -> bool:
 LEVEL_REFERENCE_GPUS = ("h100-sxm5-80gb", "h200-sxm-141gb")
 
 
-def level_ceiling(catalog: Catalog, prior: Sequence[float]) -> float:
-    """The highest level a GPU with analogy factors ``prior`` (prefill MFU, decode MBU)
-    may be given (dimensionless): ``max(MAX_LEVEL_SCALE, min(mfu_ref / mfu, mbu_ref /
-    mbu))`` with ``mfu_ref``, ``mbu_ref`` the least analogy factors of the
-    :data:`LEVEL_REFERENCE_GPUS` (H100/H200: 0.5 / 0.7, the best-measured shares of
-    peak). Measurements may lift a guess that was set below the reference GPUs' (MI300X's
-    0.4 / 0.6, whose Llama-2-70B MLPerf throughput is H100's) up to theirs, never past
-    them: measurements rate no GPU a larger share of its peak than the best-measured
-    ones (a guess set above theirs, A100 80GB's MFU 0.55, is kept, never lifted)."""
+def factor_caps(catalog: Catalog, prior: Sequence[float]) -> tuple[float, float]:
+    """The highest prefill MFU and decode MBU (fractions of peak) a level may give a GPU
+    with analogy factors ``prior``: per factor, the least of the
+    :data:`LEVEL_REFERENCE_GPUS`' analogy factors (H100/H200: 0.5 / 0.7, the best-measured
+    shares of peak), or the guess times :data:`MAX_LEVEL_SCALE` where that is higher (a
+    guess set above theirs, A100 80GB's MFU 0.55, is kept, never lifted). Measurements
+    rate no GPU a larger share of its peak than the best-measured ones, factor by factor.
+    The reference GPUs' own GEMMs run faster still, at their measured kernel rates
+    (:func:`planner.kernel_floors.dense_gemm_lift`: x1.17-1.59 on H100), so a GPU capped
+    at their analogy MFU is still rated below them."""
     refs = [prior_factors(catalog, g) for g in LEVEL_REFERENCE_GPUS if g in catalog.gpus]
     if not refs:
-        return MAX_LEVEL_SCALE
+        return prior[0] * MAX_LEVEL_SCALE, prior[1] * MAX_LEVEL_SCALE
     mfu_ref, mbu_ref = min(r[0] for r in refs), min(r[1] for r in refs)
-    return max(MAX_LEVEL_SCALE, min(mfu_ref / prior[0], mbu_ref / prior[1]))
+    return max(mfu_ref, prior[0] * MAX_LEVEL_SCALE), max(mbu_ref, prior[1] * MAX_LEVEL_SCALE)
+
+
+def level_ceiling(catalog: Catalog, prior: Sequence[float]) -> float:
+    """The highest level a GPU with analogy factors ``prior`` (prefill MFU, decode MBU)
+    may be given (dimensionless): ``max(MAX_LEVEL_SCALE, cap_mfu / mfu, cap_mbu / mbu)``
+    with the :func:`factor_caps`, the level past which neither factor rises
+    (:func:`scaled_factors` holds each at its cap). Measurements may lift a guess that
+    was set below the reference GPUs' (MI300X's 0.4 / 0.6, whose Llama-2-70B MLPerf
+    throughput is H100's) up to theirs, never past them: MI300X's ceiling is 1.25, its
+    MFU reaching 0.5 while its MBU stops at 0.7 from level 1.167."""
+    caps = factor_caps(catalog, prior)
+    return max(MAX_LEVEL_SCALE, caps[0] / prior[0], caps[1] / prior[1])
+
+
+def scaled_factors(
+    catalog: Catalog, prior: Sequence[float], level: float
+) -> tuple[float, float, float]:
+    """The factors a GPU with analogy factors ``prior`` (prefill MFU, decode MBU, step
+    overhead ms) is priced with at ``level``: ``(min(mfu x level, cap_mfu), min(mbu x
+    level, cap_mbu), overhead)`` with the :func:`factor_caps`. Below the caps (every
+    level up to 1 on the shipped guesses) the analogy's split times the level; MI300X at
+    1.25: 0.5 / 0.7 (not 0.5 / 0.75)."""
+    caps = factor_caps(catalog, prior)
+    return min(prior[0] * level, caps[0]), min(prior[1] * level, caps[1]), prior[2]
+
+
+def capped(catalog: Catalog, prior: Sequence[float], level: float) -> bool:
+    """True when :func:`scaled_factors` at ``level`` holds a factor at its cap (the
+    split is no longer the analogy's)."""
+    caps = factor_caps(catalog, prior)
+    return prior[0] * level > caps[0] or prior[1] * level > caps[1]
+
+
+def moe_ratio_capped(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    gpu: str,
+    prior: Sequence[float],
+    level: float,
+    targets: Mapping[str, float] | None = None,
+) -> float | None:
+    """The MoE ratio of a GPU whose dense factors :func:`scaled_factors` caps at
+    ``level``: the median over its MoE LLMs of the ``r`` at which its saturated
+    throughputs of that LLM (non-FP4, fit points as given), priced with the capped factors
+    times ``r`` on :func:`unscaled_catalog`, are off as the reference GPUs are on that LLM
+    (``targets``, :func:`level_targets`; 1 without): the level of :func:`level_scale` per
+    MoE LLM, measured against the capped split instead of the analogy's, so a cap on the
+    dense factors does not move the MoE LLMs off what they measured. At most 1; None when
+    nothing is capped or no MoE LLM was run (the ratio is then the MoE level over
+    ``level``)."""
+    if not capped(catalog, prior, level):
+        return None
+    factors = scaled_factors(catalog, prior, level)
+    sat = [
+        m
+        for m in points
+        if m.gpu == gpu
+        and m.usable
+        and saturated_throughput(m)
+        and m.dtype != Dtype.FP4
+        and catalog.models[m.model].is_moe
+    ]
+    if not sat:
+        return None
+    plain = unscaled_catalog(catalog)
+    tg = targets or {}
+    ratios = []
+    for llm in sorted({m.model for m in sat}):
+        pts = [m for m in sat if m.model == llm]
+        ratios.append(_group_level(pts, plain, factors, tg.get(llm, 1.0)))
+    return min(1.0, median(ratios))
 
 
 @dataclass(frozen=True)
@@ -78,10 +150,11 @@ class LevelScale:
     with the unscaled factors (below 1: the guess is optimistic); ``by_model``: the
     level each LLM's values alone give (its FP4 values apart, as ``"<llm> fp4"``);
     ``moe_ratio``: the median level of its MoE LLMs over ``scale``, at most 1 (1 when
-    it has none, or no dense LLM); ``fp4_ratio``: its FP4 runs' level over its other
-    formats' (1 when it has none; :func:`_per_llm_levels`); ``measured``: the median
-    before the ceiling (``scale`` is less where a guess was lifted to the reference
-    GPUs' factors); ``dense``: a dense LLM is among those it rests on."""
+    it has none, or no dense LLM; measured against the capped factors where
+    :func:`scaled_factors` caps one, :func:`moe_ratio_capped`); ``fp4_ratio``: its FP4
+    runs' level over its other formats' (1 when it has none; :func:`_per_llm_levels`);
+    ``measured``: the median before the ceiling (``scale`` is less where a guess was
+    lifted to the reference GPUs' factors); ``dense``: a dense LLM is among those it rests on."""
 
     gpu: str
     scale: float
@@ -189,7 +262,10 @@ def level_scale(
     what the optimizer buys, is then what was measured.
 
     ``moe_ratio``: the median level of its MoE LLMs over the level, at most 1, when it
-    has both MoE and dense LLMs (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42). MoE
+    has both MoE and dense LLMs (MI300X: DeepSeek-V3 0.63 against Llama 1.36-1.42); where
+    the level holds a factor at its cap (:func:`scaled_factors`) the ratio is measured
+    against the capped factors (:func:`moe_ratio_capped`), so the MoE LLMs keep what they
+    measured. MoE
     LLMs measured below the dense ones are priced by that ratio and do not pull the dense
     level down (B200: Llama-2-70B at 0.94, DeepSeek-V3 at 0.81; the median over both,
     0.875, priced its Llama below what it measured); measured above them they count in
@@ -218,13 +294,17 @@ def level_scale(
     measured = max(median(v for _, v in by_llm), median(dense) if dense else 0.0)
     level = min(measured, level_ceiling(catalog, factors))
     first = _throughput_ratio(sat, plain, factors, 1.0)
+    moe_ratio = min(1.0, median(moe) / level) if moe and dense else 1.0
+    if moe and dense:
+        at_cap = moe_ratio_capped(sat, catalog, gpu, factors, level, targets)
+        moe_ratio = moe_ratio if at_cap is None else at_cap
     return LevelScale(
         gpu,
         level,
         len(sat),
         first,
         tuple(per_group),
-        moe_ratio=min(1.0, median(moe) / level) if moe and dense else 1.0,
+        moe_ratio=moe_ratio,
         fp4_ratio=ratio,
         measured=measured,
         dense=bool(dense),

@@ -85,7 +85,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
         lv = fd.level_scale(pts, catalog, gpu, prior, targets)
         if lv is None:
             continue  # measured but no saturated throughput: handled below
-        factors = (prior[0] * lv.scale, prior[1] * lv.scale, prior[2])
+        factors = fd.scaled_factors(catalog, prior, lv.scale)
         priced = with_ratios(catalog, gpu, lv.moe_ratio, lv.fp4_ratio)
         sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
         # the points the level rests on: FP4 runs measure the FP4 ratio, not the level
@@ -106,7 +106,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             "moe_ratio": lv.moe_ratio,
             "fp4_ratio": lv.fp4_ratio,
         }
-    borrow_dense_levels(catalog, plan, fit_pts)
+    borrow_dense_levels(catalog, plan, fit_pts, targets)
     # the level of a GPU never measured: the median measured level (2 decimals; a level
     # lifted above 1 counts as 1, so a guess is never rated above its own analogy), which
     # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
@@ -139,7 +139,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
         ]
         plan[gpu] = {
             "provenance": "analogy",
-            "factors": (prior[0] * level, prior[1] * level, prior[2]),
+            "factors": fd.scaled_factors(catalog, prior, level),
             "prior": prior,
             "level": level,
             "points": 0,
@@ -151,7 +151,12 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
     return plan
 
 
-def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measurement]) -> None:
+def borrow_dense_levels(
+    catalog,
+    plan: dict[str, dict],
+    fit_pts: list[cb.Measurement],
+    targets: dict[str, float] | None = None,
+) -> None:
     """A scaled GPU measured on MoE LLMs only takes its dense-LLM level from a scaled
     sibling of its architecture measured on both (planner.fidelity.borrowed_dense_level;
     the least lift when several), its MoE LLMs staying at their measured level; the
@@ -180,8 +185,11 @@ def borrow_dense_levels(catalog, plan: dict[str, dict], fit_pts: list[cb.Measure
             continue
         dense, moe_ratio, sibling, matched = min(options, key=lambda x: x[:3])
         prior = e["prior"]
-        factors = (prior[0] * dense, prior[1] * dense, prior[2])
+        factors = fd.scaled_factors(catalog, prior, dense)
         pts = [m for m in fit_pts if m.gpu == gpu]
+        # a capped dense level: the MoE ratio that keeps its MoE LLMs where they measured
+        at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
+        moe_ratio = moe_ratio if at_cap is None else at_cap
         priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
         sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
         e.update(
@@ -268,6 +276,13 @@ def level_reason(gpu: str, e: dict) -> str:
             + (
                 f", its median {lv.measured:.2f} capped at the reference GPUs' factors"
                 if lv.measured > lv.scale > 1.0
+                else ""
+            )
+            + (
+                f"; each factor at most the reference GPUs' (planner.fidelity.factor_caps): "
+                f"MFU {e['factors'][0]:.4g}, MBU {e['factors'][1]:.4g}"
+                if e["factors"][0] < prior[0] * lv.scale - 1e-9
+                or e["factors"][1] < prior[1] * lv.scale - 1e-9
                 else ""
             )
             + ". "

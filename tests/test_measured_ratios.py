@@ -6,6 +6,8 @@ true levels are known and on the shipped catalog."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from pydantic import ValidationError
 
@@ -58,10 +60,23 @@ def _with_efficiency(gpu: str, **update):
 def test_level_ceiling_lifts_a_guess_to_the_reference_factors_never_past():
     # H100/H200's analogy factors are 0.5 / 0.7: their own ceiling is 1
     assert fd.level_ceiling(CAT, (0.5, 0.7)) == 1.0
-    # MI300X's guess 0.4 / 0.6: measured runs may lift it to MBU 0.7 (the lesser lift)
-    assert fd.level_ceiling(CAT, (0.4, 0.6)) == pytest.approx(0.7 / 0.6)
+    assert fd.factor_caps(CAT, (0.5, 0.7)) == (0.5, 0.7)
+    # MI300X's guess 0.4 / 0.6: measured runs may lift each factor to the reference's,
+    # MFU to 0.5 (level 1.25) and MBU to 0.7 (reached at 1.167, held there past it)
+    assert fd.factor_caps(CAT, (0.4, 0.6)) == (0.5, 0.7)
+    assert fd.level_ceiling(CAT, (0.4, 0.6)) == pytest.approx(0.5 / 0.4)
+    assert fd.scaled_factors(CAT, (0.4, 0.6, 3.0), 1.25) == pytest.approx((0.5, 0.7, 3.0))
+    assert fd.scaled_factors(CAT, (0.4, 0.6, 3.0), 1.1) == pytest.approx((0.44, 0.66, 3.0))
+    assert fd.capped(CAT, (0.4, 0.6), 1.2) and not fd.capped(CAT, (0.4, 0.6), 1.1)
     # a guess at or above the reference's is never lifted (A100 80GB's MFU 0.55)
     assert fd.level_ceiling(CAT, (0.55, 0.7)) == fd.MAX_LEVEL_SCALE == 1.0
+    assert fd.factor_caps(CAT, (0.55, 0.7)) == (0.55, 0.7)
+    assert fd.scaled_factors(CAT, (0.55, 0.7, 2.0), 1.0) == (0.55, 0.7, 2.0)
+    # every factor below its cap at every level up to 1: the analogy's split times it
+    for prior in {tuple(fd.prior_factors(CAT, g)) for g in CAT.gpus}:
+        for level in (0.5, 0.8, 1.0):
+            mfu, mbu, _ = fd.scaled_factors(CAT, prior, level)
+            assert (mfu, mbu) == pytest.approx((prior[0] * level, prior[1] * level))
 
 
 def test_a_level_above_the_guess_stops_at_the_ceiling():
@@ -71,11 +86,33 @@ def test_a_level_above_the_guess_stops_at_the_ceiling():
     assert lv is not None
     # (the fixed point nears 1.4 from below: the step overhead does not scale)
     assert lv.measured == pytest.approx(1.4, rel=0.05)
-    assert lv.scale == pytest.approx(0.7 / 0.6)
+    assert lv.scale == pytest.approx(0.5 / 0.4)
     assert lv.scale < lv.measured
-    # the scaled factors are the reference GPUs' MBU and less than their MFU
-    assert MI300X_PRIOR[1] * lv.scale == pytest.approx(0.7)
-    assert MI300X_PRIOR[0] * lv.scale < 0.5
+    # the scaled factors are the reference GPUs' MFU and MBU, no more
+    assert fd.scaled_factors(CAT, MI300X_PRIOR, lv.scale) == pytest.approx((0.5, 0.7, 3.0))
+
+
+def test_a_capped_level_keeps_the_moe_llms_where_they_measured():
+    """Llama-2-70B measured at 1.4 (capped: MFU 0.5, MBU 0.7 where the analogy's split
+    would give 0.5 / 0.75), DeepSeek-V3 at 0.6. The MoE ratio is measured against the
+    capped factors (not 0.6 / 1.25), so DeepSeek is predicted as at its own level."""
+    g = "mi300x"
+    pts = [
+        _point(g, "llama-2-70b", _predicted(g, "llama-2-70b", MI300X_PRIOR, 1.4)),
+        _point(g, "deepseek-v3", _predicted(g, "deepseek-v3", MI300X_PRIOR, 0.6)),
+    ]
+    lv = fd.level_scale(pts, CAT, g, MI300X_PRIOR, {})
+    assert lv is not None and lv.scale == pytest.approx(1.25)
+    capped = fd.scaled_factors(CAT, MI300X_PRIOR, lv.scale)
+    priced = (capped[0] * lv.moe_ratio, capped[1] * lv.moe_ratio, capped[2])
+    m = _point(g, "deepseek-v3", 1.0)
+    got = cb.predict(m, PLAIN, priced).get("output_tok_s")
+    assert got == pytest.approx(_predicted(g, "deepseek-v3", MI300X_PRIOR, 0.6), rel=0.01)
+    # the plain ratio would misprice it: MBU x 0.6 / 1.25 on 0.7 is 0.336, not 0.36
+    assert lv.moe_ratio != pytest.approx(0.6 / 1.25, rel=0.005)
+    assert fd.moe_ratio_capped(pts, CAT, g, MI300X_PRIOR, lv.scale, {}) == lv.moe_ratio
+    # below the caps there is nothing to correct
+    assert fd.moe_ratio_capped(pts, CAT, g, MI300X_PRIOR, 1.1, {}) is None
 
 
 # --------------------------------------------------------------------------- MoE ratio
@@ -274,10 +311,27 @@ def test_mi325x_is_rated_on_dense_llms_by_its_measured_sibling():
     on InferenceMAX's runs of both (0.96): not above MI300X's, not at the guess's 1 (which
     rated the same die with faster HBM 11% below MI300X per GPU on Llama-2-70B)."""
     m3, m2 = CAT.gpus["mi325x"].efficiency, CAT.gpus["mi300x"].efficiency
-    assert m3.level_scale * m3.moe_level_ratio == pytest.approx(0.569, abs=0.01)
     assert 1.0 < m3.level_scale < m2.level_scale
     assert m3.level_scale == pytest.approx(m2.level_scale * 0.96, abs=0.01)
-    assert m3.prefill_mfu < m2.prefill_mfu and m3.decode_mbu < m2.decode_mbu
+    # MBU at the reference GPUs' 0.7 on both (planner.fidelity.factor_caps), MFU below
+    assert m3.prefill_mfu < m2.prefill_mfu and m3.decode_mbu <= m2.decode_mbu <= 0.7
+    # DeepSeek-V3 priced as at its measured level (0.569 of the analogy factors): the
+    # capped factors times its MoE ratio predict its runs as the analogy at 0.569 does
+    prior = fd.prior_factors(CAT, "mi325x")
+    moe = (m3.prefill_mfu * m3.moe_level_ratio, m3.decode_mbu * m3.moe_level_ratio, prior[2])
+    runs = [
+        m
+        for m in cb.load_reference_measurements(CAT)
+        if m.gpu == "mi325x" and m.in_fit and fd.saturated_throughput(m)
+    ]
+    assert len(runs) >= 5
+    ratios = []
+    for m in runs:
+        a = cb.predict(m, PLAIN, moe).get("output_tok_s")
+        b = cb.predict(m, PLAIN, (prior[0] * 0.569, prior[1] * 0.569, prior[2])).get("output_tok_s")
+        assert a and b
+        ratios.append(a / b)
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.03)
 
 
 def test_fp4_runs_alone_give_no_level():
@@ -310,8 +364,17 @@ def test_an_llm_run_in_fp4_only_counts_at_its_level_over_the_fp4_ratio():
     assert lv is not None and lv.dense
     assert lv.fp4_ratio == pytest.approx(1.25, rel=0.03)
     assert lv.measured == pytest.approx(1.5 / 1.25, rel=0.03)
-    assert lv.scale == pytest.approx(min(lv.measured, 0.7 / 0.65))  # B200's ceiling
-    assert lv.scale * lv.moe_ratio == pytest.approx(0.8, rel=0.03)
+    # B200's ceiling: its MFU 0.45 reaches the reference's 0.5 at 1.111 (MBU capped at 0.7)
+    assert fd.level_ceiling(CAT, B200_PRIOR) == pytest.approx(0.5 / 0.45)
+    assert lv.scale == pytest.approx(min(lv.measured, 0.5 / 0.45))
+    # DeepSeek keeps its 0.8: the capped factors (MFU 0.5, MBU 0.7) x the MoE ratio
+    # predict it as the analogy's split at 0.8 does
+    f = fd.scaled_factors(CAT, B200_PRIOR, lv.scale)
+    m = _point(g, "deepseek-v3", 1.0)
+    got = cb.predict(m, PLAIN, (f[0] * lv.moe_ratio, f[1] * lv.moe_ratio, f[2]))
+    assert got.get("output_tok_s") == pytest.approx(
+        _predicted(g, "deepseek-v3", B200_PRIOR, 0.8), rel=0.03
+    )
 
 
 def _run(gpu: str, model: str, measured: float, c: int) -> cb.Measurement:
@@ -371,3 +434,16 @@ def test_the_report_says_which_moe_ratio_priced_a_gpu():
     got = plan.assumptions["gpus"]["mi300x"]
     assert got["moe_level_ratio"] == CAT.gpus["mi300x"].efficiency.moe_level_ratio < 1.0
     assert got["decode_mbu"] == pytest.approx(0.7 * got["moe_level_ratio"])
+
+
+def test_no_gpu_borrowing_a_measured_gemm_share_is_capped():
+    """planner.kernel_floors.dense_gemm_lift recovers a share-borrowing GPU's analogy MFU
+    as prefill_mfu / level_scale, which holds only where scaled_factors did not cap its
+    MFU (H100 NVL, H100 PCIe, A100 40GB, L4: levels at most 1)."""
+    for gpu in CAT.gpus.values():
+        if gpu.gemm_peak_share is not None or kf.gemm_peak_share(gpu, "vllm", "bf16") is None:
+            continue
+        prior = fd.prior_factors(CAT, gpu.id)
+        assert not fd.capped(CAT, prior, gpu.efficiency.level_scale), gpu.id
+        mfu_a = gpu.efficiency.prefill_mfu / gpu.efficiency.level_scale
+        assert mfu_a == pytest.approx(prior[0], abs=1e-3), gpu.id

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from catalog.loader import DATA_DIR, build_catalog, load_catalog, parse_entry
 from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Dtype, Provenance
 from planner import calibration as cb
+from planner import fidelity as fd
 from planner import risk
 from planner.calibration import (
     UNCALIBRATED_DEFAULTS,
@@ -210,8 +211,13 @@ def test_shipped_levels_never_favour_a_guess():
         prior = UNCALIBRATED_DEFAULTS[g]
         if eff.provenance == Provenance.FITTED:
             continue
-        assert eff.prefill_mfu == pytest.approx(prior[0] * eff.level_scale, abs=1e-3)
-        assert eff.decode_mbu == pytest.approx(prior[1] * eff.level_scale, abs=1e-3)
+        # the analogy's split times the level, each factor at most the reference GPUs'
+        # (planner.fidelity.scaled_factors: MI300X at 1.25 is 0.5 / 0.7, not 0.5 / 0.75)
+        want = fd.scaled_factors(cat, prior, eff.level_scale)
+        assert eff.prefill_mfu == pytest.approx(want[0], abs=1e-3)
+        assert eff.decode_mbu == pytest.approx(want[1], abs=1e-3)
+        assert eff.prefill_mfu <= max(0.5, prior[0]) + 1e-3
+        assert eff.decode_mbu <= max(0.7, prior[1]) + 1e-3
         if eff.provenance == Provenance.ANALOGY:
             siblings = [v for s, v in scaled.items() if cat.gpus[s].arch == x.arch]
             assert eff.level_scale == pytest.approx(min([ANALOGY_LEVEL_SCALE, *siblings]), abs=1e-3)
