@@ -32,14 +32,15 @@ MIN_POINTS = 10
 MIN_SOURCES = 2
 
 
-def folded(words: list[str]) -> list[str]:
-    """A YAML folded scalar's lines: the words joined and wrapped at 94 columns, each line
-    indented four spaces."""
-    lines, cur = [], "   "
+def folded(words: list[str], indent: int = 4, width: int = 94) -> list[str]:
+    """A YAML folded scalar's lines: the words joined and wrapped at ``width`` columns,
+    each line indented ``indent`` spaces (a word longer than the line stands alone)."""
+    pad = " " * (indent - 1)
+    lines, cur = [], pad
     for w in words:
-        if len(cur) + 1 + len(w) > 94:
+        if len(cur) + 1 + len(w) > width and cur.strip():
             lines.append(cur)
-            cur = "   "
+            cur = pad
         cur += " " + w
     lines.append(cur)
     return lines

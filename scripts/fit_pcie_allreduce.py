@@ -29,6 +29,9 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration_levels import folded
 
 from catalog.loader import DATA_DIR, load_catalog
 from catalog.schema import Catalog, LinkKind, PcieAllReduce
@@ -136,14 +139,7 @@ def write_fit(gpu: str, bus: float, n: int, source: str) -> None:
     if m is None:
         raise SystemExit(f"{path}: no server block")
     block = re.sub(r"^  pcie_allreduce:\n(?:    .*\n)+", "", m.group(0), flags=re.M)
-    words = source.split()
-    lines, line = [], "      "
-    for w in words:
-        if len(line) + len(w) + 1 > 92 and line.strip():
-            lines.append(line.rstrip())
-            line = "      "
-        line += w + " "
-    lines.append(line.rstrip())
+    lines = folded(source.split(), indent=6)
     new = (
         block
         + "  pcie_allreduce:\n"

@@ -149,3 +149,41 @@ def test_bad_fit_entries_are_refused():
         PcieAllReduce(tp8_bus_gb_per_s=10.0, points=0, source="fitted to three runs")
     with pytest.raises(ValidationError, match="source"):
         PcieAllReduce(tp8_bus_gb_per_s=10.0, points=3, source="x")
+
+
+def test_write_fit_folds_the_source_and_replaces_an_earlier_fit(tmp_path, monkeypatch):
+    """``write_fit`` writes ``server.pcie_allreduce`` with its source folded by the one
+    helper the calibration scripts share (scripts/calibration_levels.folded, at 6 spaces
+    under the block), and a rerun replaces the block instead of adding a second one."""
+    import yaml
+
+    (tmp_path / "gpus").mkdir()
+    path = tmp_path / "gpus" / "x.yaml"
+    path.write_text("id: x\nserver:\n  gpus_per_server: 8\nefficiency:\n  points: 3\n")
+    monkeypatch.setattr(FIT, "DATA_DIR", tmp_path)
+    source = " ".join(f"word{i}" for i in range(60))
+    FIT.write_fit("x", 16.54, 3, source)
+    FIT.write_fit("x", 12.0, 4, source)
+    text = path.read_text()
+    assert text.count("pcie_allreduce:") == 1
+    block = text[text.index("    source: >-\n") :].split("efficiency:")[0]
+    lines = block.splitlines()[1:]
+    assert len(lines) > 1 and all(ln.startswith("      w") and len(ln) <= 94 for ln in lines)
+    data = yaml.safe_load(text)
+    assert data["server"]["pcie_allreduce"] == {
+        "tp8_bus_gb_per_s": 12.0,
+        "points": 4,
+        "source": source,
+    }
+    assert data["server"]["gpus_per_server"] == 8 and data["efficiency"] == {"points": 3}
+
+
+def test_folded_wraps_at_the_width_with_the_indent_asked():
+    lv = load_script("calibration_levels")
+    words = ["a" * 10] * 20
+    for indent in (4, 6):
+        lines = lv.folded(words, indent=indent)
+        assert all(len(ln) <= 94 and ln.startswith(" " * indent + "a") for ln in lines)
+        assert " ".join(" ".join(ln.split()) for ln in lines) == " ".join(words)
+    # a word longer than a line stands alone, without an empty line before it
+    assert lv.folded(["x" * 120]) == ["    " + "x" * 120]
