@@ -97,3 +97,62 @@ def test_partial_or_old_documents_render_without_errors(doc):
 def test_render_table_aligns_numbers_right():
     table = render_table(["name", "n"], [["a", "1"], ["bbb", "1,000"]])
     assert table.splitlines() == ["name      n", "----  -----", "a         1", "bbb   1,000"]
+
+
+def test_kv_transfer_sentence_names_the_priced_link_and_each_pairs_link():
+    """A prefill pool priced on a slower link than its pair uses reads as an upper bound;
+    one priced on the pair's own link says so; pools without a transfer say nothing."""
+    from planner.report.plan_document import kv_transfer_paras
+    from planner.report.text import kv_transfer_sentences
+
+    pools = [
+        {
+            "id": "p1",
+            "class": "chat",
+            "role": "prefill",
+            "gpu": "mi300x",
+            "kv_transfer_link": "eth-100g",
+            "kv_transfer_exposed_ms": 5.2,
+        },
+        {
+            "id": "p2",
+            "class": "rag",
+            "role": "prefill",
+            "gpu": "h100-sxm5-80gb",
+            "kv_transfer_link": "ib-ndr-400",
+            "kv_transfer_exposed_ms": 1.0,
+        },
+        {"id": "d1", "class": "chat", "role": "decode", "gpu": "mi300x"},
+        {"id": "d2", "class": "rag", "role": "decode", "gpu": "h100-sxm5-80gb"},
+        {
+            "id": "a1",
+            "class": "agent",
+            "role": "aggregated",
+            "gpu": "mi300x",
+            "kv_transfer_link": None,
+            "kv_transfer_exposed_ms": None,
+        },
+    ]
+    pairs = [
+        {"prefill_pool": "p1", "decode_pool": "d1", "link": "eth-400g", "priced_link": "eth-100g"},
+        {
+            "prefill_pool": "p2",
+            "decode_pool": "d2",
+            "link": "ib-ndr-400",
+            "priced_link": "ib-ndr-400",
+        },
+    ]
+    lines = kv_transfer_sentences(pools, pairs)
+    assert lines == [
+        "chat prefill on mi300x: TTFT includes 5.2 ms of KV-cache transfer priced over "
+        "eth-100g (to decode on mi300x over eth-400g, at least as fast as eth-100g: the "
+        "priced TTFT is an upper bound)",
+        "rag prefill on h100-sxm5-80gb: TTFT includes 1.0 ms of KV-cache transfer priced "
+        "over ib-ndr-400 (to decode on h100-sxm5-80gb over ib-ndr-400, the link priced)",
+    ]
+    assert [b.runs[0] for b in kv_transfer_paras(pools, pairs)] == [x + "." for x in lines]
+    assert kv_transfer_sentences(pools, []) == [
+        "chat prefill on mi300x: TTFT includes 5.2 ms of KV-cache transfer priced over eth-100g",
+        "rag prefill on h100-sxm5-80gb: TTFT includes 1.0 ms of KV-cache transfer priced "
+        "over ib-ndr-400",
+    ]

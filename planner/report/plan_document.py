@@ -395,7 +395,7 @@ def plan_document(
                         ],
                         kind="note",
                     ),
-                    *kv_transfer_paras(pools),
+                    *kv_transfer_paras(pools, _list(plan.get("kv_pairs"))),
                     *serving_stack_paras(pools),
                     *launch_blocks(pools, catalog),
                 ],
@@ -518,21 +518,10 @@ def serving_stack_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
     return out
 
 
-def kv_transfer_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
-    out: list[Block] = []
-    for p in pools:
-        if p.get("kv_transfer_link") and is_num(p.get("kv_transfer_exposed_ms")):
-            out.append(
-                Para(
-                    [
-                        f"{pool_class(p)} prefill on {p.get('gpu')}: the KV cache ships over "
-                        f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, "
-                        "included in TTFT)."
-                    ],
-                    kind="note",
-                )
-            )
-    return out
+def kv_transfer_paras(pools: Sequence[Mapping[str, Any]], pairs: Sequence[Any] = ()) -> list[Block]:
+    """The KV-cache transfer notes under the pools table
+    (:func:`planner.report.text.kv_transfer_sentences`)."""
+    return [Para([line + "."], kind="note") for line in _text.kv_transfer_sentences(pools, pairs)]
 
 
 def robust_sections(plan: Mapping[str, Any], catalog: Catalog) -> list[Section]:
@@ -591,7 +580,11 @@ def robust_sections(plan: Mapping[str, Any], catalog: Catalog) -> list[Section]:
         pools = _list(sub.get("pools"))
         blocks: list[Block] = []
         if pools:
-            blocks += [pools_table(pools), *kv_transfer_paras(pools), *serving_stack_paras(pools)]
+            blocks += [
+                pools_table(pools),
+                *kv_transfer_paras(pools, _list(sub.get("kv_pairs"))),
+                *serving_stack_paras(pools),
+            ]
         if _list(sub.get("classes")):
             blocks += [Heading("Classes"), classes_table(sub)]
         blocks += launch_blocks(pools, catalog)

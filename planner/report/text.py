@@ -396,24 +396,43 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
             "  capacity is derated by exp(-z x sigma) at the plan's confidence; cost band = "
             "replicas needed at the 90% band's ends (1/capacity, rounded up)"
         )
-    transfers = [
-        _map(p)
-        for p in pools
-        if _map(p).get("kv_transfer_link") and _is_num(_map(p).get("kv_transfer_exposed_ms"))
-    ]
-    pairs = [_map(x) for x in _list(plan.get("kv_pairs"))]
+    for line in kv_transfer_sentences(pools, _list(plan.get("kv_pairs"))):
+        out.append(f"  {line}")
+    return out
+
+
+def kv_transfer_sentences(pools: Sequence[Any], pairs: Sequence[Any]) -> list[str]:
+    """One sentence per prefill pool whose TTFT includes a KV-cache transfer: the link
+    its TTFT was priced on (``kv_transfer_link``, the exposed milliseconds
+    ``kv_transfer_exposed_ms``) and, from the plan's ``kv_pairs``, the link each of its
+    decode pools is reached over. A pair's link is the priced one or faster (the MILP's
+    kv_pair rows), so a faster one means the priced TTFT is an upper bound, not the
+    network to buy."""
     gpu_of = {_map(p).get("id"): _map(p).get("gpu") for p in pools}
-    for p in transfers:
-        out.append(
-            f"  {p.get('class')} {p.get('role')} on {p.get('gpu')}: KV cache priced over "
-            f"{p['kv_transfer_link']} ({ms(p['kv_transfer_exposed_ms'])} ms exposed, in TTFT)"
+    out = []
+    for p in map(_map, pools):
+        priced = p.get("kv_transfer_link")
+        if not priced or not _is_num(p.get("kv_transfer_exposed_ms")):
+            continue
+        cls = p.get("class", p.get("class_name", "?"))
+        head = (
+            f"{cls} {p.get('role')} on {p.get('gpu')}: TTFT includes "
+            f"{ms(p['kv_transfer_exposed_ms'])} ms of KV-cache transfer priced over {priced}"
         )
-        for x in pairs:
-            if x.get("prefill_pool") == p.get("id"):
-                out.append(
-                    f"    to decode on {gpu_of.get(x.get('decode_pool'), '?')}: "
-                    f"over {x.get('link')}"
+        links = []
+        for x in map(_map, pairs):
+            if x.get("prefill_pool") != p.get("id"):
+                continue
+            link = x.get("link") or priced
+            to = gpu_of.get(x.get("decode_pool"), "?")
+            if link == priced:
+                links.append(f"to decode on {to} over {link}, the link priced")
+            else:
+                links.append(
+                    f"to decode on {to} over {link}, at least as fast as {priced}: "
+                    "the priced TTFT is an upper bound"
                 )
+        out.append(head + (f" ({'; '.join(links)})" if links else ""))
     return out
 
 
