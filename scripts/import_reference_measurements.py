@@ -355,12 +355,30 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     if entry.get("osl") == 0 or "DECODE-ONLY" in notes or "PREFILL-ONLY" in notes:
         reasons.append("phase-isolated (prefill-only or decode-only) throughput")
     parts = ["not modelled by the planner: " + "; ".join(reasons)] if reasons else []
-    if "AMBIGUITY" in notes:
+    if "AMBIGUITY" in notes and output_share(entry) < AMBIGUOUS_MIN_OUTPUT_SHARE:
         parts.append(
             "ambiguous measurement: the source does not say whether its throughput is output "
-            "or total tokens"
+            "or total tokens, and at this shape the two readings differ by more than "
+            f"{1 / AMBIGUOUS_MIN_OUTPUT_SHARE - 1:.0%}"
         )
     return "; ".join(parts) or None
+
+
+#: An entry whose source does not say whether its throughput counts output or all tokens
+#: (AMD's ROCm performance table: "Throughput") is used when the two readings differ by
+#: at most 1 / this - 1 (11%: output share osl / (isl + osl) >= 0.9, the 128/2048 and
+#: 128/4096 rows), read as total tokens, the lower output throughput (conservative: an
+#: output reading would rate the GPU up to 11% higher); else it is recorded, not fitted.
+AMBIGUOUS_MIN_OUTPUT_SHARE = 0.9
+
+
+def output_share(entry: dict[str, Any]) -> float:
+    """``osl / (isl + osl)``: the share of a fixed-length run's tokens that are output
+    tokens (0 when either length is missing)."""
+    isl, osl = entry.get("isl"), entry.get("osl")
+    if not isinstance(isl, int | float) or not isinstance(osl, int | float) or isl + osl <= 0:
+        return 0.0
+    return float(osl) / float(isl + osl)
 
 
 def kv_dtype_more(text: Any) -> str | None:
@@ -385,8 +403,21 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         raise BadEntry(f"tp must be a positive integer, not {entry['tp']!r}")
     value = entry["value"]
     out_tok_s = _positive(value, "output_token_tput")
-    if out_tok_s is None:  # AMD's table: output or total tokens/s (skip_reason says so)
+    ambiguous_note = None
+    if out_tok_s is None:  # AMD's table: output or total tokens/s (see output_share)
         out_tok_s = _positive(value, "throughput_tok_s_as_reported")
+        share = output_share(entry)
+        if (
+            out_tok_s is not None
+            and "AMBIGUITY" in (entry.get("notes") or "")
+            and share >= AMBIGUOUS_MIN_OUTPUT_SHARE
+        ):
+            ambiguous_note = (
+                f"reported throughput {out_tok_s:g} tokens/s read as total tokens (the "
+                f"conservative reading): output = reported x osl / (isl + osl) = x{share:.3f}; "
+                f"read as output tokens it would be {1 / share - 1:.1%} higher"
+            )
+            out_tok_s = round(out_tok_s * share, 1)
     ttft = _positive(value, "mean_ttft_ms")
     tpot = _positive(value, "mean_tpot_ms")
     hw = HARDWARE_MORE.get(entry["hardware"])
@@ -404,7 +435,7 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
     skip = _skip_reason_more(entry)
     if out_tok_s is None and skip is None:
         return None, "no output throughput (phase-isolated or prefill-only measurement)"
-    notes = [n for n in (hw[1], model[1], entry.get("notes") or "") if n]
+    notes = [n for n in (hw[1], model[1], entry.get("notes") or "", ambiguous_note) if n]
     row: dict[str, Any] = {
         "model": model[0],
         "gpu": hw[0],

@@ -134,6 +134,36 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     assert (again["a1"], again["a2"], again["a4"]) == ("holdout", "fit", fresh_a4)
 
 
+def test_an_ambiguous_throughput_is_read_as_total_tokens_where_the_readings_are_close():
+    """AMD's table does not say whether "Throughput" counts output or all tokens: at
+    128/2048 (output share 0.941) it is used, read as total tokens (the lower output
+    throughput); at 2048/2048 (share 0.5) the readings differ 2x and it is recorded only."""
+    amd = {
+        "framework": "vLLM 0.11.1",
+        "hardware": "AMD Instinct MI300X (192GB HBM3, 750W)",
+        "model": "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)",
+        "kv_dtype": "FP8 (FP8-KV checkpoint)",
+        "metric": "offline",
+        "concurrency": 3200,
+        "value": {"throughput_tok_s_as_reported": 13279.6},
+        "notes": "AMBIGUITY: output-token or total-token throughput.",
+    }
+    row, why = IMPORTER.convert_more(more_entry("u1", **amd, isl=128, osl=2048))
+    assert why is None and row is not None and row["skip_reason"] is None
+    assert row["output_tok_s"] == pytest.approx(13279.6 * 2048 / 2176, abs=0.06)
+    assert "read as total tokens" in row["note"] and "6.2% higher" in row["note"]
+    assert row["num_requests"] == 3200 and math.isinf(row["request_rate_rps"])
+    row, why = IMPORTER.convert_more(more_entry("u2", **amd, isl=2048, osl=2048))
+    assert why is None and row is not None
+    assert "ambiguous measurement" in row["skip_reason"] and "more than 11%" in row["skip_reason"]
+    assert IMPORTER.output_share({"isl": 500, "osl": 2000}) == pytest.approx(0.8)
+    assert IMPORTER.output_share({"isl": None, "osl": 2000}) == 0.0
+    # a stated output throughput is taken as it is, whatever the notes say
+    stated = {**amd, "value": {"output_token_tput": 5000.0}}
+    row, _ = IMPORTER.convert_more(more_entry("u3", **stated, isl=128, osl=2048))
+    assert row is not None and row["output_tok_s"] == 5000.0 and row["skip_reason"] is None
+
+
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
     """DP attention without expert parallelism is not priced: it needs a skip_reason."""
     good = {
