@@ -82,7 +82,8 @@ def load_entries(data_dir: Path = DATA_DIR) -> dict[str, dict[str, BaseModel]]:
 
 
 def check_references(entries: Mapping[str, Mapping[str, BaseModel]]) -> None:
-    """Every GPU's scale-up, PCIe and network link exists and has the right kind."""
+    """Every GPU's scale-up, PCIe and network link exists and has the right kind, and
+    every LLM its own-run checks name is a catalog model."""
     links: Mapping[str, Link] = entries["links"]  # type: ignore[assignment]
     problems: list[tuple[str, str]] = []
     for gpu in entries["gpus"].values():
@@ -106,6 +107,14 @@ def check_references(entries: Mapping[str, Mapping[str, BaseModel]]) -> None:
             problems.append(
                 (f"gpus.{gpu.id}.scale_up_domain_size", "a domain > 1 needs a scale_up_link")
             )
+        for llm in gpu.efficiency.own_llm_ratio:
+            if llm not in entries["models"]:
+                problems.append(
+                    (
+                        f"gpus.{gpu.id}.efficiency.own_llm_ratio.{llm}",
+                        f"unknown model {llm!r} (a catalog model id)",
+                    )
+                )
     if problems:
         raise CatalogError("; ".join(f"{f}: {m}" for f, m in problems), problems)
 

@@ -70,6 +70,8 @@ from catalog.uncertainty import (  # noqa: F401  (re-exported)
     ANALOGY_LEVEL_SCALE,
     ANALOGY_SIGMA_LOG,
     MAX_CATALOG_LEVEL_SCALE,
+    MAX_OWN_LLM_CHECKS,
+    OwnLlmCheck,
     Provenance,
     SigmaLog,
     Uncertainty,
@@ -194,6 +196,12 @@ class Efficiency(Uncertainty):
     (dimensionless, 0 < r <= 2; the FP4 derates x r, each capped at 1,
     :func:`planner.kernel_floors.weight_dtype_derates`). 1: not measured.
     Both are written by ``make calibrate-defaults`` (planner.fidelity.level_scale).
+    ``own_llm_ratio``: per LLM (catalog model id) the GPU was measured on, how its own
+    runs compare with what these factors predict (:class:`OwnLlmCheck`, written by ``make
+    calibrate-defaults``, planner.fidelity.own_llm_ratios). The factors rest on the median
+    over the GPU's LLMs, so one LLM's runs may sit well below them: a plan warns where a
+    pool runs such an LLM (planner.plan.assemble.own_llm_warnings). Informational: it
+    prices nothing.
     """
 
     prefill_mfu: Fraction
@@ -204,6 +212,9 @@ class Efficiency(Uncertainty):
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
     moe_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 1.0
     fp4_level_ratio: Annotated[float, Field(gt=0, le=2, allow_inf_nan=False, strict=True)] = 1.0
+    own_llm_ratio: dict[Id, OwnLlmCheck] = Field(
+        default_factory=dict, max_length=MAX_OWN_LLM_CHECKS
+    )
 
 
 Month = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$")]

@@ -101,3 +101,20 @@ class Uncertainty(Frozen):
         if self.provenance == Provenance.ANALOGY and self.points:
             raise ValueError("provenance analogy has no measured points (points: 0)")
         return self
+
+
+#: Most LLMs an efficiency block may carry own-run checks for (a bounded entry).
+MAX_OWN_LLM_CHECKS = 64
+
+
+class OwnLlmCheck(Frozen):
+    """How a GPU's own measured runs of one LLM compare with what its factors predict
+    (:attr:`Efficiency.own_llm_ratio`).
+
+    ``ratio``: the median measured / predicted saturated output tokens/s of those runs
+    with the GPU's shipped factors, over the same median of the reference GPUs on that
+    LLM (absolute for the reference GPUs themselves; dimensionless: below 1 the factors
+    over-rate this LLM on this GPU). ``points``: how many fit-split runs it rests on."""
+
+    ratio: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False, strict=True)]
+    points: Annotated[int, Field(ge=1, le=1_000_000, strict=True)]

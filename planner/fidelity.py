@@ -47,6 +47,7 @@ from planner.levels import (  # noqa: F401  (re-exported)
     level_targets,
     matched_runs,
     moe_ratio_capped,
+    own_llm_ratios,
     paired_level,
     prior_factors,
     saturated_throughput,

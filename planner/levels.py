@@ -505,6 +505,33 @@ def factor_spread(
     return cb.sigma_from_log_errors(logs, fitted_factors)
 
 
+def own_llm_ratios(
+    points: Sequence[cb.Measurement],
+    catalog: Catalog,
+    gpu: str,
+    factors: Sequence[float],
+    targets: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float, int]]:
+    """Per LLM ``gpu`` was measured on: ``(ratio, n)``, ``ratio`` the median measured /
+    predicted output tokens/s of its ``n`` usable saturated-throughput points of that LLM
+    (:func:`saturated_throughput`; FP4 runs left out: they measure the FP4 derates)
+    predicted with ``factors`` on ``catalog`` (the GPU's measured MoE and FP4 ratios
+    applied, as plans price it), over ``targets[llm]`` (:func:`level_targets`: the
+    reference GPUs' median on that LLM; 1 where absent or without ``targets``, as for the
+    reference GPUs themselves). Dimensionless; below 1 the factors, which rest on the
+    median over the GPU's LLMs (:func:`level_scale`), over-rate that LLM on this GPU
+    relative to the reference (MI300X's Llama-3.1-70B on AMD's table: 0.80)."""
+    tg = targets or {}
+    by_llm: dict[str, list[float]] = {}
+    for m in points:
+        if m.gpu != gpu or not m.usable or not saturated_throughput(m) or m.dtype == Dtype.FP4:
+            continue
+        pred = cb.predict(m, catalog, tuple(factors)).get("output_tok_s")
+        if pred and m.output_tok_s:
+            by_llm.setdefault(m.model, []).append(m.output_tok_s / pred)
+    return {llm: (median(v) / tg.get(llm, 1.0), len(v)) for llm, v in sorted(by_llm.items())}
+
+
 def analogy_level_scale(
     gpu: str, catalog: Catalog, levels: Mapping[str, float], default: float
 ) -> float:

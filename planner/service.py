@@ -132,7 +132,13 @@ def make_plan(
     cache: dict = {}
     result = solve(problem, opts, cache)
     plan = plan_from_result(
-        resolved, screening, result, catalog.content_hash, opts.time_limit_s, opts.rel_gap
+        resolved,
+        screening,
+        result,
+        catalog.content_hash,
+        opts.time_limit_s,
+        opts.rel_gap,
+        catalog=catalog,
     )
     t_verify = time.perf_counter()
     simulated_s = 0.0

@@ -108,6 +108,16 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             "fp4_ratio": lv.fp4_ratio,
         }
     borrow_dense_levels(catalog, plan, fit_pts, targets)
+    for gpu, e in plan.items():
+        # each measured LLM's own runs against the written factors, relative to the
+        # reference GPUs' on that LLM (absolute for the reference GPUs themselves)
+        e["own"] = fd.own_llm_ratios(
+            fit_pts,
+            with_ratios(catalog, gpu, e["moe_ratio"], e["fp4_ratio"]),
+            gpu,
+            e["factors"],
+            None if gpu in fd.LEVEL_REFERENCE_GPUS else targets,
+        )
     # the level of a GPU never measured: the median measured level (2 decimals; a level
     # lifted above 1 counts as 1, so a guess is never rated above its own analogy), which
     # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
@@ -335,6 +345,15 @@ def ratio_reason(e: dict) -> str:
     return (text[:1].upper() + text[1:] + ". ") if parts else ""
 
 
+def own_llm_block(own: dict[str, tuple[float, int]]) -> str:
+    """The ``own_llm_ratio`` lines of an efficiency block (catalog.schema.OwnLlmCheck):
+    one flow mapping per LLM, the ratio to 3 decimals; empty without checks."""
+    if not own:
+        return ""
+    lines = [f"    {llm}: {{ratio: {r:.3f}, points: {n}}}\n" for llm, (r, n) in sorted(own.items())]
+    return "  own_llm_ratio:\n" + "".join(lines)
+
+
 def write_level(gpu: str, e: dict) -> None:
     """Rewrite ``gpu``'s efficiency block with the factors of :func:`level_plan`,
     keeping its overlap factor and the analogy's reasoning (before :data:`LEVEL_MARK`)."""
@@ -364,6 +383,7 @@ def write_level(gpu: str, e: dict) -> None:
         f"  level_scale: {level:.3f}\n"
         + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
         + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")
+        + own_llm_block(e.get("own") or {})
         + "  reason: >-\n"
         + "\n".join(lines)
         + "\n"

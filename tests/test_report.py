@@ -779,3 +779,23 @@ def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data
     assert "within the 800 ms SLO" in (aggregated_ttft_line(roomy) or "")
     assert aggregated_ttft_line({**tight, "mode": "disaggregated"}) is None
     assert aggregated_ttft_line({**tight, "ttft_ms": None}) is None
+
+
+def test_the_plans_warnings_are_in_the_report_summary(small_record, catalog):
+    """Warnings the plan carries (the CLI prints them) open the report too; a plan
+    without any shows no warnings block."""
+    rec = copy.deepcopy(small_record)
+    rec["plan"]["warnings"] = [
+        "mi300x: its own 2 measured run(s) of llama-3.1-70b (fit split) reach 0.80x what its "
+        "factors predict",
+        "traffic.classes[1]: 7.4% of requests exceed the model's context",
+    ]
+    md, _ = render_plan_report(rec, "md", catalog)
+    assert "**Warnings:** 2 warnings to read before buying:" in md
+    assert "- mi300x: its own 2 measured run(s) of llama-3.1-70b" in md
+    assert "- traffic.classes[1]: 7.4% of requests exceed" in md
+    html, _ = render_plan_report(rec, "html", catalog)
+    assert "2 warnings to read before buying" in html and "7.4% of requests exceed" in html
+    rec["plan"]["warnings"] = []
+    md, _ = render_plan_report(rec, "md", catalog)
+    assert "Warnings:" not in md

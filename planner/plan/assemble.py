@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalog.schema import Catalog, Dtype
 from planner import risk
 from planner.candidates import Candidate, ClassFigures, Screening
+from planner.levels import LEVEL_REFERENCE_GPUS
 from planner.plan.explain import (
     binding_detail,
     fill_gpu_seconds,
@@ -58,8 +60,10 @@ def plan_from_result(
     catalog_hash: str,
     time_limit_s: float,
     rel_gap: float,
+    catalog: Catalog | None = None,
 ) -> Plan:
-    """Assemble the Plan from the solve: pools with predictions, classes, binding limits."""
+    """Assemble the Plan from the solve: pools with predictions, classes, binding limits;
+    with ``catalog``, the warnings of :func:`own_llm_warnings` too."""
     by_id = {c.id: c for c in screening.candidates}
     figs = {c.name: ClassFigures.of(c) for c in req.classes}
     by_name = {c.name: c for c in req.classes}
@@ -207,7 +211,9 @@ def plan_from_result(
         binding=[BindingConstraint(name=b, detail=binding_detail(b, req)) for b in result.binding],
         why_not=why_not(screening, pools),
         infeasible_reasons=infeasible,
-        warnings=list(req.warnings) + speculation_warnings(pools),
+        warnings=list(req.warnings)
+        + speculation_warnings(pools)
+        + (own_llm_warnings(pools, catalog, req.model_id) if catalog is not None else []),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -366,3 +372,44 @@ def speculation_warnings(pools: list[PoolPlan]) -> list[str]:
         "mix them under speculative decoding (its command has no --enable-mixed-chunk): "
         "chunks there run in steps of their own, which the plan does not price"
     ]
+
+
+#: A GPU's own runs of the planned LLM at or below this share of what its factors
+#: predict (relative to the reference GPUs', catalog.schema.OwnLlmCheck) draw a warning:
+#: 15% or more below, beyond the few percent by which one LLM's runs scatter about a
+#: level that rests on several.
+OWN_LLM_WARN_RATIO = 0.85
+
+
+def own_llm_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> list[str]:
+    """Per GPU type of the plan's serving pools (non-FP4, factors scaled to measurements)
+    whose own runs of ``model_id`` reach at most :data:`OWN_LLM_WARN_RATIO` of what its
+    factors predict (``efficiency.own_llm_ratio``, written by calibration): the factors
+    rest on the median over the GPU's LLMs, so these pools may serve about that much
+    less than planned. Sorted by GPU id."""
+    gpus = sorted(
+        {
+            p.gpu
+            for p in pools
+            if p.replicas and p.provenance == "scaled" and p.dtype != Dtype.FP4.value
+        }
+    )
+    out = []
+    for gpu in gpus:
+        spec = catalog.gpus.get(gpu)
+        check = spec.efficiency.own_llm_ratio.get(model_id) if spec else None
+        if check is None or check.ratio > OWN_LLM_WARN_RATIO:
+            continue
+        against = (
+            "what its factors predict"
+            if gpu in LEVEL_REFERENCE_GPUS
+            else "what its factors predict, relative to the reference GPUs on this LLM"
+        )
+        out.append(
+            f"{gpu}: its own {check.points} measured run(s) of {model_id} (fit split) reach "
+            f"{check.ratio:.2f}x {against}; its factors rest on the median over the LLMs it "
+            f"was measured on, so its pools here may serve about {1 - check.ratio:.0%} less "
+            "than planned: compare the plan without it (alternatives) or raise "
+            "risk.confidence"
+        )
+    return out

@@ -331,6 +331,7 @@ def plan_document(
         reasons: list[list[Run]] = [[str(r)] for r in _list(plan.get("infeasible_reasons"))]
         if reasons:
             summary.append(Bullets(reasons))
+    summary += warning_blocks(plan)
 
     if with_charts and solved:
         items = []
@@ -516,6 +517,17 @@ def serving_stack_paras(pools: Sequence[Mapping[str, Any]]) -> list[Block]:
                 )
             )
     return out
+
+
+def warning_blocks(plan: Mapping[str, Any]) -> list[Block]:
+    """The plan's warnings (``warnings``: requests beyond the model's context, pools on
+    an LLM their GPU measured well below its factors, ...) as a warning line and a list;
+    nothing without any."""
+    warns: list[list[Run]] = [[str(w)] for w in _list(plan.get("warnings"))]
+    if not warns:
+        return []
+    head = f"{len(warns)} warning{'s' if len(warns) != 1 else ''} to read before buying:"
+    return [Para([Strong("Warnings: "), head], kind="warn"), Bullets(warns)]
 
 
 def kv_transfer_paras(pools: Sequence[Mapping[str, Any]], pairs: Sequence[Any] = ()) -> list[Block]:
