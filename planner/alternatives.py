@@ -160,12 +160,17 @@ def explain_modes(plan: Plan) -> None:
                 else f"{cls.mode.value}: the other mode is {alt.status}"
             )
         else:
-            cls.mode_reason = (
-                f"{cls.mode.value}: {alt.name.split()[-1]} would cost "
-                f"${alt.delta_usd_per_hour:,.2f}/h more"
-                if (alt.delta_usd_per_hour or 0) >= 0
-                else f"{cls.mode.value}: within the solver gap of {alt.name.split()[-1]}"
-            )
+            other = alt.name.split()[-1]
+            delta = alt.delta_usd_per_hour or 0.0
+            if delta < 0:
+                cls.mode_reason = f"{cls.mode.value}: within the solver gap of {other}"
+            elif round(delta, 2) == 0:
+                cls.mode_reason = (
+                    f"{cls.mode.value}: {other} would cost the same (a tie, to the cent; "
+                    "either serves the class)"
+                )
+            else:
+                cls.mode_reason = f"{cls.mode.value}: {other} would cost ${delta:,.2f}/h more"
 
 
 def _cost(prob: Problem, r: SolveResult) -> float:

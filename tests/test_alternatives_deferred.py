@@ -83,3 +83,33 @@ def test_inline_and_background_modes_and_a_report_of_a_pending_plan(on_request):
     assert report.status_code == 200, report.text
     assert on_request.get(f"/plans/{pid}").json()["plan"]["alternatives_status"] == "ready"
     assert on_request.post("/plans?alternatives=later", json=small()).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "delta, reason",
+    [
+        (26.36, "aggregated: disaggregated would cost $26.36/h more"),
+        (
+            0.004,
+            "aggregated: disaggregated would cost the same (a tie, to the cent; either "
+            "serves the class)",
+        ),
+        (-3.0, "aggregated: within the solver gap of disaggregated"),
+    ],
+)
+def test_a_mode_reason_says_a_tie_is_a_tie(delta, reason):
+    from planner.plan.models import Alternative, ClassPlan, Plan
+    from solver.problem import Mode
+
+    cls = ClassPlan.model_construct(name="chat", mode=Mode.AGGREGATED, mode_reason=None)
+    other = Alternative.model_construct(
+        name="chat disaggregated",
+        status="optimal",
+        cost_usd_per_hour=100.0 + delta,
+        delta_usd_per_hour=delta,
+        note="",
+        class_name="chat",
+    )
+    plan = Plan.model_construct(classes=[cls], alternatives=[other])
+    alt.explain_modes(plan)
+    assert cls.mode_reason == reason
