@@ -114,7 +114,16 @@ class OwnLlmCheck(Frozen):
     ``ratio``: the median measured / predicted saturated output tokens/s of those runs
     with the GPU's shipped factors, over the same median of the reference GPUs on that
     LLM (absolute for the reference GPUs themselves; dimensionless: below 1 the factors
-    over-rate this LLM on this GPU). ``points``: how many fit-split runs it rests on."""
+    over-rate this LLM on this GPU). ``points``: how many fit-split runs it rests on;
+    ``publishers``: from how many publishers (planner.fidelity.source_root: one publisher's
+    runs are usually one sweep on one stack)."""
 
     ratio: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False, strict=True)]
     points: Annotated[int, Field(ge=1, le=1_000_000, strict=True)]
+    publishers: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 1
+
+    @model_validator(mode="after")
+    def _publishers_at_most_points(self) -> OwnLlmCheck:
+        if self.publishers > self.points:
+            raise ValueError(f"publishers ({self.publishers}) exceed points ({self.points})")
+        return self

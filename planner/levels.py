@@ -511,8 +511,9 @@ def own_llm_ratios(
     gpu: str,
     factors: Sequence[float],
     targets: Mapping[str, float] | None = None,
-) -> dict[str, tuple[float, int]]:
-    """Per LLM ``gpu`` was measured on: ``(ratio, n)``, ``ratio`` the median measured /
+) -> dict[str, tuple[float, int, int]]:
+    """Per LLM ``gpu`` was measured on: ``(ratio, n, publishers)``, ``ratio`` the median
+    measured /
     predicted output tokens/s of its ``n`` usable saturated-throughput points of that LLM
     (:func:`saturated_throughput`; FP4 runs left out: they measure the FP4 derates)
     predicted with ``factors`` on ``catalog`` (the GPU's measured MoE and FP4 ratios
@@ -520,16 +521,23 @@ def own_llm_ratios(
     reference GPUs' median on that LLM; 1 where absent or without ``targets``, as for the
     reference GPUs themselves). Dimensionless; below 1 the factors, which rest on the
     median over the GPU's LLMs (:func:`level_scale`), over-rate that LLM on this GPU
-    relative to the reference (MI300X's Llama-3.1-70B on AMD's table: 0.80)."""
+    relative to the reference (MI300X's Llama-3.1-70B on AMD's table: 0.80).
+    ``publishers``: the distinct :func:`source_root` of those points (a point without a
+    source counts as one publisher)."""
     tg = targets or {}
     by_llm: dict[str, list[float]] = {}
+    roots: dict[str, set[str]] = {}
     for m in points:
         if m.gpu != gpu or not m.usable or not saturated_throughput(m) or m.dtype == Dtype.FP4:
             continue
         pred = cb.predict(m, catalog, tuple(factors)).get("output_tok_s")
         if pred and m.output_tok_s:
             by_llm.setdefault(m.model, []).append(m.output_tok_s / pred)
-    return {llm: (median(v) / tg.get(llm, 1.0), len(v)) for llm, v in sorted(by_llm.items())}
+            roots.setdefault(m.model, set()).add(source_root(m.source))
+    return {
+        llm: (median(v) / tg.get(llm, 1.0), len(v), len(roots[llm]))
+        for llm, v in sorted(by_llm.items())
+    }
 
 
 def analogy_level_scale(

@@ -345,12 +345,15 @@ def ratio_reason(e: dict) -> str:
     return (text[:1].upper() + text[1:] + ". ") if parts else ""
 
 
-def own_llm_block(own: dict[str, tuple[float, int]]) -> str:
+def own_llm_block(own: dict[str, tuple[float, int, int]]) -> str:
     """The ``own_llm_ratio`` lines of an efficiency block (catalog.schema.OwnLlmCheck):
     one flow mapping per LLM, the ratio to 3 decimals; empty without checks."""
     if not own:
         return ""
-    lines = [f"    {llm}: {{ratio: {r:.3f}, points: {n}}}\n" for llm, (r, n) in sorted(own.items())]
+    lines = [
+        f"    {llm}: {{ratio: {r:.3f}, points: {n}, publishers: {k}}}\n"
+        for llm, (r, n, k) in sorted(own.items())
+    ]
     return "  own_llm_ratio:\n" + "".join(lines)
 
 

@@ -47,8 +47,9 @@ def test_own_ratio_is_the_median_measured_over_predicted_over_the_reference_targ
     by_hand = median(
         m.output_tok_s / cb.predict(m, CAT, factors("mi300x")).get("output_tok_s") for m in mine
     )
-    ratio, n = own["llama-3.1-70b"]
-    assert n == 2 and ratio == pytest.approx(by_hand / tg["llama-3.1-70b"], rel=1e-12)
+    ratio, n, publishers = own["llama-3.1-70b"]
+    assert (n, publishers) == (2, 1)  # AMD's table
+    assert ratio == pytest.approx(by_hand / tg["llama-3.1-70b"], rel=1e-12)
     assert ratio < OWN_LLM_WARN_RATIO  # measured ~20% below what it is priced at
     # without targets the ratio is absolute (the reference GPUs' own)
     absolute = fd.own_llm_ratios(POINTS, CAT, "mi300x", factors("mi300x"))
@@ -85,18 +86,21 @@ def test_the_shipped_checks_are_what_calibration_computes():
             factors(gpu),
             None if gpu in fd.LEVEL_REFERENCE_GPUS else tg,
         )
-        got = {k: (v.ratio, v.points) for k, v in spec.efficiency.own_llm_ratio.items()}
+        got = {
+            k: (v.ratio, v.points, v.publishers) for k, v in spec.efficiency.own_llm_ratio.items()
+        }
         assert set(got) == set(want), gpu
-        for llm, (r, n) in want.items():
-            assert got[llm][1] == n and got[llm][0] == pytest.approx(r, abs=0.002), (gpu, llm)
+        for llm, (r, n, k) in want.items():
+            assert got[llm][1:] == (n, k), (gpu, llm)
+            assert got[llm][0] == pytest.approx(r, abs=0.002), (gpu, llm)
 
 
 def test_own_llm_block_writes_one_flow_mapping_per_llm():
-    block = LEVELS.own_llm_block({"llama-3.1-70b": (0.79712, 2), "deepseek-v3": (1.0, 11)})
+    block = LEVELS.own_llm_block({"llama-3.1-70b": (0.79712, 2, 1), "deepseek-v3": (1.0, 11, 2)})
     assert block == (
         "  own_llm_ratio:\n"
-        "    deepseek-v3: {ratio: 1.000, points: 11}\n"
-        "    llama-3.1-70b: {ratio: 0.797, points: 2}\n"
+        "    deepseek-v3: {ratio: 1.000, points: 11, publishers: 2}\n"
+        "    llama-3.1-70b: {ratio: 0.797, points: 2, publishers: 1}\n"
     )
     parsed = yaml.safe_load("efficiency:\n" + block)["efficiency"]["own_llm_ratio"]
     assert OwnLlmCheck(**parsed["llama-3.1-70b"]).ratio == 0.797
@@ -109,6 +113,8 @@ def test_own_llm_block_writes_one_flow_mapping_per_llm():
         {"ratio": 0.0, "points": 2},
         {"ratio": 0.8, "points": 0},
         {"ratio": float("nan"), "points": 1},
+        {"ratio": 0.8, "points": 2, "publishers": 3},
+        {"ratio": 0.8, "points": 2, "publishers": 0},
     ],
 )
 def test_a_bad_check_is_refused(bad):
@@ -134,10 +140,12 @@ def pool(gpu: str, **update) -> PoolPlan:
     return PoolPlan.model_construct(**fields)
 
 
-def catalog_with(gpu: str, llm: str, ratio: float, points: int = 2):
+def catalog_with(gpu: str, llm: str, ratio: float, points: int = 2, publishers: int = 1):
     spec = CAT.gpus[gpu]
     eff = spec.efficiency.model_copy(
-        update={"own_llm_ratio": {llm: OwnLlmCheck(ratio=ratio, points=points)}}
+        update={
+            "own_llm_ratio": {llm: OwnLlmCheck(ratio=ratio, points=points, publishers=publishers)}
+        }
     )
     gpus = {**CAT.gpus, gpu: spec.model_copy(update={"efficiency": eff})}
     return CAT.model_copy(update={"gpus": gpus})
@@ -147,13 +155,15 @@ def test_a_pool_on_an_llm_its_gpu_measured_well_below_its_factors_is_warned_abou
     cat = catalog_with("mi300x", "llama-3.1-70b", 0.797)
     (text,) = own_llm_warnings([pool("mi300x"), pool("mi300x")], cat, "llama-3.1-70b")
     assert text.startswith(
-        "mi300x: its own 2 measured run(s) of llama-3.1-70b (fit split) reach 0.80x what "
+        "mi300x: its own 2 measured run(s) of llama-3.1-70b from 1 publisher (fit split) reach "
+        "0.80x what "
         "its factors predict, relative to the reference GPUs on this LLM"
     )
     assert "may serve about 20% less than planned" in text
     # a reference GPU's ratio is absolute
-    cat = catalog_with("h100-sxm5-80gb", "llama-3.1-405b", 0.539, 7)
+    cat = catalog_with("h100-sxm5-80gb", "llama-3.1-405b", 0.539, 7, publishers=2)
     (text,) = own_llm_warnings([pool("h100-sxm5-80gb")], cat, "llama-3.1-405b")
+    assert "7 measured run(s) of llama-3.1-405b from 2 publishers (fit split)" in text
     assert "reach 0.54x what its factors predict;" in text
 
 

@@ -406,7 +406,9 @@ def own_llm_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> 
             else "what its factors predict, relative to the reference GPUs on this LLM"
         )
         out.append(
-            f"{gpu}: its own {check.points} measured run(s) of {model_id} (fit split) reach "
+            f"{gpu}: its own {check.points} measured run(s) of {model_id} from "
+            f"{check.publishers} publisher{'s' if check.publishers != 1 else ''} (fit split) "
+            "reach "
             f"{check.ratio:.2f}x {against}; its factors rest on the median over the LLMs it "
             f"was measured on, so its pools here may serve about {1 - check.ratio:.0%} less "
             "than planned: compare the plan without it (alternatives) or raise "
