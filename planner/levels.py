@@ -513,10 +513,9 @@ def own_llm_ratios(
     targets: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[float, int, int]]:
     """Per LLM ``gpu`` was measured on: ``(ratio, n, publishers)``, ``ratio`` the median
-    measured /
-    predicted output tokens/s of its ``n`` usable saturated-throughput points of that LLM
-    (:func:`saturated_throughput`; FP4 runs left out: they measure the FP4 derates)
-    predicted with ``factors`` on ``catalog`` (the GPU's measured MoE and FP4 ratios
+    measured / predicted output tokens/s of its ``n`` usable saturated-throughput points
+    of that LLM (:func:`saturated_throughput`; FP4 runs left out: they measure the FP4
+    derates) predicted with ``factors`` on ``catalog`` (the GPU's measured MoE and FP4 ratios
     applied, as plans price it), over ``targets[llm]`` (:func:`level_targets`: the
     reference GPUs' median on that LLM; 1 where absent or without ``targets``, as for the
     reference GPUs themselves). Dimensionless; below 1 the factors, which rest on the

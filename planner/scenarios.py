@@ -133,13 +133,7 @@ def make_robust_plan(
         else:
             result = alone
         sub = plan_from_result(
-            resolved,
-            screening,
-            result,
-            catalog.content_hash,
-            opts.time_limit_s,
-            opts.rel_gap,
-            catalog=catalog,
+            resolved, screening, result, catalog, opts.time_limit_s, opts.rel_gap
         )
         if assign is not None:
             sub.objective_value = sub.cost_usd_per_hour

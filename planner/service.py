@@ -131,15 +131,7 @@ def make_plan(
     t_solve = time.perf_counter()
     cache: dict = {}
     result = solve(problem, opts, cache)
-    plan = plan_from_result(
-        resolved,
-        screening,
-        result,
-        catalog.content_hash,
-        opts.time_limit_s,
-        opts.rel_gap,
-        catalog=catalog,
-    )
+    plan = plan_from_result(resolved, screening, result, catalog, opts.time_limit_s, opts.rel_gap)
     t_verify = time.perf_counter()
     simulated_s = 0.0
     if sv.enabled(request.verify, verify):

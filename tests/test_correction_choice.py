@@ -283,7 +283,7 @@ def test_verify_and_correct_hands_on_the_model_of_the_plan_it_keeps(monkeypatch)
     problem = build_problem(resolved, screening)
     opts = replace(solver_options_for(request, SolverLimits()), rel_gap=0.0)
     result = solve(problem, opts)
-    plan = plan_from_result(resolved, screening, result, cat.content_hash, 10.0, 0.0)
+    plan = plan_from_result(resolved, screening, result, cat, 10.0, 0.0)
     original_usd_per_hour = plan.cost_usd_per_hour
     solved_usd_per_hour = []
 

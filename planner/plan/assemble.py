@@ -57,13 +57,13 @@ def plan_from_result(
     req: ResolvedRequest,
     screening: Screening,
     result: SolveResult,
-    catalog_hash: str,
+    catalog: Catalog,
     time_limit_s: float,
     rel_gap: float,
-    catalog: Catalog | None = None,
 ) -> Plan:
-    """Assemble the Plan from the solve: pools with predictions, classes, binding limits;
-    with ``catalog``, the warnings of :func:`own_llm_warnings` too."""
+    """Assemble the Plan from the solve on ``catalog`` (its content hash recorded, its
+    own-run checks warned about, :func:`own_llm_warnings`): pools with predictions,
+    classes, binding limits."""
     by_id = {c.id: c for c in screening.candidates}
     figs = {c.name: ClassFigures.of(c) for c in req.classes}
     by_name = {c.name: c for c in req.classes}
@@ -195,7 +195,7 @@ def plan_from_result(
         objective=req.request.objective.value,
         objective_value=result.objective,
         model=req.model_id,
-        catalog_hash=catalog_hash,
+        catalog_hash=catalog.content_hash,
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH if cost is not None else None,
         cost_usd_per_million_tokens=cost_per_million_tokens(cost, req) if cost else None,
@@ -213,7 +213,7 @@ def plan_from_result(
         infeasible_reasons=infeasible,
         warnings=list(req.warnings)
         + speculation_warnings(pools)
-        + (own_llm_warnings(pools, catalog, req.model_id) if catalog is not None else []),
+        + own_llm_warnings(pools, catalog, req.model_id),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -408,8 +408,7 @@ def own_llm_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> 
         out.append(
             f"{gpu}: its own {check.points} measured run(s) of {model_id} from "
             f"{check.publishers} publisher{'s' if check.publishers != 1 else ''} (fit split) "
-            "reach "
-            f"{check.ratio:.2f}x {against}; its factors rest on the median over the LLMs it "
+            f"reach {check.ratio:.2f}x {against}; its factors rest on the median over the LLMs it "
             f"was measured on, so its pools here may serve about {1 - check.ratio:.0%} less "
             "than planned: compare the plan without it (alternatives) or raise "
             "risk.confidence"

@@ -95,9 +95,7 @@ def _list(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
-def pool_class(p: Mapping[str, Any]) -> str:
-    """A pool's class (``class`` in plan JSON, ``class_name`` in robust sub-plans)."""
-    return str(p.get("class", p.get("class_name", "?")))
+pool_class = _text.pool_class
 
 
 def gpu_name(g: str, catalog: Catalog) -> str:

@@ -401,6 +401,11 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def pool_class(p: Mapping[str, Any]) -> str:
+    """A pool's class (``class`` in plan JSON, ``class_name`` in robust sub-plans)."""
+    return str(p.get("class", p.get("class_name", "?")))
+
+
 def kv_transfer_sentences(pools: Sequence[Any], pairs: Sequence[Any]) -> list[str]:
     """One sentence per prefill pool whose TTFT includes a KV-cache transfer: the link
     its TTFT was priced on (``kv_transfer_link``, the exposed milliseconds
@@ -414,9 +419,8 @@ def kv_transfer_sentences(pools: Sequence[Any], pairs: Sequence[Any]) -> list[st
         priced = p.get("kv_transfer_link")
         if not priced or not _is_num(p.get("kv_transfer_exposed_ms")):
             continue
-        cls = p.get("class", p.get("class_name", "?"))
         head = (
-            f"{cls} {p.get('role')} on {p.get('gpu')}: TTFT includes "
+            f"{pool_class(p)} {p.get('role')} on {p.get('gpu')}: TTFT includes "
             f"{ms(p['kv_transfer_exposed_ms'])} ms of KV-cache transfer priced over {priced}"
         )
         links = []

@@ -551,15 +551,7 @@ def verify_and_correct(
                 )
             else:
                 res = solve(prob, replace(opts, time_limit_s=min(opts.time_limit_s, left)), cache)
-            new = plan_from_result(
-                request,
-                scr,
-                res,
-                catalog.content_hash,
-                opts.time_limit_s,
-                opts.rel_gap,
-                catalog=catalog,
-            )
+            new = plan_from_result(request, scr, res, catalog, opts.time_limit_s, opts.rel_gap)
             return new, prob, res, scr
 
         plan, ver, out, corrections = correct(
