@@ -66,6 +66,12 @@ from catalog.kernel_floors import (
     MlaLayerFloor,
     MoeLayerFloor,
 )
+from catalog.links import (  # noqa: F401  (re-exported)
+    AllReduceKernel,
+    AllToAllKernel,
+    Link,
+    LinkKind,
+)
 from catalog.uncertainty import (  # noqa: F401  (re-exported)
     ANALOGY_LEVEL_SCALE,
     ANALOGY_SIGMA_LOG,
@@ -95,73 +101,6 @@ class Fp4Format(StrEnum):
 
     NVFP4 = "nvfp4"
     MXFP4 = "mxfp4"
-
-
-class LinkKind(StrEnum):
-    """Where a link sits: inside a scale-up domain, host PCIe, or between nodes."""
-
-    SCALE_UP = "scale_up"
-    PCIE = "pcie"
-    NETWORK = "network"
-
-
-# --------------------------------------------------------------------------- links
-
-
-class AllToAllKernel(Frozen):
-    """An expert-parallel all-to-all kernel (dispatch or combine) measured on a link:
-    ``latency_us``, the per-operation cost at one token; ``bandwidth_fraction``, the share
-    of the link's per-direction bandwidth it reaches on large messages; ``source``."""
-
-    latency_us: NonNegFloat = Field(le=10_000)
-    bandwidth_fraction: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-    source: Text = Field(min_length=10)
-
-
-class AllReduceKernel(Frozen):
-    """Engines' tensor-parallel all-reduce measured on a link: ``slowdown_by_mib``, per
-    message size in MiB (1 to 1,024), the measured time over the alpha-beta time at the
-    link's nominal bandwidth and latency (``planner.collectives.allreduce_ms``), the median
-    over engines and GPU counts; ``source``."""
-
-    slowdown_by_mib: dict[
-        Annotated[int, Field(ge=1, le=1 << 20)],
-        Annotated[float, Field(ge=0.5, le=10, allow_inf_nan=False)],
-    ] = Field(min_length=1, max_length=32)
-    source: Text = Field(min_length=10)
-
-
-class Link(Frozen):
-    """An interconnect. Bandwidth is per direction (what one transfer can use)."""
-
-    id: Id
-    name: Name
-    kind: LinkKind
-    bandwidth_gb_per_s: PosFloat = Field(
-        le=MAX_LINK_GB_PER_S,
-        description="Usable bandwidth per direction per GPU, GB/s (1e9 bytes/s).",
-    )
-    latency_us: NonNegFloat = Field(
-        le=MAX_LATENCY_US, description="One-way latency of a transfer, microseconds."
-    )
-    all_to_all: AllToAllKernel | None = Field(
-        default=None,
-        description="Measured expert-parallel all-to-all on this link; None: assumed.",
-    )
-    allreduce: AllReduceKernel | None = Field(
-        default=None,
-        description="Measured tensor-parallel all-reduce on this link; None: assumed.",
-    )
-    pcie_tp8_bus_gb_per_s: PosFloat | None = Field(
-        default=None,
-        le=MAX_LINK_GB_PER_S,
-        description="PCIe links only: the bus bandwidth of an 8-GPU all-reduce on the "
-        "server a replica runs in (set from the GPU's server.pcie_allreduce when a "
-        "replica is built, planner.collectives.pcie_allreduce_alpha_beta); None: the "
-        "conservative figure of planner.collectives.PCIE_ALLREDUCE_MEASURED.",
-    )
-    sources: Sources
-    notes: Text = ""
 
 
 # --------------------------------------------------------------------------- GPUs

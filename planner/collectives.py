@@ -44,16 +44,23 @@ ALLREDUCE_SLOWDOWN_ASSUMED: dict[int, float] = {
 ALLREDUCE_SLOWDOWN_FROM_MIB = 1.0 / 16.0
 
 
-def allreduce_slowdown(link: Link, message_bytes: float) -> float:
+def allreduce_slowdown(link: Link, message_bytes: float, gpus: int | None = None) -> float:
     """Measured all-reduce time over the alpha-beta time on ``link`` for a message of
     ``message_bytes`` (dimensionless, >= 0.5): the link's ``allreduce.slowdown_by_mib``
     (engines' custom all-reduces, 1 MiB to 1 GiB: NVLink 4 1.22 at 1 MiB, 1.55 at 8-16 MiB,
     1.26 at 1 GiB), else :data:`ALLREDUCE_SLOWDOWN_ASSUMED` on a scale-up link; linear in
     log2(size) between the curve's points, 1 at and below
     :data:`ALLREDUCE_SLOWDOWN_FROM_MIB`, the last point's beyond the last; 1 on other links
-    (a network ring at its nominal rate; PCIe has its own measured fit)."""
+    (a network ring at its nominal rate; PCIe has its own measured fit). Where the link's
+    measurement has a curve per GPU count (``allreduce.slowdown_by_gpus``) and ``gpus`` is
+    given, the curve of the smallest measured count at least ``gpus`` (the largest beyond
+    them) is used: xGMI at 16 MiB 1.32 at tp 2, 1.84 at tp 8."""
     if link.allreduce is not None:
         curve = link.allreduce.slowdown_by_mib
+        by_gpus = link.allreduce.slowdown_by_gpus
+        if by_gpus and gpus is not None:
+            counts = sorted(by_gpus)
+            curve = by_gpus[next((c for c in counts if c >= gpus), counts[-1])]
     elif link.kind == LinkKind.SCALE_UP:
         curve = ALLREDUCE_SLOWDOWN_ASSUMED
     else:
@@ -112,11 +119,25 @@ def pcie_allreduce_alpha_beta(link: Link, tp: int) -> tuple[float, float]:
     return t0_us, min(bus, link.bandwidth_gb_per_s)
 
 
+def group_bandwidth_gb_per_s(link: Link, ranks: int) -> float:
+    """Per-GPU, per-direction bandwidth a collective over ``ranks`` GPUs of one node gets
+    on ``link`` (GB/s): the link's ``bandwidth_gb_per_s`` through a switch (NVSwitch, a
+    network, PCIe); on a full mesh without a switch (``link.mesh_peers`` = P direct links,
+    each ``bandwidth / P``) only the ``min(ranks - 1, P)`` links to the group's own peers
+    carry it: ``bandwidth x min(ranks - 1, P) / P``. MI300X's xGMI (448 GB/s over 7
+    links): 64 GB/s at tp 2, 192 at tp 4, 448 at tp 8 (a tp-2 all-reduce of 16 MiB
+    measured 356 us, against 85 us at the whole 448 GB/s: :func:`allreduce_ms`)."""
+    if link.mesh_peers is None or ranks <= 1:
+        return link.bandwidth_gb_per_s
+    return link.bandwidth_gb_per_s * min(ranks - 1, link.mesh_peers) / link.mesh_peers
+
+
 def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
     """Time of one all-reduce of ``message_bytes`` over ``tp`` ranks on ``link`` (ms).
 
     Alpha-beta costs with ``a`` = the link's latency and ``b`` = 1 / its per-GPU,
-    per-direction bandwidth:
+    per-direction bandwidth for a group of ``tp`` (:func:`group_bandwidth_gb_per_s`: on a
+    mesh without a switch, the ``tp - 1`` links to the group's peers):
 
     * ring: ``2 (tp-1) a + 2 (tp-1)/tp x M b``;
     * one-shot (every rank reads every peer's buffer): ``a + (tp-1) x M b``;
@@ -139,13 +160,13 @@ def allreduce_ms(link: Link, tp: int, message_bytes: float) -> float:
         t0_us, bus = pcie_allreduce_alpha_beta(link, tp)
         return t0_us * 1e-3 + 2.0 * (tp - 1) / tp * message_bytes / (bus * 1e9) * 1e3
     alpha_ms = link.latency_us * 1e-3
-    beta_ms = 1e3 / (link.bandwidth_gb_per_s * 1e9)
+    beta_ms = 1e3 / (group_bandwidth_gb_per_s(link, tp) * 1e9)
     ring = 2 * (tp - 1) * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
     if link.kind != LinkKind.SCALE_UP:
         return ring
     one_shot = alpha_ms + (tp - 1) * message_bytes * beta_ms
     two_shot = 2 * alpha_ms + 2.0 * (tp - 1) / tp * message_bytes * beta_ms
-    return min(ring, one_shot, two_shot) * allreduce_slowdown(link, message_bytes)
+    return min(ring, one_shot, two_shot) * allreduce_slowdown(link, message_bytes, tp)
 
 
 def all_to_all_kernel(link: Link) -> tuple[float, float]:
@@ -166,11 +187,12 @@ def all_to_all_ms(link: Link, ranks: int, bytes_per_rank: float) -> float:
     """One all-to-all over ``ranks`` GPUs on ``link``, each rank sending
     ``bytes_per_rank`` spread evenly over all ranks (ms):
     ``a + bytes_per_rank x (ranks - 1) / ranks / (bandwidth x f)`` with the kernel's
-    per-operation latency ``a`` and bandwidth share ``f`` (:func:`all_to_all_kernel`);
-    0 for one rank."""
+    per-operation latency ``a``, bandwidth share ``f`` (:func:`all_to_all_kernel`) and
+    the group's bandwidth (:func:`group_bandwidth_gb_per_s`: on a mesh, the ``ranks - 1``
+    links to its peers); 0 for one rank."""
     if ranks <= 1 or bytes_per_rank <= 0:
         return 0.0
     latency_us, fraction = all_to_all_kernel(link)
     return latency_us * 1e-3 + bytes_per_rank * (ranks - 1) / ranks / (
-        link.bandwidth_gb_per_s * fraction * 1e9 / 1e3
+        group_bandwidth_gb_per_s(link, ranks) * fraction * 1e9 / 1e3
     )

@@ -85,6 +85,7 @@ from planner.collectives import (
     all_to_all_ms,
     allreduce_ms,
     allreduce_slowdown,
+    group_bandwidth_gb_per_s,
     pcie_allreduce_alpha_beta,
 )
 from planner.kernel_floors import (  # re-exported: the measured kernel floors
@@ -399,12 +400,14 @@ class StepCoefficients:
 
     def stage_hop_ms(self, tokens: float) -> float:
         """One hand-over between pipeline stages of ``tokens`` tokens' activations (ms):
-        ``latency + tokens x hidden x 2 bytes / link bandwidth`` (0 without stages)."""
+        ``latency + tokens x hidden x 2 bytes / link bandwidth`` (0 without stages); each
+        GPU sends to one peer, so on a mesh without a switch over one of its links
+        (:func:`group_bandwidth_gb_per_s` of a pair)."""
         if self.pp <= 1 or self.pp_link is None or tokens <= 0:
             return 0.0
         message = tokens * self.hidden_size * ACTIVATION_BYTES
         return self.pp_link.latency_us * 1e-3 + message / (
-            self.pp_link.bandwidth_gb_per_s * 1e9 / 1e3
+            group_bandwidth_gb_per_s(self.pp_link, 2) * 1e9 / 1e3
         )
 
     def pipeline_ms(self, tokens: float, hops: int | None = None) -> float:
@@ -655,6 +658,7 @@ __all__ = [
     "fp8_gemm_efficiency",
     "gain_at_tokens",
     "gemm_token_gain",
+    "group_bandwidth_gb_per_s",
     "grouped_gemm_efficiency",
     "grouped_gemm_peak_share",
     "mla_layer_floor_us",

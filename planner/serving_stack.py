@@ -43,9 +43,10 @@ class StackLatency:
 #: at the larger (conservative). Measured.
 MLA_STACK_NVIDIA = StackLatency(base_ms=144.0, per_token_ms=0.0)
 
-#: The same on AMD GPUs: SGLang on MI300X and MI325X (12 runs): +325 ms at 922-token
-#: prompts, +800 ms at 7,373 (ms, ms per prompt token). Measured.
-MLA_STACK_AMD = StackLatency(base_ms=257.5, per_token_ms=0.0736)
+#: The same on AMD GPUs: SGLang on MI300X and MI325X (12 runs): +327 ms at 922-token
+#: prompts, +817 ms at 7,373 (ms, ms per prompt token; the model's prefill on xGMI's
+#: measured all-reduces). Measured.
+MLA_STACK_AMD = StackLatency(base_ms=256.7, per_token_ms=0.076)
 
 #: No stack latency (models without MLA: none measured beyond the model's spread).
 NO_STACK = StackLatency(base_ms=0.0, per_token_ms=0.0)

@@ -45,6 +45,15 @@ from planner.calibration import (  # noqa: E402
     parse_json,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_fields import (  # noqa: E402  (re-exported for the tests)
+    AMBIGUOUS_MIN_OUTPUT_SHARE,
+    BadEntry,
+    kv_dtype_more,
+    output_share,
+    stated_max_batch,
+)
+
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "measurements-calibration.json"
 DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
 #: MLPerf Inference v4.1 Llama-2-70B results per replica (scripts/extract_mlperf_v41.py).
@@ -269,10 +278,6 @@ REQUIRED_MORE = ("id", "hardware", "model", "precision", "tp", "metric", "value"
 RATE_ALL_AT_ONCE = 1000.0
 
 
-class BadEntry(ValueError):
-    """A malformed source entry (reported with its file and line; nothing is written)."""
-
-
 def _engine_more(framework: str) -> str | None:
     fw = framework.lower()
     for key, name in (
@@ -364,33 +369,6 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-#: An entry whose source does not say whether its throughput counts output or all tokens
-#: (AMD's ROCm performance table: "Throughput") is used when the two readings differ by
-#: at most 1 / this - 1 (11%: output share osl / (isl + osl) >= 0.9, the 128/2048 and
-#: 128/4096 rows), read as total tokens, the lower output throughput (conservative: an
-#: output reading would rate the GPU up to 11% higher); else it is recorded, not fitted.
-AMBIGUOUS_MIN_OUTPUT_SHARE = 0.9
-
-
-def output_share(entry: dict[str, Any]) -> float:
-    """``osl / (isl + osl)``: the share of a fixed-length run's tokens that are output
-    tokens (0 when either length is missing)."""
-    isl, osl = entry.get("isl"), entry.get("osl")
-    if not isinstance(isl, int | float) or not isinstance(osl, int | float) or isl + osl <= 0:
-        return 0.0
-    return float(osl) / float(isl + osl)
-
-
-def kv_dtype_more(text: Any) -> str | None:
-    """The KV-cache dtype a measurements-more entry states (``FP8 (FP8-KV checkpoint)``
-    -> fp8, ``BF16 (default)`` -> bf16), or None when it states none (the engine's
-    default then applies, planner.engines)."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    head = text.strip().split()[0].upper()
-    return {"FP8": "fp8", "BF16": "bf16", "FP16": "bf16"}.get(head)
-
-
 def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """An entry of measurements-more.json: (measurement fields, None) or (None, reason
     skipped); raises :class:`BadEntry` for a malformed entry."""
@@ -453,6 +431,7 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         "skip_reason": skip,
         **(layout if (layout := disaggregated_layout(entry)) and skip is None else {}),
         "kv_dtype": kv_dtype_more(entry.get("kv_dtype")),
+        "max_batch": stated_max_batch(entry),
         "output_tok_s": out_tok_s,
         "ttft_ms": ttft,
         "tpot_ms": tpot,

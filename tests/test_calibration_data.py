@@ -164,6 +164,48 @@ def test_an_ambiguous_throughput_is_read_as_total_tokens_where_the_readings_are_
     assert row is not None and row["output_tok_s"] == 5000.0 and row["skip_reason"] is None
 
 
+def test_a_stated_max_num_seqs_is_the_runs_batch_cap(tmp_path, capsys):
+    """AMD ran its vLLM table with max-num-seqs equal to the prompt count (3,200), far
+    above vLLM's default 1,024 that a run without one is priced at: the importer carries
+    the stated cap into ``max_batch`` (notes or framework, either spelling), the prediction
+    uses it, and an entry stating two different caps is refused with file, line and
+    reason, nothing written."""
+    amd = {
+        "framework": "vLLM 0.11.1",
+        "hardware": "AMD Instinct MI300X (192GB HBM3, 750W)",
+        "model": "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)",
+        "kv_dtype": "FP8 (FP8-KV checkpoint)",
+        "metric": "offline",
+        "concurrency": 3200,
+        "value": {"output_token_tput": 12498.4},
+        "notes": "local client, 3200 prompts, max-num-seqs 3200, fixed ISL/OSL.",
+    }
+    row, why = IMPORTER.convert_more(more_entry("s1", **amd, isl=128, osl=2048))
+    assert why is None and row is not None and row["max_batch"] == 3200
+    row, _ = IMPORTER.convert_more(
+        more_entry("s2", **{**amd, "notes": "", "framework": "vLLM 0.7.3 (max_num_seqs 512)"})
+    )
+    assert row is not None and row["max_batch"] == 512
+    row, _ = IMPORTER.convert_more(more_entry("s3", **{**amd, "notes": "no cap stated"}))
+    assert row is not None and row["max_batch"] is None
+    # priced at the stated cap: 3,200 running sequences, not vLLM's default 1,024
+    capped = cb.Measurement.model_validate(
+        {"model": "llama-3.1-70b", "gpu": "mi300x", "tp": 8, "dtype": "fp8", "engine": "vllm",
+         "isl": 128, "osl": 2048, "request_rate_rps": "inf", "num_requests": 3200,
+         "output_tok_s": 12498.4}
+    )  # fmt: skip
+    default = cb.predict(capped, CAT).output_tok_s
+    stated = cb.predict(capped.model_copy(update={"max_batch": 3200}), CAT).output_tok_s
+    assert default and stated and stated > 1.05 * default
+    bad = more_entry("s4", **{**amd, "framework": "vLLM (max-num-seqs 256)"})
+    base, more, out = write_sources(tmp_path, [bad])
+    args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+    assert IMPORTER.main(args) == 1
+    line = cb._array_entry_lines(more.read_text(), "measurements")[0]
+    assert f"{more}:{line}: states several max-num-seqs (256, 3200)" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
     """DP attention without expert parallelism is not priced: it needs a skip_reason."""
     good = {
