@@ -3,9 +3,10 @@ computed by calibration, validated by the catalog, warned about in plans."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
-from statistics import median
+from statistics import NormalDist, median
 
 import pytest
 import yaml
@@ -16,7 +17,7 @@ from catalog.loader import DATA_DIR, CatalogError, load_catalog
 from catalog.schema import Dtype, OwnLlmCheck
 from planner import calibration as cb
 from planner import fidelity as fd
-from planner.plan.assemble import OWN_LLM_WARN_RATIO, own_llm_warnings
+from planner.plan.assemble import OWN_LLM_WARN_RATIO, own_llm_cover, own_llm_warnings
 from planner.plan.models import PoolPlan
 
 CAT = load_catalog()
@@ -180,3 +181,38 @@ def test_a_pool_on_an_llm_its_gpu_measured_well_below_its_factors_is_warned_abou
 def test_no_warning_where_the_check_does_not_apply(why, pools, llm):
     ratio = OWN_LLM_WARN_RATIO + 0.001 if why == "just above the threshold" else 0.5
     assert own_llm_warnings(pools, catalog_with("mi300x", "llama-3.1-70b", ratio), llm) == [], why
+
+
+def test_the_warning_says_whether_the_plans_derate_covers_the_shortfall():
+    """MI300X's Llama-3.1-70B runs at 0.717x: pools derated to 0.66x (sigma 0.498 at 80%
+    confidence) already count on less, so the warning says it is covered; at the nominal
+    plan (no derate) they may serve 28% less, and the confidence whose derate reaches 0.717
+    is Phi(ln(1 / 0.717) / 0.498) = 0.748, shown rounded up as 0.75."""
+    cat = catalog_with("mi300x", "llama-3.1-70b", 0.717)
+    derated = pool("mi300x", capacity_derate=0.658, sigma_log=0.498)
+    (text,) = own_llm_warnings([derated], cat, "llama-3.1-70b", 0.8)
+    assert "sized at 0.66x of that capacity (the risk derate at the plan's 80% confidence)" in text
+    assert "which covers it" in text and "less than planned" not in text
+    nominal = pool("mi300x", capacity_derate=1.0, sigma_log=0.498)
+    (text,) = own_llm_warnings([nominal], cat, "llama-3.1-70b", 0.5)
+    assert "may serve about 28% less than planned" in text
+    needed = NormalDist().cdf(math.log(1 / 0.717) / 0.498)
+    assert needed == pytest.approx(0.7479, abs=1e-4)
+    assert text.endswith("or raise risk.confidence to 0.75")
+    # the smallest derate of the GPU's pools is the one that must cover it
+    (text,) = own_llm_warnings([nominal, derated], cat, "llama-3.1-70b", 0.8)
+    assert "which covers it" in text
+
+
+def test_the_confidence_asked_for_is_rounded_up_and_never_past_the_limit():
+    # a shortfall near the limit: three decimals, rounded up (never "1.00")
+    text = own_llm_cover(0.54, 0.84, 0.25, 0.8)
+    needed = NormalDist().cdf(math.log(1 / 0.54) / 0.25)
+    assert 0.99 < needed <= 0.999
+    assert text.endswith(f"or raise risk.confidence to {math.ceil(needed * 1000) / 1000:.3f}")
+    # beyond MAX_CONFIDENCE no confidence covers it: only the alternatives are offered
+    text = own_llm_cover(0.3, 0.9, 0.2, 0.8)
+    assert text.endswith("compare the plan without it (alternatives)")
+    assert "risk.confidence" not in text
+    # without a derate (a plan made before derates) the capacity counts as 1x
+    assert "sized at 1.00x" in own_llm_cover(0.8, None, None, None)

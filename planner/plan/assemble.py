@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Any
 
 from catalog.schema import Catalog, Dtype
@@ -213,7 +215,7 @@ def plan_from_result(
         infeasible_reasons=infeasible,
         warnings=list(req.warnings)
         + speculation_warnings(pools)
-        + own_llm_warnings(pools, catalog, req.model_id),
+        + own_llm_warnings(pools, catalog, req.model_id, req.request.risk.confidence),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -381,12 +383,15 @@ def speculation_warnings(pools: list[PoolPlan]) -> list[str]:
 OWN_LLM_WARN_RATIO = 0.85
 
 
-def own_llm_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> list[str]:
+def own_llm_warnings(
+    pools: list[PoolPlan], catalog: Catalog, model_id: str, confidence: float | None = None
+) -> list[str]:
     """Per GPU type of the plan's serving pools (non-FP4, factors scaled to measurements)
     whose own runs of ``model_id`` reach at most :data:`OWN_LLM_WARN_RATIO` of what its
     factors predict (``efficiency.own_llm_ratio``, written by calibration): the factors
-    rest on the median over the GPU's LLMs, so these pools may serve about that much
-    less than planned. Sorted by GPU id."""
+    rest on the median over the GPU's LLMs. The warning says whether the pools' capacity,
+    already derated at the plan's ``confidence`` (``capacity_derate``, the smallest of
+    the GPU's pools), covers that shortfall (:func:`own_llm_cover`). Sorted by GPU id."""
     gpus = sorted(
         {
             p.gpu
@@ -405,12 +410,55 @@ def own_llm_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> 
             if gpu in LEVEL_REFERENCE_GPUS
             else "what its factors predict, relative to the reference GPUs on this LLM"
         )
+        mine = [p for p in pools if p.gpu == gpu and p.replicas]
+        derates = [p.capacity_derate for p in mine if p.capacity_derate is not None]
+        sigmas = [p.sigma_log for p in mine if p.sigma_log]
         out.append(
             f"{gpu}: its own {check.points} measured run(s) of {model_id} from "
             f"{check.publishers} publisher{'s' if check.publishers != 1 else ''} (fit split) "
             f"reach {check.ratio:.2f}x {against}; its factors rest on the median over the LLMs it "
-            f"was measured on, so its pools here may serve about {1 - check.ratio:.0%} less "
-            "than planned: compare the plan without it (alternatives) or raise "
-            "risk.confidence"
+            "was measured on; "
+            + own_llm_cover(
+                check.ratio,
+                min(derates) if derates else None,
+                min(sigmas) if sigmas else None,
+                confidence,
+            )
         )
     return out
+
+
+def own_llm_cover(
+    ratio: float, derate: float | None, sigma_log: float | None, confidence: float | None
+) -> str:
+    """Whether a GPU's pools, sized at ``derate`` x its factors' capacity (the risk derate
+    at the plan's ``confidence``, :func:`planner.risk.capacity_derate`), hold if the GPU
+    serves only ``ratio`` x that capacity, as its own runs of the LLM measured
+    (dimensionless both):
+
+    * ``derate <= ratio``: covered (the pools already count on no more than its runs);
+    * else the pools may serve ``1 - ratio / derate`` less than planned, and the confidence
+      whose derate reaches ``ratio`` is ``Phi(ln(1 / ratio) / sigma_log)`` (MI300X, ratio
+      0.717, sigma 0.498: 0.748, shown 0.75, rounded up); none when it exceeds
+      :data:`planner.risk.MAX_CONFIDENCE`.
+
+    ``derate`` None (a nominal plan) counts as 1."""
+    d = 1.0 if derate is None else derate
+    at = f" at the plan's {confidence:.0%} confidence" if confidence is not None else ""
+    if d <= ratio:
+        return (
+            f"its pools here are sized at {d:.2f}x of that capacity (the risk derate{at}), "
+            "which covers it; the plan without it is among the alternatives"
+        )
+    text = (
+        f"its pools here, sized at {d:.2f}x of that capacity (the risk derate{at}), may serve "
+        f"about {1 - ratio / d:.0%} less than planned: compare the plan without it "
+        "(alternatives)"
+    )
+    if sigma_log:
+        needed = NormalDist().cdf(math.log(1 / ratio) / sigma_log)
+        digits = 2 if needed <= 0.99 else 3  # rounded up: 0.9932 -> 0.994, never 1.00
+        shown = math.ceil(needed * 10**digits) / 10**digits
+        if shown <= risk.MAX_CONFIDENCE:
+            return text + f" or raise risk.confidence to {shown:.{digits}f}"
+    return text
