@@ -134,17 +134,23 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     assert (again["a1"], again["a2"], again["a4"]) == ("holdout", "fit", fresh_a4)
 
 
+#: The fields AMD's ROCm table rows share (MI300X, Llama-3.1-70B FP8, offline, 3,200 prompts).
+AMD_TABLE_ROW = {
+    "framework": "vLLM 0.11.1",
+    "hardware": "AMD Instinct MI300X (192GB HBM3, 750W)",
+    "model": "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)",
+    "kv_dtype": "FP8 (FP8-KV checkpoint)",
+    "metric": "offline",
+    "concurrency": 3200,
+}
+
+
 def test_an_ambiguous_throughput_is_read_as_total_tokens_where_the_readings_are_close():
     """AMD's table does not say whether "Throughput" counts output or all tokens: at
     128/2048 (output share 0.941) it is used, read as total tokens (the lower output
     throughput); at 2048/2048 (share 0.5) the readings differ 2x and it is recorded only."""
     amd = {
-        "framework": "vLLM 0.11.1",
-        "hardware": "AMD Instinct MI300X (192GB HBM3, 750W)",
-        "model": "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)",
-        "kv_dtype": "FP8 (FP8-KV checkpoint)",
-        "metric": "offline",
-        "concurrency": 3200,
+        **AMD_TABLE_ROW,
         "value": {"throughput_tok_s_as_reported": 13279.6},
         "notes": "AMBIGUITY: output-token or total-token throughput.",
     }
@@ -171,12 +177,7 @@ def test_a_stated_max_num_seqs_is_the_runs_batch_cap(tmp_path, capsys):
     uses it, and an entry stating two different caps is refused with file, line and
     reason, nothing written."""
     amd = {
-        "framework": "vLLM 0.11.1",
-        "hardware": "AMD Instinct MI300X (192GB HBM3, 750W)",
-        "model": "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)",
-        "kv_dtype": "FP8 (FP8-KV checkpoint)",
-        "metric": "offline",
-        "concurrency": 3200,
+        **AMD_TABLE_ROW,
         "value": {"output_token_tput": 12498.4},
         "notes": "local client, 3200 prompts, max-num-seqs 3200, fixed ISL/OSL.",
     }
