@@ -27,9 +27,13 @@ from statistics import median
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from aiconfigurator_rates import alpha_beta_ms  # noqa: E402
+
 from catalog.loader import load_catalog  # noqa: E402
 from catalog.schema import Link  # noqa: E402
-from planner.collectives import allreduce_ms, allreduce_slowdown  # noqa: E402
+from planner.collectives import group_bandwidth_gb_per_s  # noqa: E402
 
 SOURCE = ROOT / "catalog/measurements/sources/mi300x-allreduce.json"
 LINK = "infinity-fabric-mi300"
@@ -82,14 +86,12 @@ def median_curve(by_gpus: dict[int, dict[int, float]]) -> dict[int, float]:
 
 
 def alpha_beta_us(link: Link, gpus: int, message_bytes: float) -> float:
-    """The alpha-beta all-reduce time (us) on ``link`` without any measured slowdown: the
-    fastest of ring, one-shot and two-shot (planner.collectives.allreduce_ms over its
-    slowdown)."""
-    return (
-        allreduce_ms(link, gpus, message_bytes)
-        * 1e3
-        / allreduce_slowdown(link, message_bytes, gpus)
-    )
+    """The alpha-beta all-reduce time (us) over ``gpus`` GPUs of ``link`` without any
+    measured slowdown: ``aiconfigurator_rates.alpha_beta_ms`` (the least of ring, one-shot
+    and two-shot, as planner.collectives.allreduce_ms prices them) at the link's latency
+    and the group's mesh bandwidth (planner.collectives.group_bandwidth_gb_per_s)."""
+    bandwidth = group_bandwidth_gb_per_s(link, gpus)
+    return alpha_beta_ms(link.latency_us, bandwidth, gpus, message_bytes) * 1e3
 
 
 def fit(link: Link, doc: dict) -> tuple[float, dict[int, float], dict[int, dict[int, float]]]:
@@ -97,7 +99,7 @@ def fit(link: Link, doc: dict) -> tuple[float, dict[int, float], dict[int, dict[
     ``doc``."""
     best = fastest_by_gpus(doc["runs"])
     latency = fitted_latency_us(best)
-    at_latency = link.model_copy(update={"latency_us": latency, "allreduce": None})
+    at_latency = link.model_copy(update={"latency_us": latency})
     by_gpus = slowdown_by_gpus(at_latency, best)
     return latency, median_curve(by_gpus), by_gpus
 
