@@ -7,7 +7,7 @@
 * :func:`allreduce_slowdown`: per message size from 1 MB to 1 GB, the measured time over
   the alpha-beta time of the link at its nominal bandwidth (the cost model's
   ``planner.collectives.allreduce_ms`` before the curve), the median over engines and GPU
-  counts;
+  counts (:func:`allreduce_slowdown_by_gpus`: per GPU count, for comparison);
 * :func:`weight_stream_share`: the share of peak HBM bandwidth at which a decode step's
   GEMMs stream their weights (a few tokens, weights larger than any L2 cache).
 
@@ -94,13 +94,14 @@ def alpha_beta_ms(latency_us: float, link_gb_per_s: float, tp: int, nbytes: floa
     return min(ring, a + (tp - 1) * nbytes * b, 2 * a + 2.0 * (tp - 1) / tp * nbytes * b)
 
 
-def allreduce_slowdown(
+def allreduce_ratios(
     rows: Iterable[dict[str, Any]], latency_us: float, link_gb_per_s: float
-) -> dict[int, float]:
-    """Per message size of :data:`SLOWDOWN_MIB` (MiB): the median over bf16 all-reduces in
-    a CUDA graph over 2-8 GPUs (every engine's rows passed) of the measured latency over
-    :func:`alpha_beta_ms` (dimensionless); sizes without rows are left out."""
-    ratios: dict[int, list[float]] = {}
+) -> list[tuple[int, int, float]]:
+    """``(GPU count, MiB, measured over alpha-beta)`` for each bf16 all-reduce in a CUDA
+    graph over 2 or more GPUs at a message size of :data:`SLOWDOWN_MIB` (the latency, ms,
+    over :func:`alpha_beta_ms` at the link's nominal latency and bandwidth); eager runs,
+    other dtypes and other sizes are skipped."""
+    out = []
     for r in rows:
         if r.get("allreduce_dtype") != "bfloat16":
             continue
@@ -109,6 +110,36 @@ def allreduce_slowdown(
         tp, nbytes, ms = int(r["num_gpus"]), 2 * int(r["message_size"]), float(r["latency"])
         mib = nbytes / 2**20
         if tp >= 2 and mib in SLOWDOWN_MIB:
-            nominal = alpha_beta_ms(latency_us, link_gb_per_s, tp, nbytes)
-            ratios.setdefault(int(mib), []).append(ms / nominal)
+            out.append((tp, int(mib), ms / alpha_beta_ms(latency_us, link_gb_per_s, tp, nbytes)))
+    return out
+
+
+def allreduce_slowdown(
+    rows: Iterable[dict[str, Any]], latency_us: float, link_gb_per_s: float
+) -> dict[int, float]:
+    """Per message size of :data:`SLOWDOWN_MIB` (MiB): the median over bf16 all-reduces in
+    a CUDA graph over 2-8 GPUs (every engine's rows passed) of the measured latency over
+    :func:`alpha_beta_ms` (dimensionless, :func:`allreduce_ratios`); sizes without rows
+    are left out."""
+    ratios: dict[int, list[float]] = {}
+    for _, mib, ratio in allreduce_ratios(rows, latency_us, link_gb_per_s):
+        ratios.setdefault(mib, []).append(ratio)
     return {m: round(statistics.median(v), 3) for m, v in sorted(ratios.items())}
+
+
+def allreduce_slowdown_by_gpus(
+    rows: Iterable[dict[str, Any]], latency_us: float, link_gb_per_s: float
+) -> dict[int, dict[int, float]]:
+    """Per GPU count, then per message size (MiB): the median over engines (and the
+    link's GPUs) of the measured latency over :func:`alpha_beta_ms` (dimensionless), the
+    curve :func:`allreduce_slowdown` takes the median of over GPU counts (NVLink 4 at 64
+    MiB: 1.65 at tp 2, 1.20 at tp 8, against the median's 1.41). Written to the extracted
+    file for comparison, not priced: taken per count, the serving runs' median error grew
+    (docs/design.md, "Per-count NVLink all-reduce curves, measured and not adopted")."""
+    ratios: dict[int, dict[int, list[float]]] = {}
+    for tp, mib, ratio in allreduce_ratios(rows, latency_us, link_gb_per_s):
+        ratios.setdefault(tp, {}).setdefault(mib, []).append(ratio)
+    return {
+        tp: {m: round(statistics.median(v), 3) for m, v in sorted(by.items())}
+        for tp, by in sorted(ratios.items())
+    }

@@ -3,8 +3,7 @@
 
 aiconfigurator (github.com/ai-dynamo/aiconfigurator, Apache-2.0) ships kernel timings
 measured on NVIDIA GPUs per serving engine (``aic-core/src/aiconfigurator_core/systems/
-data/<system>/<op>/<engine>/<version>/*.parquet``). Two small-batch facts the cost model
-needs are read from it:
+data/<system>/<op>/<engine>/<version>/*.parquet``). The cost model reads from it:
 
 * **all-reduce floor** (``custom_allreduce_perf``): the engine's custom all-reduce of a
   small bf16 message (at most :data:`SMALL_MESSAGE_ELEMENTS` elements, a decode step's
@@ -23,7 +22,6 @@ needs are read from it:
   token: 108 us with 256 experts per GPU, 64 with 128, 45 with 64, 35 with 32), so the
   cost model interpolates between the two in the layer's experts
   (``planner.kernel_floors.moe_layer_floor_us``).
-
 * **expert reads against dense reads** (``moe_perf`` and ``gemm_perf`` of the same
   engine): at 4-64 tokens, the share of peak HBM bandwidth at which the DeepSeek-V3
   layer reads the experts its tokens touch (``E (1 - (1 - k/E)^n)`` of them, as the cost
@@ -87,8 +85,8 @@ checkout (``git show`` of the parquet files, so a bare mirror works) and needs
 
     python scripts/extract_aiconfigurator.py /path/to/aiconfigurator [--out PATH]
 
-The summary functions (:func:`allreduce_floors`, :func:`moe_floor_us`) take plain row
-dicts and are tested without pyarrow.
+The summary functions (:func:`allreduce_floors`, ``aiconfigurator_rates``...) take plain
+row dicts and are tested without pyarrow.
 """
 
 from __future__ import annotations
@@ -104,7 +102,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aiconfigurator_rates import allreduce_slowdown, gemm_peak_share, weight_stream_share
+from aiconfigurator_rates import (
+    allreduce_slowdown,
+    allreduce_slowdown_by_gpus,
+    gemm_peak_share,
+    weight_stream_share,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
@@ -615,7 +618,8 @@ def extract(repo: Path) -> dict[str, Any]:
         link: {
             "latency_us": SCALE_UP_LINKS[link][1],
             "gb_per_s": SCALE_UP_LINKS[link][0],
-            "by_mib": allreduce_slowdown(rows, SCALE_UP_LINKS[link][1], SCALE_UP_LINKS[link][0]),
+            "by_mib": allreduce_slowdown(rows, *SCALE_UP_LINKS[link][::-1]),
+            "by_gpus": allreduce_slowdown_by_gpus(rows, *SCALE_UP_LINKS[link][::-1]),
         }
         for link, rows in sorted(link_rows.items())
     }
@@ -656,7 +660,8 @@ def extract(repo: Path) -> dict[str, Any]:
             "per scale-up link, the engines' bf16 all-reduces in a CUDA graph over 2-8 GPUs "
             "at 1 MiB-1 GiB against the alpha-beta time at the link's nominal bandwidth and "
             "latency (allreduce_slowdown: per MiB, the median ratio over engines, GPU "
-            "counts and the link's GPUs), "
+            "counts and the link's GPUs; by_gpus: per GPU count, read for comparison and "
+            "not priced, docs/design.md), "
             "the decode attention kernel per KV dtype (decode_attention: launch_us + "
             "pairs x pair_ns + KV bytes / (peak x saturated_share), fitted over batches "
             "of 64+ (sequence, KV head) pairs and 128-16,384-token contexts, head size "

@@ -191,7 +191,7 @@ def test_link_bandwidth_is_per_direction(cat: Catalog) -> None:
         "nvlink4-bridge": 600,
         "nvlink5": 1800,
         "infinity-fabric-mi300": 896,
-        "gaudi3-roce": 1200,
+        "gaudi3-roce": 1050,  # 21 of its 24 ports face the 7 peers (docs.habana.ai)
         "pcie-gen4-x16": 64,
         "pcie-gen5-x16": 128,
     }

@@ -82,6 +82,11 @@ def test_allreduce_slowdown_is_the_median_measured_over_alpha_beta_per_size():
         {**_ar_row(8, 8, 9.0 * nominal), "allreduce_dtype": "float32"},  # not bf16
     ]
     assert rates.allreduce_slowdown(rows, 3.5, 450.0) == {8: 1.6}
+    # per GPU count: the median at each count (read for comparison, not priced)
+    tp2 = rates.alpha_beta_ms(3.5, 450.0, 2, 8 * 2**20)
+    per_count = [*rows, _ar_row(2, 8, 1.1 * tp2), _ar_row(2, 8, 1.3 * tp2)]
+    assert rates.allreduce_slowdown_by_gpus(per_count, 3.5, 450.0) == {2: {8: 1.2}, 8: {8: 1.6}}
+    assert rates.allreduce_slowdown(per_count, 3.5, 450.0) == {8: 1.3}  # over both counts
     # the script's alpha-beta is the cost model's at a slowdown of 1
     plain = CAT.links["ib-ndr-400"].model_copy(update={"kind": "scale_up"})
     for tp, nbytes in itertools.product((2, 4, 8), (1e4, 1e6, 3e7)):
