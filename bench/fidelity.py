@@ -139,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     show(fd.summary_table(fd.summarize(rows, fd.by_gpu_dtype), ["gpu", "dtype"]))
     print("overall:")
     show(fd.summary_table(fd.summarize(rows, fd.overall), ["values of"]))
+    print("by engine and measured value:")
+    show(fd.summary_table(fd.summarize(rows, fd.by_engine_quantity), ["engine", "value"]))
+    print("output tokens/s by shape (decode-heavy: output >= 4x prompt) and engine:")
+    show(fd.summary_table(fd.throughput_by_shape(rows), ["shape", "engine"]))
     print(f"output tokens/s per GPU relative to {fd.REFERENCE_GPU} (same model and shape):")
     ratios = fd.cross_vendor_ratios(rows)
     if ratios:

@@ -387,6 +387,35 @@ def overall(r: Row) -> tuple[str, ...]:
     return ("all",)
 
 
+def by_engine_quantity(r: Row) -> tuple[str, ...]:
+    """The serving engine of the run (``-`` when the source names none) and the value
+    measured (output tokens/s, mean TTFT or TPOT, a kernel's layer time)."""
+    return (r.engine, r.quantity)
+
+
+#: A shape is decode-heavy when its output is at least this many times its prompt (128 /
+#: 2,048, 500 / 2,000), prefill-heavy when its prompt is this many times its output.
+SHAPE_CLASS_RATIO = 4.0
+
+
+def shape_class(isl: int, osl: int) -> str:
+    """``decode-heavy`` (``osl >= 4 isl``), ``prefill-heavy`` (``isl >= 4 osl``) or
+    ``balanced``: where a first-order model is most optimistic (decode-heavy shapes, the
+    issue's +40-50% on 128/2,048 and 128/4,096) is tracked separately."""
+    if osl >= SHAPE_CLASS_RATIO * isl:
+        return "decode-heavy"
+    if isl >= SHAPE_CLASS_RATIO * osl:
+        return "prefill-heavy"
+    return "balanced"
+
+
+def throughput_by_shape(rows: Sequence[Row]) -> list[Summary]:
+    """:func:`summarize` of the output-throughput values (every load) per shape class
+    (:func:`shape_class`) and engine."""
+    tput = [r for r in rows if r.quantity == "output_tok_s" and r.isl and r.osl]
+    return summarize(tput, lambda r: (shape_class(r.isl, r.osl), r.engine))
+
+
 def gpus_without_data(catalog: Catalog, points: Sequence[cb.Measurement]) -> list[str]:
     """Catalog GPUs with no priceable measurement: their factors stay by analogy."""
     have = {m.gpu for m in points if m.usable}

@@ -352,6 +352,12 @@ def render_doc(
         "",
     ]
     out += fd.markdown(fd.summary_table(fd.summarize(rows, fd.overall), ["values of"]))
+    out += ["", "By serving engine and measured value:", ""]
+    out += fd.markdown(
+        fd.summary_table(fd.summarize(rows, fd.by_engine_quantity), ["engine", "value"])
+    )
+    out += ["", "Output tokens/s by shape (decode-heavy: output >= 4x prompt) and engine:", ""]
+    out += fd.markdown(fd.summary_table(fd.throughput_by_shape(rows), ["shape", "engine"]))
     out += ["", "## Per GPU and dtype", ""]
     out += fd.markdown(gpu_dtype_table(results, rows, all_points, levels))
     out += [

@@ -85,8 +85,8 @@ checkout (``git show`` of the parquet files, so a bare mirror works) and needs
 
     python scripts/extract_aiconfigurator.py /path/to/aiconfigurator [--out PATH]
 
-The summary functions (:func:`allreduce_floors`, ``aiconfigurator_rates``...) take plain
-row dicts and are tested without pyarrow.
+The summary functions (:func:`allreduce_floors` and the others here and in
+``aiconfigurator_rates``) take plain row dicts and are tested without pyarrow.
 """
 
 from __future__ import annotations
@@ -614,15 +614,15 @@ def extract(repo: Path) -> dict[str, Any]:
             if len(e) > 1:
                 engines[engine] = e
         gemm_only[gpu] = {"system": system, "engines": engines}
-    slowdown = {
-        link: {
-            "latency_us": SCALE_UP_LINKS[link][1],
-            "gb_per_s": SCALE_UP_LINKS[link][0],
-            "by_mib": allreduce_slowdown(rows, *SCALE_UP_LINKS[link][::-1]),
-            "by_gpus": allreduce_slowdown_by_gpus(rows, *SCALE_UP_LINKS[link][::-1]),
+    slowdown: dict[str, Any] = {}
+    for link, rows in sorted(link_rows.items()):
+        gb_per_s, latency_us = SCALE_UP_LINKS[link]
+        slowdown[link] = {
+            "latency_us": latency_us,
+            "gb_per_s": gb_per_s,
+            "by_mib": allreduce_slowdown(rows, latency_us, gb_per_s),
+            "by_gpus": allreduce_slowdown_by_gpus(rows, latency_us, gb_per_s),
         }
-        for link, rows in sorted(link_rows.items())
-    }
     system, version = PCIE_NCCL
     nccl = _parquet(repo, f"{DATA}/{system}/comm/nccl/{version}/nccl_perf.parquet")
     pcie = {"system": system, "nccl_version": version, "by_tp": pcie_allreduce_fit(nccl or [])}

@@ -326,6 +326,27 @@ def test_summaries_are_medians_of_signed_and_absolute_errors_per_split():
     assert hold.median_signed_before == pytest.approx(-0.5)
 
 
+def test_throughput_errors_are_split_by_shape_class_and_engine():
+    """Decode-heavy (output >= 4x prompt), prefill-heavy (prompt >= 4x output) and
+    balanced shapes are summarized apart, per engine; other measured values are left out."""
+    assert fd.shape_class(128, 2048) == "decode-heavy"
+    assert fd.shape_class(500, 2000) == "decode-heavy"  # exactly 4x
+    assert fd.shape_class(2048, 128) == "prefill-heavy"
+    assert fd.shape_class(1000, 1000) == fd.shape_class(501, 2000) == "balanced"
+    rows = [
+        row("g", 1, 100.0, 150.0, 140.0, shape="x"),  # 100/900: decode-heavy, +40%
+        row("g", 1, 100.0, 130.0, 120.0, shape="x"),  # +20%
+        row("g", 1, 100.0, 90.0, 95.0),  # 100/200: balanced, -5%
+        row("g", 1, 50.0, 10.0, 10.0, shape="x", q="ttft_ms"),  # not a throughput
+    ]
+    dh, bal = sorted(fd.throughput_by_shape(rows), key=lambda s: s.key)[::-1]
+    assert dh.key == ("decode-heavy", "-") and dh.values == 2
+    assert dh.median_signed_after == pytest.approx(0.3)
+    assert bal.key == ("balanced", "-") and bal.median_signed_after == pytest.approx(-0.05)
+    by_value = {s.key for s in fd.summarize(rows, fd.by_engine_quantity)}
+    assert by_value == {("-", "output_tok_s"), ("-", "ttft_ms")}
+
+
 def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
     rows = [
         row(H100, 2, 1000.0, 1100.0, 1050.0),
