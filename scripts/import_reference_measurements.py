@@ -52,6 +52,7 @@ from reference_fields import (  # noqa: E402  (re-exported for the tests)
     kv_dtype_more,
     output_share,
     stated_max_batch,
+    stated_memory_share,
 )
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "measurements-calibration.json"
@@ -432,6 +433,7 @@ def convert_more(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         **(layout if (layout := disaggregated_layout(entry)) and skip is None else {}),
         "kv_dtype": kv_dtype_more(entry.get("kv_dtype")),
         "max_batch": stated_max_batch(entry),
+        "memory_utilization": stated_memory_share(entry),
         "output_tok_s": out_tok_s,
         "ttft_ms": ttft,
         "tpot_ms": tpot,

@@ -58,3 +58,26 @@ def stated_max_batch(entry: dict[str, Any]) -> int | None:
     if cap is not None and cap < 1:
         raise BadEntry(f"max-num-seqs must be at least 1, not {cap}")
     return cap
+
+
+#: How a source states the engine's memory share (vLLM ``--gpu-memory-utilization`` /
+#: ``gpu_memory_utilization``, SGLang ``--mem-fraction-static``), in its framework or notes.
+MEMORY_SHARE = re.compile(
+    r"(?:gpu[-_]memory[-_]utilization|mem[-_]fraction[-_]static)[ =:]*(\d*\.?\d+)"
+)
+
+
+def stated_memory_share(entry: dict[str, Any]) -> float | None:
+    """The engine's memory share an entry states (``gpu_memory_utilization 0.9`` in its
+    notes), or None: the run's ``memory_utilization``, so that its KV cache is priced at the
+    memory the engine was given rather than the engine's default (vLLM 0.92 as plans launch
+    it; planner.engines). Several different stated shares, or one outside (0, 1], are
+    refused (:class:`BadEntry`)."""
+    text = f"{entry.get('framework') or ''} {entry.get('notes') or ''}"
+    shares = {float(m.group(1)) for m in MEMORY_SHARE.finditer(text)}
+    if len(shares) > 1:
+        raise BadEntry(f"states several memory shares ({', '.join(map(str, sorted(shares)))})")
+    share = next(iter(shares), None)
+    if share is not None and not 0.0 < share <= 1.0:
+        raise BadEntry(f"a memory share must be in (0, 1], not {share}")
+    return share

@@ -35,6 +35,21 @@ def test_csv_file():
     assert m.where == f"{DATA / 'measurements.csv'}:3"
 
 
+def test_csv_carries_the_memory_share_the_run_stated(tmp_path):
+    """An optional ``memory_utilization`` column (vLLM's gpu_memory_utilization) prices
+    the run's KV cache at that share; outside (0, 1] it is refused naming the field."""
+    head = "model,gpu,tp,dtype,isl,osl,concurrency,output_tok_s,ttft_ms,tpot_ms,memory_utilization"
+    path = tmp_path / "m.csv"
+    path.write_text(f"{head}\nllama-3.1-8b,{H100},1,bf16,1024,256,8,860.4,35.1,9.1,0.85\n")
+    (m,) = cb.load_measurements([path], CAT)
+    assert m.memory_utilization == 0.85
+    assert cb.base_replica(m, CAT).memory_utilization == 0.85
+    path.write_text(f"{head}\nllama-3.1-8b,{H100},1,bf16,1024,256,8,860.4,35.1,9.1,1.5\n")
+    with pytest.raises(cb.MeasurementError) as info:
+        cb.load_measurements([path], CAT)
+    assert "memory_utilization" in info.value.issues[0][1]
+
+
 def test_vllm_bench_serve_file_takes_the_replica_from_flags():
     path = DATA / "vllm_bench_serve.json"
     with pytest.raises(cb.MeasurementError) as info:

@@ -199,12 +199,54 @@ def test_a_stated_max_num_seqs_is_the_runs_batch_cap(tmp_path, capsys):
     stated = cb.predict(capped.model_copy(update={"max_batch": 3200}), CAT).output_tok_s
     assert default and stated and stated > 1.05 * default
     bad = more_entry("s4", **{**amd, "framework": "vLLM (max-num-seqs 256)"})
-    base, more, out = write_sources(tmp_path, [bad])
+    refused_on_import(tmp_path, capsys, bad, "states several max-num-seqs (256, 3200)")
+
+
+def refused_on_import(tmp_path, capsys, entry, reason):
+    """Importing ``entry`` fails naming its file, line and ``reason``; nothing is written."""
+    base, more, out = write_sources(tmp_path, [entry])
     args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
     assert IMPORTER.main(args) == 1
     line = cb._array_entry_lines(more.read_text(), "measurements")[0]
-    assert f"{more}:{line}: states several max-num-seqs (256, 3200)" in capsys.readouterr().err
+    assert f"{more}:{line}: {reason}" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_stated_memory_share_is_the_runs_kv_budget(tmp_path, capsys):
+    """AccelMark ran vLLM at ``gpu_memory_utilization 0.9``, below the 0.92 plans launch
+    with: the importer carries a stated share (vLLM's or SGLang's spelling) into
+    ``memory_utilization``, the prediction gives the KV cache that share, and an entry
+    stating two shares, or one outside (0, 1], is refused with file, line and reason."""
+    amd = {**AMD_TABLE_ROW, "value": {"output_token_tput": 12498.4}}
+    row, why = IMPORTER.convert_more(
+        more_entry("m1", **{**amd, "notes": "vLLM 0.7.3, gpu_memory_utilization 0.9"})
+    )
+    assert why is None and row is not None and row["memory_utilization"] == 0.9
+    row, _ = IMPORTER.convert_more(
+        more_entry("m2", **{**amd, "framework": "SGLang (--mem-fraction-static=0.95)"})
+    )
+    assert row is not None and row["memory_utilization"] == 0.95
+    row, _ = IMPORTER.convert_more(more_entry("m3", **{**amd, "notes": "defaults"}))
+    assert row is not None and row["memory_utilization"] is None
+    # a KV-bound run (70B FP8 on one H100, 2,048/2,048): less memory, fewer sequences
+    point = cb.Measurement.model_validate(
+        {"model": "llama-3.1-70b", "gpu": H100, "tp": 1, "dtype": "fp8", "engine": "vllm",
+         "isl": 2048, "osl": 2048, "request_rate_rps": "inf", "num_requests": 512,
+         "output_tok_s": 1000.0}
+    )  # fmt: skip
+    default = cb.predict(point, CAT).output_tok_s
+    stated = cb.predict(point.model_copy(update={"memory_utilization": 0.9}), CAT).output_tok_s
+    assert default and stated and stated < 0.9 * default
+    with pytest.raises(ValueError, match="memory_utilization"):
+        cb.Measurement.model_validate({**point.model_dump(), "memory_utilization": 1.5})
+    for notes, reason in (
+        (
+            "gpu_memory_utilization 0.9, mem-fraction-static 0.95",
+            "states several memory shares (0.9, 0.95)",
+        ),
+        ("gpu-memory-utilization 1.5", "a memory share must be in (0, 1]"),
+    ):
+        refused_on_import(tmp_path, capsys, more_entry("m4", **{**amd, "notes": notes}), reason)
 
 
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):

@@ -44,6 +44,9 @@ class Measurement(BaseModel):
     at once) or neither (offline: maximum throughput); measured ``output_tok_s``
     (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
     ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
+    ``max_batch`` / ``memory_utilization``: the engine's running-sequence cap and memory
+    share (vLLM ``gpu_memory_utilization``, SGLang ``mem_fraction_static``) the run stated;
+    None: the engine's defaults (planner.engines).
     Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
     ``where``: ``file:line`` it came from.
 
@@ -76,6 +79,7 @@ class Measurement(BaseModel):
     num_requests: Annotated[int, Field(ge=1)] | None = None
     token_budget: Annotated[int, Field(ge=2)] | None = None
     max_batch: Annotated[int, Field(ge=1)] | None = None
+    memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     output_tok_s: Positive | None = None
     ttft_ms: Positive | None = None
     tpot_ms: Positive | None = None

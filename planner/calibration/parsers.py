@@ -45,6 +45,7 @@ CSV_OPTIONAL = (
     "num_requests",
     "token_budget",
     "max_batch",
+    "memory_utilization",
     "id",
     "source",
     "note",

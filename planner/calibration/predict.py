@@ -60,7 +60,8 @@ def _worker(
     m: Measurement, catalog: Catalog, tp: int, ep: int | None, dp_attention: bool | None, pp: int
 ) -> rl.Replica:
     """``m``'s model on ``m``'s GPU at ``tp``/``ep``/``pp`` (DP attention: ``dp = tp``),
-    in its dtypes and on its engine."""
+    in its dtypes and on its engine, with the memory share the run stated (else the
+    engine's)."""
     return rl.build_replica(
         catalog,
         m.model,
@@ -72,6 +73,7 @@ def _worker(
         pp=pp,
         ep=ep or 1,
         dp=tp if dp_attention else 1,
+        memory_utilization=m.memory_utilization,
     )
 
 
