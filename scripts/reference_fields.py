@@ -1,11 +1,15 @@
 """Field readers for measurements-more.json entries (split from
 ``scripts/import_reference_measurements.py``, which imports them): the output share of an
-ambiguous throughput, the KV-cache dtype and the engine's stated running-sequence cap."""
+ambiguous throughput, the KV-cache dtype and the engine's stated running-sequence cap and
+memory share."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T", int, float)
 
 
 class BadEntry(ValueError):
@@ -39,6 +43,19 @@ def kv_dtype_more(text: Any) -> str | None:
     return {"FP8": "fp8", "BF16": "bf16", "FP16": "bf16"}.get(head)
 
 
+def _stated_once(
+    entry: dict[str, Any], pattern: re.Pattern[str], convert: Callable[[str], T], what: str
+) -> T | None:
+    """The one value ``pattern`` (its first group, read by ``convert``) finds in an entry's
+    framework and notes, None when none; several different values are refused as
+    ambiguous (:class:`BadEntry`: "states several ``what`` (...)")."""
+    text = f"{entry.get('framework') or ''} {entry.get('notes') or ''}"
+    values = {convert(m.group(1)) for m in pattern.finditer(text)}
+    if len(values) > 1:
+        raise BadEntry(f"states several {what} ({', '.join(map(str, sorted(values)))})")
+    return next(iter(values), None)
+
+
 #: How a source states the engine's running-sequence cap (vLLM ``--max-num-seqs`` /
 #: ``max_num_seqs``), in an entry's framework or notes.
 MAX_NUM_SEQS = re.compile(r"max[-_]num[-_]seqs[ =:]*(\d+)")
@@ -50,11 +67,7 @@ def stated_max_batch(entry: dict[str, Any]) -> int | None:
     that it is priced at the batch the engine was allowed rather than the engine's default
     (planner.engines.default_max_num_seqs: vLLM 1,024 on large GPUs, 256 on an A100 40GB
     or an L4). Several different stated caps are refused as ambiguous (:class:`BadEntry`)."""
-    text = f"{entry.get('framework') or ''} {entry.get('notes') or ''}"
-    caps = {int(m.group(1)) for m in MAX_NUM_SEQS.finditer(text)}
-    if len(caps) > 1:
-        raise BadEntry(f"states several max-num-seqs ({', '.join(map(str, sorted(caps)))})")
-    cap = next(iter(caps), None)
+    cap = _stated_once(entry, MAX_NUM_SEQS, int, "max-num-seqs")
     if cap is not None and cap < 1:
         raise BadEntry(f"max-num-seqs must be at least 1, not {cap}")
     return cap
@@ -73,11 +86,7 @@ def stated_memory_share(entry: dict[str, Any]) -> float | None:
     memory the engine was given rather than the engine's default (vLLM 0.92 as plans launch
     it; planner.engines). Several different stated shares, or one outside (0, 1], are
     refused (:class:`BadEntry`)."""
-    text = f"{entry.get('framework') or ''} {entry.get('notes') or ''}"
-    shares = {float(m.group(1)) for m in MEMORY_SHARE.finditer(text)}
-    if len(shares) > 1:
-        raise BadEntry(f"states several memory shares ({', '.join(map(str, sorted(shares)))})")
-    share = next(iter(shares), None)
+    share = _stated_once(entry, MEMORY_SHARE, float, "memory shares")
     if share is not None and not 0.0 < share <= 1.0:
         raise BadEntry(f"a memory share must be in (0, 1], not {share}")
     return share
