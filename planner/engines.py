@@ -15,8 +15,10 @@ Three engines are modelled, by the facts that move a plan:
   vLLM's default ``gpu_memory_utilization`` is 0.9; deployments raise it to
   0.92-0.95 for large models, and the launch commands say which value the plan
   assumes. SGLang's ``mem_fraction_static`` covers weights and KV only (activations
-  come from the rest), hence 0.88 and no reserve. TensorRT-LLM gives the KV cache
-  90% of the memory free after weights and activations
+  come from the rest, no reserve inside it); when not told, SGLang sets it from the
+  device's memory and the parallelism (:func:`sglang_memory_share`: 0.835 of an H100 at
+  tp 1, 0.897 of an H200 at tp 8; 0.88 only when it cannot read the device).
+  TensorRT-LLM gives the KV cache 90% of the memory free after weights and activations
   (``KvCacheConfig.free_gpu_memory_fraction``): it uses ``0.9 x (C - W - A) + W + A``
   of each GPU's ``C`` (:func:`memory_utilization`): 0.91 of an H100 for an 8B in FP8,
   0.98 for a 70B in FP8 on one H100.
@@ -60,6 +62,7 @@ The values are set from those defaults and the vendor configurations above
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from catalog.fields import device_memory_bytes
@@ -85,7 +88,10 @@ class EngineProfile:
     (large: at least 70 GiB and not an A100, vLLM's test: :func:`large_device`);
     ``kv_free_fraction``: the engine gives the KV cache this share of the memory free
     after weights and its reserve instead of a fixed share of the GPU (TensorRT-LLM's
-    ``free_gpu_memory_fraction``; :func:`memory_utilization`), None for a fixed share.
+    ``free_gpu_memory_fraction``; :func:`memory_utilization`), None for a fixed share;
+    ``sizes_share_from_device``: when not told, the engine sets its share from the
+    device's memory and the parallelism (SGLang: :func:`sglang_memory_share`), and
+    ``memory_utilization`` is only its fallback.
     """
 
     name: str
@@ -98,6 +104,7 @@ class EngineProfile:
     max_num_seqs: tuple[int | None, int | None] = (None, None)
     batched_tokens: tuple[int, int] = (8192, 8192)
     kv_free_fraction: float | None = None
+    sizes_share_from_device: bool = False
 
 
 #: Defaults from vLLM's ``EngineArgs.get_batch_defaults`` (server: ``max_num_seqs`` 1,024 /
@@ -115,7 +122,14 @@ ENGINES: dict[str, EngineProfile] = {
         max_num_seqs=(1024, 256),
         batched_tokens=(8192, 2048),
     ),
-    "sglang": EngineProfile("sglang", 0.88, 0.0, fp8_attention=False, budget_counts_decodes=False),
+    "sglang": EngineProfile(
+        "sglang",
+        0.88,
+        0.0,
+        fp8_attention=False,
+        budget_counts_decodes=False,
+        sizes_share_from_device=True,
+    ),
     "trtllm": EngineProfile(
         "trtllm",
         0.95,
@@ -249,6 +263,64 @@ def memory_utilization(
     return f + (1.0 - f) * min(weights_gb + reserve_gb, device_gb) / device_gb
 
 
+#: SGLang's defaults by the device memory it reads (MiB, ``get_device_memory_capacity``):
+#: (below this many MiB, chunked-prefill size in tokens, CUDA-graph max batch at tp < 4,
+#: at tp >= 4), from ``ServerArgs._handle_gpu_memory_settings`` (T4/4080; A10/4090; A100
+#: 40GB/L40; H100/A100 80GB; H20/H200; above: B200/MI300X, 16,384 and 512).
+SGLANG_MEMORY_TIERS: tuple[tuple[float, int, int, int], ...] = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 2048, 24, 80),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (math.inf, 16384, 512, 512),
+)
+
+
+def sglang_memory_share(
+    device_mib: float, tp: int, pp: int = 1, dp: int = 1, speculative: bool = False
+) -> float:
+    """The ``mem_fraction_static`` SGLang picks when not told (dimensionless, 3 decimals):
+    ``round((M - R) / M, 3)`` of the device's ``M`` MiB, keeping ``R`` MiB outside the
+    weights and KV cache for activations, CUDA graphs and metadata:
+    ``R = 512 + 1.5 x max(C, 2048) + 2 x B + 1024 x tp x pp / 8``, plus with data-parallel
+    attention (``dp`` > 1) ``3 x B x dp`` and, when ``B`` > 300, ``1.5 x B x dp``; at least
+    10,240 MiB on a device over 60 GiB; plus 2,048 MiB with a speculative draft. ``C`` is
+    its default chunked-prefill size and ``B`` its CUDA-graph max batch for the device
+    (:data:`SGLANG_MEMORY_TIERS`). Transcribed from SGLang's
+    ``ServerArgs._handle_gpu_memory_settings`` (assumed current; not fitted). Inputs: the
+    memory the driver reports (:func:`planner.roofline.gpu_memory_bytes` / 2^20, or the
+    nominal figure) and the replica's parallelism.
+
+    H100 (81,559 MiB) at tp 1: R = 512 + 12,288 + 512 + 128 = 13,440 MiB, 0.835;
+    H200 (143,771 MiB) at tp 8: 14,848 MiB, 0.897.
+    """
+    if device_mib <= 0 or tp < 1 or pp < 1 or dp < 1:
+        raise PlanningError.for_field(
+            "memory_utilization", "SGLang's share needs device memory > 0 and tp, pp, dp >= 1"
+        )
+    _, chunk, small_bs, large_bs = next(t for t in SGLANG_MEMORY_TIERS if device_mib < t[0])
+    graph_bs = small_bs if tp < 4 else large_bs
+    reserve = 512 + 1.5 * max(chunk, 2048) + 2 * graph_bs + 1024 * tp * pp / 8
+    if dp > 1:
+        reserve += 3 * graph_bs * dp + (1.5 * graph_bs * dp if graph_bs > 300 else 0.0)
+    if device_mib > 60 * 1024:
+        reserve = max(reserve, 10 * 1024)
+    if speculative:
+        reserve += 2 * 1024
+    return max(round((device_mib - reserve) / device_mib, 3), 0.0)
+
+
+def sglang_share_for(share: float, reserve_gb: float, device_gb: float) -> float:
+    """The ``--mem-fraction-static`` that gives SGLang the weights and KV cache of a replica
+    planned at ``share`` of each GPU's ``device_gb`` with ``reserve_gb`` per GPU kept inside
+    that share for activations (vLLM's accounting; :func:`activation_reserve_gb`):
+    ``share - reserve_gb / device_gb``, rounded down to 3 decimals so it never claims more
+    than the plan (SGLang's share covers weights and KV only). H100 (85.52 GB) at 0.92
+    with vLLM's 4.63 GB for Llama-3.1-70B: 0.865. Inputs are the plan's own figures."""
+    return math.floor((share - reserve_gb / device_gb) * 1000 + 1e-9) / 1000
+
+
 def large_device(gpu: Gpu) -> bool:
     """vLLM's "large GPU" test for its batch defaults: at least 70 GiB as the driver
     reports it (:func:`catalog.fields.device_memory_bytes`) and not an A100."""
@@ -289,4 +361,6 @@ __all__ = [
     "kv_admission_context_tokens",
     "large_device",
     "launch_token_budget",
+    "sglang_memory_share",
+    "sglang_share_for",
 ]

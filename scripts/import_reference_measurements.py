@@ -10,7 +10,10 @@ the usable subset with the counts of what was skipped and why. Entries whose
 configuration the planner does not model (expert parallelism, DP attention,
 disaggregated prefill/decode, multi-token prediction, prefix caching) are kept with
 their fields and a ``skip_reason``: recorded, never fitted. Every point gets a
-``split`` (fit / holdout) from :func:`planner.calibration.assign_splits`.
+``split`` (fit / holdout) from :func:`planner.calibration.assign_splits`. Settings a
+run was launched with that its entry does not state (its engine's memory share) come from
+``catalog/measurements/sources/launch-settings.json`` (``--launch-settings``; each group
+cites the run's launch script; :mod:`launch_settings`).
 
 A malformed source entry (a missing field, a non-positive measured value, a
 duplicate id) is reported with its file, line and reason, and nothing is written.
@@ -46,6 +49,7 @@ from planner.calibration import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launch_settings import apply_launch_settings  # noqa: E402
 from reference_fields import (  # noqa: E402  (re-exported for the tests)
     AMBIGUOUS_MIN_OUTPUT_SHARE,
     BadEntry,
@@ -66,6 +70,8 @@ DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inferen
 #: GenAI-Perf), per replica in catalog names (scripts/extract_dli_benchmarks.py).
 DEFAULT_DLI = ROOT / "catalog" / "measurements" / "sources" / "nvidia-dli-benchmarks.json"
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "reference.json"
+#: Settings runs were launched with that their entries do not state (scripts/launch_settings.py).
+DEFAULT_LAUNCH = ROOT / "catalog" / "measurements" / "sources" / "launch-settings.json"
 
 #: Hardware names in the source -> catalog GPU id, with what the mapping assumes.
 HARDWARE = {
@@ -589,6 +595,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dli", default=str(DEFAULT_DLI), help="NVIDIA DLI course records ('' for none)"
     )
+    ap.add_argument(
+        "--launch-settings",
+        default=str(DEFAULT_LAUNCH),
+        help="settings runs were launched with, by id ('' for none)",
+    )
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args(argv)
     skipped: Counter[str] = Counter()
@@ -600,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     for normalized in (args.mlperf, args.dli):
         if normalized:
             rows += _rows(Path(normalized), convert_mlperf, skipped, bad)
+    if args.launch_settings and not bad:
+        apply_launch_settings(rows, Path(args.launch_settings), bad)
     if bad:
         for where, reason in bad:
             print(f"{where}: {reason}", file=sys.stderr)
@@ -637,7 +650,8 @@ def main(argv: list[str] | None = None) -> int:
             "shared/reference/measurements-calibration.json, measurements-more.json, "
             "catalog/measurements/sources/measurements-more-2.json, "
             "catalog/measurements/sources/mlperf-inference-v4.1.json and "
-            "catalog/measurements/sources/nvidia-dli-benchmarks.json; each "
+            "catalog/measurements/sources/nvidia-dli-benchmarks.json (launch settings "
+            "they do not state from catalog/measurements/sources/launch-settings.json); each "
             "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "
             'concurrency (closed loop) or request_rate_rps (open loop, "inf" = all at once; '
             "num_requests in the run), output_tok_s (whole replica), mean ttft_ms and tpot_ms. "

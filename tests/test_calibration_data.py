@@ -100,12 +100,8 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
         more_entry("a4", framework="SGLang disagg", notes="PD-disaggregated"),
     ]
     base, more, out = write_sources(tmp_path, entries)
-    assert (
-        IMPORTER.main(
-            [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
-        )
-        == 0
-    )
+    args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+    assert IMPORTER.main([*args, "--launch-settings", ""]) == 0
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
     assert set(by_id) == {"a1", "a2", "a4"}
@@ -124,12 +120,8 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     fresh_a4 = by_id["a4"]["split"]
     doc["measurements"][2]["split"] = "holdout" if fresh_a4 == "fit" else "fit"
     out.write_text(json.dumps(doc, indent=1))
-    assert (
-        IMPORTER.main(
-            [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
-        )
-        == 0
-    )
+    args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+    assert IMPORTER.main([*args, "--launch-settings", ""]) == 0
     again = {m["id"]: m["split"] for m in json.loads(out.read_text())["measurements"]}
     assert (again["a1"], again["a2"], again["a4"]) == ("holdout", "fit", fresh_a4)
 
@@ -247,6 +239,65 @@ def test_a_stated_memory_share_is_the_runs_kv_budget(tmp_path, capsys):
         ("gpu-memory-utilization 1.5", "a memory share must be in (0, 1]"),
     ):
         refused_on_import(tmp_path, capsys, more_entry("m4", **{**amd, "notes": notes}), reason)
+
+
+def test_launch_settings_reach_the_points_their_scripts_launched(tmp_path, capsys):
+    """InferenceX's records do not state SGLang's memory share or KV format; its launch
+    scripts do. A launch-settings group gives its ids the script's values and cites the
+    script in their notes; an id not imported, one set twice, a value outside its range, a
+    group without a cited script or one contradicting what the entry states is refused
+    with file, line and reason, and nothing is written."""
+    stated = {"notes": "decode TP8/EP1/dp-attn=False. mem-fraction-static 0.9"}
+    base, more, out = write_sources(tmp_path, [more_entry("a1"), more_entry("a2", **stated)])
+    script = "https://github.com/SemiAnalysisAI/InferenceX/blob/abc/benchmarks/x.sh#L40"
+    settings = tmp_path / "launch.json"
+    args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
+    args += ["--launch-settings", str(settings)]
+
+    def write(*groups: dict) -> list[int]:
+        settings.write_text(json.dumps({"settings": list(groups)}, indent=1))
+        return cb._array_entry_lines(settings.read_text(), "settings")
+
+    good = {"ids": ["a1"], "memory_utilization": 0.82, "kv_dtype": "fp8", "source": script}
+    write(good)
+    assert IMPORTER.main(args) == 0
+    by_id = {m["id"]: m for m in json.loads(out.read_text())["measurements"]}
+    assert (by_id["a1"]["memory_utilization"], by_id["a1"]["kv_dtype"]) == (0.82, "fp8")
+    assert script in by_id["a1"]["note"]
+    assert by_id["a2"]["memory_utilization"] == 0.9 and "kv_dtype" not in by_id["a2"]
+    (point,) = [m for m in cb.load_measurements([out], CAT) if m.id == "a1"]
+    assert point.memory_utilization == 0.82 and point.kv_dtype == Dtype.FP8
+    out.unlink()
+    for groups, reason in (
+        ([{**good, "ids": ["a1", "zz"]}], "ids not imported: zz"),
+        ([good, good], "a1 is already set by the group at"),
+        ([{**good, "memory_utilization": 1.5}], "memory_utilization must be a number in (0, 1]"),
+        ([{**good, "kv_dtype": "int4"}], "kv_dtype must be one of ('bf16', 'fp8')"),
+        ([{**good, "source": "the script"}], "source must cite the launch script"),
+        ([{"ids": ["a1"], "source": script}], "no setting given"),
+        ([{**good, "ids": ["a2"]}], "a2 states memory_utilization 0.9, not the group's 0.82"),
+    ):
+        lines = write(*groups)
+        assert IMPORTER.main(args) == 1
+        assert f"{settings}:{lines[-1]}: {reason}" in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_the_shipped_launch_settings_cite_scripts_and_fit_what_was_run():
+    """Every shipped launch setting names a script at a commit, and the run it describes
+    fits at it: InferenceX ran DeepSeek-R1 FP8 on 4 x B200 at SGLang's 0.95 with an FP8
+    KV cache (p0019), which SGLang's own default share (0.855) would not hold."""
+    doc = json.loads(IMPORTER.DEFAULT_LAUNCH.read_text())
+    assert doc["settings"]
+    for group in doc["settings"]:
+        assert "/blob/" in group["source"] and group["note"]
+    points = {m.id: m for m in cb.load_reference_measurements(CAT)}
+    p0019 = points["p0019"]
+    assert (p0019.memory_utilization, p0019.kv_dtype, p0019.tp) == (0.95, Dtype.FP8, 4)
+    assert cb.predict(p0019, CAT).output_tok_s
+    assert cb.check_measurement(p0019, CAT) is None
+    why = cb.check_measurement(p0019.model_copy(update={"memory_utilization": None}), CAT)
+    assert why and "x 0.855 per GPU" in why
 
 
 def test_schema_refuses_unmodelled_parallelism_without_a_reason(tmp_path):
@@ -714,6 +765,7 @@ def test_importer_reads_all_at_once_runs_of_normalized_records(tmp_path, capsys)
     norm = tmp_path / "norm.json"
     norm.write_text(json.dumps({"measurements": [rec, {**rec, "id": "n2", "request_rate_rps": 0}]}))
     args = [str(base), "--more", str(more), "--mlperf", "", "--dli", str(norm), "--out", str(out)]
+    args += ["--launch-settings", ""]
     assert IMPORTER.main(args) == 1
     assert "value.request_rate_rps must be a positive number" in capsys.readouterr().err
     norm.write_text(json.dumps({"measurements": [rec]}))

@@ -64,7 +64,7 @@ def test_a_reported_memory_far_from_the_nominal_is_refused() -> None:
 def test_capacity_admits_as_its_engine_does(engine: str) -> None:
     """The KV limit of :func:`replica_capacity` is ``floor(kv_capacity / kv_held(K))`` with
     ``K`` the engine's admission context: ``P + G`` on TensorRT-LLM, ``P + G/2`` else."""
-    r = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8", engine=engine)
+    r = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", tp=2, dtype="fp8", engine=engine)
     res = replica_capacity(r, 128, 2048)
     k = 2176 if engine == "trtllm" else 1152
     per_seq = r.coefficients.kv_held_bytes(k)
@@ -206,3 +206,49 @@ def test_trtllm_gives_the_kv_cache_90_percent_of_what_weights_leave_free() -> No
     big = rl.build_replica(CAT, "llama-3.1-70b", gpu.id, dtype="fp8", engine="trtllm")
     assert small.memory_utilization == pytest.approx(0.911, abs=1e-3)
     assert big.memory_utilization == pytest.approx(0.984, abs=1e-3)
+
+
+def test_sglang_sizes_its_memory_share_from_the_device() -> None:
+    """SGLang's default ``mem_fraction_static`` (``ServerArgs._handle_gpu_memory_settings``)
+    keeps ``512 + 1.5 x chunk + 2 x graph batch + 1024 x tp x pp / 8`` MiB outside weights
+    and KV: an H100 (81,559 MiB) at tp 1 keeps 512 + 12,288 + 512 + 128 = 13,440 MiB
+    (0.835); an H200 at tp 8 graphs to 512 and keeps 14,848 (0.897); above 160 GiB the chunk
+    is 16,384 tokens; below 35 GiB 2,048 with graphs to 24; DP attention and a draft model
+    keep more. A replica SGLang serves gets that share unless one is stated."""
+    h100, h200, b200, l4 = 81_559, 143_771, 183_359, 23_034
+    assert engines.sglang_memory_share(h100, 1) == round((h100 - 13_440) / h100, 3) == 0.835
+    assert engines.sglang_memory_share(h200, 8) == round((h200 - 14_848) / h200, 3) == 0.897
+    assert engines.sglang_memory_share(b200, 8) == round((b200 - 27_136) / b200, 3)
+    assert engines.sglang_memory_share(l4, 1) == round((l4 - 3_760) / l4, 3)
+    dp8 = 14_848 + 3 * 512 * 8 + 1.5 * 512 * 8
+    assert engines.sglang_memory_share(h200, 8, dp=8) == round((h200 - dp8) / h200, 3)
+    spec = engines.sglang_memory_share(h100, 1, speculative=True)
+    assert spec == round((h100 - 13_440 - 2_048) / h100, 3)
+    with pytest.raises(PlanningError) as info:
+        engines.sglang_memory_share(0, 1)
+    assert info.value.issues[0][0] == "memory_utilization"
+    r = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="sglang")
+    assert (r.memory_utilization, r.activation_reserve_gb) == (0.835, 0.0)
+    r8 = rl.build_replica(CAT, "deepseek-v3", "h200-sxm-141gb", tp=8, dtype="fp8", engine="sglang")
+    assert r8.memory_utilization == 0.897
+    told = rl.build_replica(
+        CAT, "llama-3.1-8b", "h100-sxm5-80gb", engine="sglang", memory_utilization=0.9
+    )
+    assert told.memory_utilization == 0.9
+    # as SGLang does: 70B FP8 on one H100 needs a share stated above its default
+    with pytest.raises(PlanningError, match=r"x 0\.835 per GPU"):
+        rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8", engine="sglang")
+
+
+def test_sglang_share_for_a_plan_keeps_the_plans_kv_cache() -> None:
+    """A pool planned on vLLM at 0.92 keeps its activations inside that share; SGLang's
+    share covers weights and KV only, so it is launched with ``0.92 - reserve / device``
+    (rounded down): Llama-3.1-70B FP8 on an H100, 0.92 - 4.63 / 85.52 = 0.865, the same
+    weights and KV cache to within 0.1% of the GPU and never more."""
+    r = rl.build_replica(CAT, "llama-3.1-70b", "h100-sxm5-80gb", dtype="fp8")
+    device_gb = rl.gpu_memory_bytes(r.gpu) / 1e9
+    f = engines.sglang_share_for(r.memory_utilization, r.activation_reserve_gb, device_gb)
+    assert f == 0.865
+    planned_gb = r.memory_utilization * device_gb - r.activation_reserve_gb
+    assert 0 <= planned_gb - f * device_gb < 0.001 * device_gb
+    assert engines.sglang_share_for(0.9, 0.0, 80.0) == 0.9

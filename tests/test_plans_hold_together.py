@@ -18,8 +18,10 @@ from planner.candidates import (
 )
 from planner.errors import PlanningError
 from planner.plan import gpus_per_node, launch_settings, nodes_per_replica, relaxation_text
+from planner.plan.launch import sglang_memory_share
 from planner.problem_build import parse_request
 from planner.request import LOGNORMAL_MAX_P90_RATIO, resolve_request
+from planner.roofline import gpu_memory_bytes
 from planner.service import make_plan
 from planner.validation import field_path
 from solver.problem import (
@@ -240,6 +242,27 @@ def test_multi_node_replicas_get_one_command_per_node():
     assert "--nnodes=2" in launch.per_node[1].sglang
     assert "--distributed-executor-backend=ray" in launch.per_node[0].vllm
     assert launch.per_node[1].vllm == [] and launch.per_node[1].ray[:2] == ["ray", "start"]
+
+
+def test_sglang_is_launched_with_the_memory_the_plan_gives_weights_and_kv():
+    """The plan sizes its KV cache at vLLM's share less vLLM's activation reserve; the
+    SGLang command passes that as ``--mem-fraction-static`` (SGLang keeps activations
+    outside its share), not vLLM's own 0.92."""
+    req = parse_request(
+        request(candidates={"gpus": ["h100-sxm5-80gb"], "tp": [1, 2], "modes": ["aggregated"]})
+    )
+    cands = screen_candidates(resolve_request(req, CAT), CAT).candidates
+    assert cands
+    for cand in cands[:4]:
+        r = cand.replica
+        launch = launch_settings(cand, "llama-3.1-70b")
+        assert f"--gpu-memory-utilization={r.memory_utilization}" in launch.vllm
+        (flag,) = [a for a in launch.sglang if a.startswith("--mem-fraction-static=")]
+        share = float(flag.split("=")[1])
+        assert share == sglang_memory_share(cand) < r.memory_utilization
+        device_gb = gpu_memory_bytes(r.gpu) / 1e9
+        planned_gb = r.memory_utilization * device_gb - r.activation_reserve_gb
+        assert 0 <= planned_gb - share * device_gb < 0.001 * device_gb
 
 
 # --------------------------------------------------------------------------- item 5: infeasible

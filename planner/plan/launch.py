@@ -12,7 +12,23 @@ from planner import engines
 from planner import kernels as kn
 from planner.candidates import Candidate
 from planner.plan.models import LaunchSettings, NodeLaunch
+from planner.roofline import gpu_memory_bytes
 from solver.problem import PoolRole
+
+
+def sglang_memory_share(cand: Candidate) -> float:
+    """The ``--mem-fraction-static`` that gives SGLang the pool's planned weights and KV
+    cache (dimensionless): the replica's own share when it was planned on SGLang, else the
+    planned share less the activation reserve kept inside it
+    (:func:`planner.engines.sglang_share_for`; SGLang's share covers weights and KV only).
+    Llama-3.1-70B FP8 planned at vLLM's 0.92 on H100s: 0.865, the same KV cache."""
+    replica = cand.replica
+    if engines.engine_profile(replica.engine).sizes_share_from_device:
+        return replica.memory_utilization
+    device_gb = gpu_memory_bytes(replica.gpu) / 1e9
+    return engines.sglang_share_for(
+        replica.memory_utilization, replica.activation_reserve_gb, device_gb
+    )
 
 
 def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
@@ -24,7 +40,8 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     share the prefill step, as the plan assumes). FP4 pools load the model's published
     FP4 checkpoint (:func:`checkpoint_repo`); the engines read its quantization (NVFP4 or
     MXFP4) from the checkpoint's config, so no ``--quantization`` is passed. FP8 pools
-    quantize the BF16 weights on load (``--quantization=fp8``)."""
+    quantize the BF16 weights on load (``--quantization=fp8``). SGLang's memory share is
+    the plan's less the activations it keeps outside (:func:`sglang_memory_share`)."""
     cfg = cand.config
     model_id = checkpoint_repo(cand.replica.model, cfg.dtype) or model_id
     v = [
@@ -40,7 +57,7 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         "sglang.launch_server",
         f"--model-path={model_id}",
         f"--tp-size={cfg.tp}",
-        f"--mem-fraction-static={cand.replica.memory_utilization}",
+        f"--mem-fraction-static={sglang_memory_share(cand)}",
     ]
     if cfg.pp > 1:
         v.append(f"--pipeline-parallel-size={cfg.pp}")

@@ -463,6 +463,9 @@ def build_replica(
         ep=ep,
         kernel_gemm_rate=(mfu is None) if kernel_gemm_rate is None else kernel_gemm_rate,
     )
+    if memory_utilization is None and profile.sizes_share_from_device:
+        share = engines.sglang_memory_share(gpu_memory_bytes(gpu) / 2**20, tp, pp, dp)
+        replica = dataclasses.replace(replica, memory_utilization=share)
     if memory_utilization is None and profile.kv_free_fraction is not None:
         share = engines.memory_utilization(
             profile,
