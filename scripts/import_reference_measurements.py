@@ -3,7 +3,8 @@
 Reads ``../shared/reference/measurements-calibration.json`` (or the path given),
 ``../shared/reference/measurements-more.json`` (``--more``) and the MLPerf Inference
 v4.1 records of ``catalog/measurements/sources/mlperf-inference-v4.1.json``
-(``--mlperf``, written by ``scripts/extract_mlperf_v41.py``), maps each entry's
+(``--mlperf``, written by ``scripts/extract_mlperf_v41.py``) and v4.0's H100 variants
+(``mlperf-inference-v4.0.json``, transcribed with each file's source), maps each entry's
 hardware and model names to catalog ids, converts it to a
 :class:`planner.calibration.Measurement` (keeping its id and source) and writes
 the usable subset with the counts of what was skipped and why. Entries whose
@@ -66,6 +67,8 @@ DEFAULT_MORE = ROOT.parent / "shared" / "reference" / "measurements-more.json"
 #: entry shape as measurements-more.json, committed beside the MLPerf records.
 DEFAULT_MORE_2 = ROOT / "catalog" / "measurements" / "sources" / "measurements-more-2.json"
 DEFAULT_MLPERF = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.1.json"
+#: MLPerf v4.0's H100 variants (SXM, NVL, PCIe), transcribed with their sources.
+DEFAULT_MLPERF_40 = ROOT / "catalog" / "measurements" / "sources" / "mlperf-inference-v4.0.json"
 #: NVIDIA DLI LLM-sizing course runs (TensorRT-LLM 0.9.0 static batches, NIM with
 #: GenAI-Perf), per replica in catalog names (scripts/extract_dli_benchmarks.py).
 DEFAULT_DLI = ROOT / "catalog" / "measurements" / "sources" / "nvidia-dli-benchmarks.json"
@@ -590,7 +593,9 @@ def main(argv: list[str] | None = None) -> int:
         "measurements-more.json and catalog/measurements/sources/measurements-more-2.json)",
     )
     ap.add_argument(
-        "--mlperf", default=str(DEFAULT_MLPERF), help="MLPerf v4.1 records ('' for none)"
+        "--mlperf",
+        action="append",
+        help="MLPerf records (repeatable; default: v4.1 and v4.0; '' for none)",
     )
     ap.add_argument(
         "--dli", default=str(DEFAULT_DLI), help="NVIDIA DLI course records ('' for none)"
@@ -608,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
     for more in args.more or [str(DEFAULT_MORE), str(DEFAULT_MORE_2)]:
         if more:
             rows += _rows(Path(more), convert_more, skipped, bad)
-    for normalized in (args.mlperf, args.dli):
+    mlperf = args.mlperf or [str(DEFAULT_MLPERF), str(DEFAULT_MLPERF_40)]
+    for normalized in (*mlperf, args.dli):
         if normalized:
             rows += _rows(Path(normalized), convert_mlperf, skipped, bad)
     if args.launch_settings and not bad:
@@ -649,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
             "imported by scripts/import_reference_measurements.py from "
             "shared/reference/measurements-calibration.json, measurements-more.json, "
             "catalog/measurements/sources/measurements-more-2.json, "
-            "catalog/measurements/sources/mlperf-inference-v4.1.json and "
+            "catalog/measurements/sources/mlperf-inference-v4.1.json, "
+            "mlperf-inference-v4.0.json and "
             "catalog/measurements/sources/nvidia-dli-benchmarks.json (launch settings "
             "they do not state from catalog/measurements/sources/launch-settings.json); each "
             "keeps its source and id. Serving points: isl/osl mean prompt/output tokens, "

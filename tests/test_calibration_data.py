@@ -472,11 +472,18 @@ def test_shapes_and_gpus_without_data():
     assert none == []  # every GPU in the catalog has a measurement
     # L40S at tp 4 runs over PCIe (cost model v2), so MLPerf's L40S points are priced;
     # Gaudi 3, A100 40GB, L4 and H100 PCIe (TensorRT-LLM issue #6294) from
-    # catalog/measurements/sources/measurements-more-2.json
-    h100_pcie = [m for m in everything if m.gpu == "h100-pcie-80gb"]
-    assert [(m.id, m.output_tok_s, m.isl, m.osl, m.num_requests) for m in h100_pcie] == [
-        ("x032", 17500.0, 128, 128, 30000)
-    ]
+    # catalog/measurements/sources/measurements-more-2.json; H100 PCIe's Llama-2-70B from
+    # MLPerf v4.0 (HPE's bridged pairs priced, QCT's unbridged run recorded only)
+    h100_pcie = {m.id: m for m in everything if m.gpu == "h100-pcie-80gb"}
+    x032 = h100_pcie.pop("x032")
+    assert (x032.output_tok_s, x032.isl, x032.osl, x032.num_requests) == (17500.0, 128, 128, 30000)
+    assert sorted((m.id.split("-")[1], m.usable) for m in h100_pcie.values()) == [
+        ("hpe", True), ("hpe", True), ("quanta_cloud_technology", False),
+        ("quanta_cloud_technology", False),
+    ]  # fmt: skip
+    hpe = h100_pcie["mlperf40-hpe-hpe_proliant_dl380a_h100_pcie_80gbx4_trt_trt-offline"]
+    assert (hpe.tp, hpe.num_gpus, hpe.output_tok_s, hpe.max_batch) == (2, 4, 3167.85, 896)
+    assert "/inference_results_v4.0/blob/" in str(hpe.source)
 
 
 # --------------------------------------------------------------------------- fit vs holdout
@@ -798,6 +805,29 @@ def test_mlperf_v41_offline_ratios_to_h100_are_within_the_target():
             assert abs(off) <= 0.15, (gpu, off)
             checked.add(gpu)
     assert checked == {"mi300x", "l40s", "h100-nvl-94gb", "h200-sxm-141gb", "b200"}
+
+
+def test_mlperf_v40_h100_variants_against_the_same_rounds_h100_sxm():
+    """MLPerf Inference v4.0 offline Llama-2-70B, each GPU against the same round's H100
+    SXM (TensorRT 9.3, 10% below its prediction where v4.1's sits on it): H100 PCIe in
+    bridged pairs (HPE; measured 0.58) predicted within +-15% since its level is set on
+    these runs (0.69 with its one Llama-3.1-8B point, +18%), H100 NVL (0.69) too."""
+    points = [
+        m for m in cb.load_reference_measurements(CAT)
+        if m.id and m.id.startswith("mlperf40-") and m.id.endswith("-offline")
+    ]  # fmt: skip
+    per_gpu = {}
+    for m in points:
+        pred = cb.predict(m, CAT).output_tok_s
+        assert pred and m.output_tok_s
+        per_gpu[m.gpu] = (pred / m.tp, m.output_tok_s / m.tp)
+    h100 = per_gpu.pop("h100-sxm5-80gb")
+    assert set(per_gpu) == {"h100-pcie-80gb", "h100-nvl-94gb"}
+    measured = {g: meas / h100[1] for g, (_, meas) in per_gpu.items()}
+    assert measured["h100-pcie-80gb"] == pytest.approx(0.581, abs=0.001)
+    for gpu, (pred, meas) in per_gpu.items():
+        off = (pred / h100[0]) / (meas / h100[1]) - 1
+        assert abs(off) <= 0.15, (gpu, off)
 
 
 def test_mi300x_held_out_error_stays_bounded():
