@@ -137,6 +137,8 @@ class Row:
     isl: int = 0
     osl: int = 0
     load: str = ""
+    #: Where the value was published (:func:`source_family` of the measurement's source).
+    family: str = ""
 
     @property
     def signed_before(self) -> float | None:
@@ -187,9 +189,24 @@ def evaluate(
                     isl=m.isl or 0,
                     osl=m.osl or 0,
                     load=load(m),
+                    family=source_family(m.source),
                 )
             )
     return rows
+
+
+def source_family(source: str | None) -> str:
+    """The publication a measurement comes from, for pairing it with a reference run of
+    the same one: a GitHub source's repository (``github.com/owner/name``: an MLPerf
+    round's results, a vendor's benchmark repository), else the address's host and first
+    path segment; empty when unknown. MLPerf v4.0's H100 run, 10% slower than v4.1's on
+    the same harness, is v4.0's reference, not v4.1's."""
+    if not source:
+        return ""
+    rest = source.split("://", 1)[-1].split("#", 1)[0].split("?", 1)[0]
+    parts = [p for p in rest.split("/") if p]
+    keep = 3 if parts and parts[0] == "github.com" else 2
+    return "/".join(parts[:keep])
 
 
 @dataclass(frozen=True)
@@ -268,16 +285,19 @@ def cross_vendor_ratios(rows: Sequence[Row], reference: str = REFERENCE_GPU) -> 
     """For every workload (:func:`ratio_key`) measured on ``reference`` and on another
     GPU: the ratio of output tokens/s per GPU, ``(tok_s / tp)_gpu / (tok_s /
     tp)_reference``, measured and predicted. Several points of one GPU on one workload
-    (e.g. two engines or dtypes) each give a ratio against the reference's first (by
-    id)."""
+    (e.g. two engines or dtypes) each give a ratio against the reference's first (by id)
+    of the same publication (:func:`source_family`: the same MLPerf round, the same
+    benchmark repository), else its first of any."""
     tput = [r for r in rows if r.quantity == "output_tok_s"]
     refs: dict[tuple[str, str, float, float], Row] = {}
+    same: dict[tuple[tuple[str, str, float, float], str], Row] = {}
     for r in sorted(tput, key=lambda r: r.id):
         if r.gpu == reference:
             refs.setdefault(ratio_key(r), r)
+            same.setdefault((ratio_key(r), r.family), r)
     out = []
     for r in sorted(tput, key=lambda r: (r.model, r.shape, r.gpu, r.id)):
-        ref = refs.get(ratio_key(r))
+        ref = same.get((ratio_key(r), r.family)) or refs.get(ratio_key(r))
         if r.gpu == reference or ref is None:
             continue
 

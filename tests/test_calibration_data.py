@@ -4,6 +4,7 @@ helps on the held-out split (on the shipped measurements)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -456,6 +457,23 @@ def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
     assert r.predicted_after == pytest.approx(700.0 / 525.0)
     assert n.measured == pytest.approx(225.0 / 500.0)
     assert (fd.round_sig(203.0), fd.round_sig(0.01234, 3), fd.round_sig(0.0)) == (200, 0.0123, 0)
+    # a run is paired with the reference run of its own publication (MLPerf round) first
+    v40, v41 = (
+        "github.com/mlcommons/inference_results_v4.0",
+        "github.com/mlcommons/inference_results_v4.1",
+    )
+    paired = [
+        dataclasses.replace(row(H100, 2, 1000.0, 1100.0, 1050.0), id="a", family=v40),
+        dataclasses.replace(row(H100, 2, 1200.0, 1100.0, 1050.0), id="b", family=v41),
+        dataclasses.replace(row("mi300x", 1, 900.0, 400.0, 700.0), family=v41),
+        dataclasses.replace(row("l40s", 1, 300.0, 400.0, 700.0), family="elsewhere"),
+    ]
+    got = {x.gpu: x.measured for x in fd.cross_vendor_ratios(paired)}
+    assert got == pytest.approx({"mi300x": 900.0 / 600.0, "l40s": 300.0 / 500.0})
+    url = "https://github.com/mlcommons/inference_results_v4.0/blob/3c4a1cf/closed/x.txt"
+    assert fd.source_family(url) == v40
+    assert fd.source_family("https://docs.nvidia.com/nim/benchmarking/x") == "docs.nvidia.com/nim"
+    assert fd.source_family(None) == ""
 
 
 def test_shapes_and_gpus_without_data():
