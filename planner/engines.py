@@ -247,16 +247,26 @@ def activation_reserve_gb(profile: EngineProfile, model: Model, tp: int, gpu: Gp
 
 
 def memory_utilization(
-    profile: EngineProfile, weights_gb: float, reserve_gb: float, device_gb: float
+    profile: EngineProfile,
+    weights_gb: float,
+    reserve_gb: float,
+    device_gb: float,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
 ) -> float:
     """Share of a GPU's memory ``device_gb`` (as the driver reports it) the engine uses for
-    weights, KV cache and its reserve (dimensionless, in (0, 1]): the profile's fixed
-    ``memory_utilization``, or with ``kv_free_fraction`` ``f`` (TensorRT-LLM, 0.9) the
+    weights, KV cache and its reserve (dimensionless, in (0, 1]) when not told: the
+    profile's fixed ``memory_utilization``; the share an engine that sizes it from the
+    device computes (SGLang: :func:`sglang_memory_share` of ``device_gb`` and the replica's
+    ``tp``, ``pp``, ``dp``); or with ``kv_free_fraction`` ``f`` (TensorRT-LLM, 0.9) the
     weights and reserve per GPU plus ``f`` of what they leave free:
     ``f + (1 - f) x min(weights_gb + reserve_gb, device_gb) / device_gb``. Llama-3.1-8B in
     FP8 on an H100 (8.03 GB of weights + 1 GB of 85.52 GB): 0.911, a 68.8 GB KV cache;
     Llama-3.1-70B in FP8 (70.55 + 1 GB): 0.984, 12.6 GB. Inputs: the catalog's weights,
     the profile's reserve (assumed) and the GPU's reported memory."""
+    if profile.sizes_share_from_device:
+        return sglang_memory_share(device_gb * 1e9 / 2**20, tp, pp, dp)
     f = profile.kv_free_fraction
     if f is None:
         return profile.memory_utilization

@@ -137,7 +137,7 @@ class Row:
     isl: int = 0
     osl: int = 0
     load: str = ""
-    #: Where the value was published (:func:`source_family` of the measurement's source).
+    #: Where the value was published (:func:`planner.levels.source_root` of its source).
     family: str = ""
 
     @property
@@ -189,24 +189,10 @@ def evaluate(
                     isl=m.isl or 0,
                     osl=m.osl or 0,
                     load=load(m),
-                    family=source_family(m.source),
+                    family=source_root(m.source),
                 )
             )
     return rows
-
-
-def source_family(source: str | None) -> str:
-    """The publication a measurement comes from, for pairing it with a reference run of
-    the same one: a GitHub source's repository (``github.com/owner/name``: an MLPerf
-    round's results, a vendor's benchmark repository), else the address's host and first
-    path segment; empty when unknown. MLPerf v4.0's H100 run, 10% slower than v4.1's on
-    the same harness, is v4.0's reference, not v4.1's."""
-    if not source:
-        return ""
-    rest = source.split("://", 1)[-1].split("#", 1)[0].split("?", 1)[0]
-    parts = [p for p in rest.split("/") if p]
-    keep = 3 if parts and parts[0] == "github.com" else 2
-    return "/".join(parts[:keep])
 
 
 @dataclass(frozen=True)
@@ -286,8 +272,8 @@ def cross_vendor_ratios(rows: Sequence[Row], reference: str = REFERENCE_GPU) -> 
     GPU: the ratio of output tokens/s per GPU, ``(tok_s / tp)_gpu / (tok_s /
     tp)_reference``, measured and predicted. Several points of one GPU on one workload
     (e.g. two engines or dtypes) each give a ratio against the reference's first (by id)
-    of the same publication (:func:`source_family`: the same MLPerf round, the same
-    benchmark repository), else its first of any."""
+    of the same publication (:func:`planner.levels.source_root`: the same MLPerf round's
+    results, the same benchmark repository), else its first of any."""
     tput = [r for r in rows if r.quantity == "output_tok_s"]
     refs: dict[tuple[str, str, float, float], Row] = {}
     same: dict[tuple[tuple[str, str, float, float], str], Row] = {}

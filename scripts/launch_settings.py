@@ -19,12 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from planner import roofline as rl
 from planner.calibration import _array_entry_lines
 
 #: The settings a group may carry: the memory share, a number in (0, 1]; the KV-cache
 #: format, one of these (SGLang's ``--kv-cache-dtype fp8_e4m3`` is ``fp8``).
 SETTINGS = ("memory_utilization", "kv_dtype")
-KV_DTYPES = ("bf16", "fp8")
+KV_DTYPES = tuple(d.value for d in rl.KV_DTYPES)
 
 
 def _setting_error(key: str, value: Any) -> str | None:

@@ -471,9 +471,9 @@ def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
     got = {x.gpu: x.measured for x in fd.cross_vendor_ratios(paired)}
     assert got == pytest.approx({"mi300x": 900.0 / 600.0, "l40s": 300.0 / 500.0})
     url = "https://github.com/mlcommons/inference_results_v4.0/blob/3c4a1cf/closed/x.txt"
-    assert fd.source_family(url) == v40
-    assert fd.source_family("https://docs.nvidia.com/nim/benchmarking/x") == "docs.nvidia.com/nim"
-    assert fd.source_family(None) == ""
+    assert fd.source_root(url) == v40
+    assert fd.source_root("https://docs.nvidia.com/nim/benchmarking/x") == "docs.nvidia.com"
+    assert fd.source_root(None) == ""
 
 
 def test_shapes_and_gpus_without_data():

@@ -18,7 +18,7 @@ from planner.candidates import (
 )
 from planner.errors import PlanningError
 from planner.plan import gpus_per_node, launch_settings, nodes_per_replica, relaxation_text
-from planner.plan.launch import sglang_memory_share
+from planner.plan.launch import sglang_launch_share
 from planner.problem_build import parse_request
 from planner.request import LOGNORMAL_MAX_P90_RATIO, resolve_request
 from planner.roofline import gpu_memory_bytes
@@ -259,7 +259,7 @@ def test_sglang_is_launched_with_the_memory_the_plan_gives_weights_and_kv():
         assert f"--gpu-memory-utilization={r.memory_utilization}" in launch.vllm
         (flag,) = [a for a in launch.sglang if a.startswith("--mem-fraction-static=")]
         share = float(flag.split("=")[1])
-        assert share == sglang_memory_share(cand) < r.memory_utilization
+        assert share == sglang_launch_share(cand) < r.memory_utilization
         device_gb = gpu_memory_bytes(r.gpu) / 1e9
         planned_gb = r.memory_utilization * device_gb - r.activation_reserve_gb
         assert 0 <= planned_gb - share * device_gb < 0.001 * device_gb

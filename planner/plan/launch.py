@@ -16,7 +16,7 @@ from planner.roofline import gpu_memory_bytes
 from solver.problem import PoolRole
 
 
-def sglang_memory_share(cand: Candidate) -> float:
+def sglang_launch_share(cand: Candidate) -> float:
     """The ``--mem-fraction-static`` that gives SGLang the pool's planned weights and KV
     cache (dimensionless): the replica's own share when it was planned on SGLang, else the
     planned share less the activation reserve kept inside it
@@ -41,7 +41,7 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     FP4 checkpoint (:func:`checkpoint_repo`); the engines read its quantization (NVFP4 or
     MXFP4) from the checkpoint's config, so no ``--quantization`` is passed. FP8 pools
     quantize the BF16 weights on load (``--quantization=fp8``). SGLang's memory share is
-    the plan's less the activations it keeps outside (:func:`sglang_memory_share`)."""
+    the plan's less the activations it keeps outside (:func:`sglang_launch_share`)."""
     cfg = cand.config
     model_id = checkpoint_repo(cand.replica.model, cfg.dtype) or model_id
     v = [
@@ -57,7 +57,7 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
         "sglang.launch_server",
         f"--model-path={model_id}",
         f"--tp-size={cfg.tp}",
-        f"--mem-fraction-static={sglang_memory_share(cand)}",
+        f"--mem-fraction-static={sglang_launch_share(cand)}",
     ]
     if cfg.pp > 1:
         v.append(f"--pipeline-parallel-size={cfg.pp}")

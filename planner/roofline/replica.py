@@ -463,17 +463,18 @@ def build_replica(
         ep=ep,
         kernel_gemm_rate=(mfu is None) if kernel_gemm_rate is None else kernel_gemm_rate,
     )
-    if memory_utilization is None and profile.sizes_share_from_device:
-        share = engines.sglang_memory_share(gpu_memory_bytes(gpu) / 2**20, tp, pp, dp)
-        replica = dataclasses.replace(replica, memory_utilization=share)
-    if memory_utilization is None and profile.kv_free_fraction is not None:
+    if memory_utilization is None:  # the engine's own share (fixed, sized or free-based)
         share = engines.memory_utilization(
             profile,
             replica_weight_bytes(replica) / 1e9 / replica.gpus,
             replica.activation_reserve_gb,
             gpu_memory_bytes(gpu) / 1e9,
+            tp=tp,
+            pp=pp,
+            dp=dp,
         )
-        replica = dataclasses.replace(replica, memory_utilization=share)
+        if share != replica.memory_utilization:
+            replica = dataclasses.replace(replica, memory_utilization=share)
     if check_fit:
         check_memory_fit(replica)
     return replica
