@@ -34,10 +34,11 @@ mean number of sequences in decode [sequences]:
 * one prompt's prefill takes ``S_p = ceil(P / T_avail)`` steps of
   ``step(B_s, T_c)`` [ms], and waits for prefill slots as an M/D/c queue with
   ``c = max(1, floor(T_avail / P))`` servers of service ``S_p``
-  (:func:`planner.queueing.mgc_mean_wait_s` with ``cs^2 = 0``), plus half a
-  step when it arrives while the engine is busy:
-  TTFT = ``min(1, n) x t / 2 + W_q + S_p + stack(P)`` [ms], the last the serving
-  stack's latency (:mod:`planner.serving_stack`, no GPU time; 0 without MLA);
+  (:func:`planner.queueing.mgc_mean_wait_s` with ``cs^2 = 0``), plus, arriving at a
+  busy engine, the step in flight and the one already scheduled under overlap
+  scheduling (:func:`planner.engines.busy_wait_ms`, ``k`` = 1 on all three engines):
+  TTFT = ``min(1, n) x t x (1/2 + k) + W_q + S_p + stack(P)`` [ms], the last the
+  serving stack's latency (:mod:`planner.serving_stack`, no GPU time; 0 without MLA);
 * resident sequences holding KV cache: ``n = B + X x S_p`` must fit
   ``max_resident_batch(K)`` (:func:`planner.roofline.max_resident_batch`), ``K`` the
   context each sequence takes against the engine's admission limit
@@ -309,7 +310,7 @@ class CapacityModel:
             requests_per_s=x,
             prefill_ms=service,
             wait_ms=wait,
-            residual_ms=min(1.0, resident) * tpot / 2.0,
+            residual_ms=engines.busy_wait_ms(self.replica.engine, resident, tpot),
             resident=resident,
             rho=rho,
             compute_bound=self.steps.is_compute_bound(b_s, share * chunk),

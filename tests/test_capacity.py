@@ -296,3 +296,30 @@ def test_calibrated_predictions_never_exceed_the_roofline():
             limits = roofline_limits(rr, m.isl, m.osl)
             assert res.output_tokens_per_s <= limits.max_output_tokens_per_s * (1 + 1e-9)
             assert res.tpot_ms >= limits.min_tpot_ms * (1 - 1e-9)
+
+
+def test_a_busy_engine_starts_a_new_request_after_the_step_in_flight_and_the_next():
+    """Overlap / async scheduling (vLLM, SGLang and TensorRT-LLM by default): a request
+    arriving at a busy engine waits for the step in flight (half of one on average) and
+    for the one already scheduled: min(1, n) x t x (1/2 + 1)."""
+    from dataclasses import replace as dc_replace
+
+    from planner import engines
+
+    assert all(p.first_token_extra_steps == 1 for p in engines.ENGINES.values())
+    assert engines.busy_wait_ms("vllm", 40.0, 20.0) == pytest.approx(30.0)  # 1.5 steps
+    assert engines.busy_wait_ms("trtllm", 0.5, 20.0) == pytest.approx(15.0)  # busy half
+    assert engines.busy_wait_ms("sglang", 0.0, 20.0) == 0.0  # idle: starts at once
+    model = CapacityModel(replica(), 1000, 200)
+    pt = model.point(32.0)
+    assert pt.resident > 1
+    assert pt.residual_ms == pytest.approx(1.5 * pt.tpot_ms)
+    assert pt.admitted_ttft_ms == pytest.approx(1.5 * pt.tpot_ms + pt.prefill_ms + pt.stack_ms)
+    # a synchronous scheduler (k = 0) would start it after the step in flight alone
+    sync = dc_replace(engines.ENGINES["vllm"], first_token_extra_steps=0)
+    original = engines.ENGINES["vllm"]
+    try:
+        engines.ENGINES["vllm"] = sync
+        assert engines.busy_wait_ms("vllm", 40.0, 20.0) == pytest.approx(10.0)
+    finally:
+        engines.ENGINES["vllm"] = original

@@ -224,10 +224,11 @@ def test_a_host_tier_keeps_the_hits_long_think_times_lose(catalog: Catalog) -> N
     assert hbm.status.has_solution and host.status.has_solution
     h_hbm = hbm.classes[0].effective_prefix_hit_rate
     h_host = host.classes[0].effective_prefix_hit_rate
-    # HBM alone keeps 62% hits only by buying ~3,800 H100s to hold the sessions; the host
-    # tier keeps about as many (60% since vLLM's measured reserve left less HBM per
-    # replica, 64% before) for well under half the cost
-    assert h_hbm is not None and h_host is not None and h_hbm - 0.03 < h_host <= 0.92
+    # HBM alone keeps 61% hits only by buying ~3,700 H100s to hold the sessions; the host
+    # tier keeps about as many for well under half the cost (57.5% since TTFT counts the
+    # step already scheduled, which moves it to a two-pool fleet; 63% without it, 64%
+    # before vLLM's measured reserve left less HBM per replica)
+    assert h_hbm is not None and h_host is not None and h_hbm - 0.05 < h_host <= 0.92
     assert host.total_cost_usd_per_hour < 0.5 * hbm.total_cost_usd_per_hour  # type: ignore[operator]
     tiered = [p for p in host.pools if p.host_cache_gb]
     assert tiered and all(p.host_hit_share and 0 < p.host_hit_share <= 1 for p in tiered)

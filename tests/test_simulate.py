@@ -243,7 +243,9 @@ def test_unloaded_chunked_ttft_is_ceil_p_over_t_steps(prompt, budget, hit):
 
 def test_chunks_ride_with_resident_decodes():
     """A prompt arriving while 4 sequences decode waits for the step boundary, then
-    each chunk step is roofline.mixed_step_ms(4, ctx, T, s)."""
+    each chunk step is roofline.mixed_step_ms(4, ctx, T, s); every request that found
+    the replica stepping sees its tokens one planned step (20 ms) later (overlap
+    scheduling: planner.engines.busy_wait_ms), the first, on an idle replica, not."""
     r = replica()
     cls = one_class(
         [pool(PoolRole.AGGREGATED, r, max_batch=64, budget=1024, step=20.0)],
@@ -254,7 +256,8 @@ def test_chunks_ride_with_resident_decodes():
     p = np.array([1000.0, 1000.0, 1000.0, 1000.0, 4000.0])
     trace = (t, p, np.full(5, 2000.0))
     run = run_class(cls, np.random.default_rng(0), 1e6, warmup_fraction=0.0, trace=trace)
-    first = run.first_ms
+    first = run.first_ms - np.array([0.0, 20.0, 20.0, 20.0, 20.0])  # the GPU's timeline
+    assert (run.last_ms - run.first_ms)[1:] == pytest.approx((run.last_ms - first)[1:] - 20.0)
     # the four first prompts go one after the other (one chunk each)
     assert first[:4] == pytest.approx(np.sort(first[:4]))
     step4 = rl.decode_step_ms(r, 4, 2000.0)

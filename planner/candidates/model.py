@@ -15,7 +15,7 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Dtype
 from planner import queueing
 from planner import roofline as rl
 from planner.request import ResolvedClass
-from solver.problem import CapacityCut, PoolCandidate, PoolRole, Segment
+from solver.problem import CapacityCut, Mode, PoolCandidate, PoolRole, Segment
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
 
@@ -182,6 +182,10 @@ class Candidate:
     #: Serving-stack latency in the TTFT of the percentile prompt (Replica.stack_ttft_ms;
     #: prefill and aggregated pools), no GPU work: it takes from the wait budget only.
     stack_ttft_ms: float = 0.0
+    #: Aggregated pools: the step already scheduled when a request arrives at a busy
+    #: replica (overlap / async scheduling, :func:`planner.engines.busy_wait_ms`'s ``k``
+    #: times the pool's mixed step, ms): GPU time of the requests ahead, in its TTFT.
+    overlap_ttft_ms: float = 0.0
     kv_transfer_link: str | None = None
     cost_usd_per_hour: float = 0.0
     power_kw: float = 0.0
@@ -236,11 +240,13 @@ class Candidate:
 
     @property
     def wait_budget_ms(self) -> float:
-        """TTFT SLO minus the unloaded prefill of the percentile prompt, the exposed
-        transfer and the serving stack's latency (ms)."""
+        """TTFT SLO minus the unloaded prefill of the percentile prompt, the step already
+        scheduled (aggregated pools), the exposed transfer and the serving stack's latency
+        (ms)."""
         return (
             self.ttft_slo_ms
             - (self.service_q_ms or 0.0)
+            - self.overlap_ttft_ms
             - self.transfer_exposed_ms
             - self.stack_ttft_ms
         )
@@ -379,3 +385,21 @@ class Screening:
         counts = Counter(r.reason for r in self.rejections)
         counts["dominated"] += len(self.pruned)
         return {k: v for k, v in sorted(counts.items()) if v}
+
+
+def roles_for(cls: ResolvedClass) -> list[PoolRole]:
+    """The pool roles a class may be served by: aggregated, and prefill and decode when
+    it may be disaggregated."""
+    roles = []
+    if Mode.AGGREGATED in cls.modes:
+        roles.append(PoolRole.AGGREGATED)
+    if Mode.DISAGGREGATED in cls.modes:
+        roles += [PoolRole.PREFILL, PoolRole.DECODE]
+    return roles
+
+
+def failure_text(err: Exception) -> str:
+    """``<type>: <message>`` of a configuration that failed to screen, at most 200
+    characters."""
+    text = f"{type(err).__name__}: {err}"
+    return text if len(text) <= 200 else text[:200] + "..."

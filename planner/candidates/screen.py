@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from catalog.schema import Catalog, Dtype
+from planner import engines
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
@@ -43,7 +44,9 @@ from planner.candidates.model import (
     PoolConfig,
     Rejection,
     Screening,
+    failure_text,
     kv_dtype_options,
+    roles_for,
     speculative_label,
 )
 from planner.candidates.prune import (
@@ -62,7 +65,7 @@ from planner.capacity import decode_slots, largest_batch
 from planner.errors import PlanningError, PlanningTimeLimit
 from planner.request import ResolvedClass, ResolvedRequest
 from planner.risk import capacity_derate, factor_uncertainty
-from solver.problem import Mode, PoolRole
+from solver.problem import PoolRole
 
 log = logging.getLogger(__name__)
 
@@ -225,14 +228,18 @@ def _screen_config(
     def q_service_at(b: int) -> float:
         return service_at(b, fig.prompt_q_tokens) + reload_q_ms
 
+    # an arrival at a busy replica also waits for the step already scheduled (overlap /
+    # async scheduling: planner.engines.busy_wait_ms's k; a plan's replicas are busy)
+    k = engines.engine_profile(replica.engine).first_token_extra_steps
     b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
     # a smaller batch shortens the step, hence the chunked prefill: where the
     # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
     ttft_left_ms = slo.ttft_ms - cand.stack_ttft_ms  # the stack's latency is not the GPU's
-    if ttft_left_ms - q_service_at(b) <= 0:
-        fits = largest_batch(b, q_service_at, ttft_left_ms)
+    if ttft_left_ms - q_service_at(b) - k * step_at(b) <= 0:
+        fits = largest_batch(b, lambda x: q_service_at(x) + k * step_at(x), ttft_left_ms)
         b = fits[0] if fits is not None else 1
     step = step_at(b)
+    cand.overlap_ttft_ms = k * step
 
     def service_agg(p: float) -> float:
         return service_at(b, p)
@@ -250,6 +257,7 @@ def _screen_config(
             "ttft_unreachable",
             f"a p{slo.percentile:g} prompt ({fig.prompt_q_tokens:,.0f} tokens) needs "
             f"{s_q:.0f} ms of {budget}-token chunks"
+            + (f" + {cand.overlap_ttft_ms:.0f} ms for the step already scheduled" if k else "")
             + cand.stack_text
             + f", over the TTFT SLO {slo.ttft_ms:g} ms",
         )
@@ -385,15 +393,6 @@ def _screen_with_sessions(
     return outs
 
 
-def _roles_for(cls: ResolvedClass) -> list[PoolRole]:
-    roles = []
-    if Mode.AGGREGATED in cls.modes:
-        roles.append(PoolRole.AGGREGATED)
-    if Mode.DISAGGREGATED in cls.modes:
-        roles += [PoolRole.PREFILL, PoolRole.DECODE]
-    return roles
-
-
 def _screen_gpu(
     catalog: Catalog,
     req: ResolvedRequest,
@@ -414,7 +413,7 @@ def _screen_gpu(
     eff = req.request.efficiency
     overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
     confidence = req.request.risk.confidence
-    roles = _roles_for(cls)
+    roles = roles_for(cls)
     # (enumeration index, outcomes): sorted back into enumeration order at the end
     results: list[tuple[int, list[Candidate | Rejection]]] = []
     # aggregated configurations left for later: (floor, index, replica, budget, dtype)
@@ -600,11 +599,6 @@ def _screen_gpu(
     return kept, rejections, considered
 
 
-def _failure(err: Exception) -> str:
-    text = f"{type(err).__name__}: {err}"
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
 def screen_candidates(
     req: ResolvedRequest,
     catalog: Catalog,
@@ -664,10 +658,10 @@ def screen_candidates(
                         None,
                         None,
                         "faulty_entry",
-                        f"{gpu_id} left out: screening it failed ({_failure(err)}); check "
+                        f"{gpu_id} left out: screening it failed ({failure_text(err)}); check "
                         "its catalog entry",
                     )
-                    for role in _roles_for(cls)
+                    for role in roles_for(cls)
                 ]
                 continue
             kept += got
@@ -690,7 +684,8 @@ def screen_candidates(
                 c.dtype.value,
                 c.chunk_budget_tokens,
                 "faulty_entry",
-                f"{c.gpu} configuration left out: its capacity table failed ({_failure(failed)})",
+                f"{c.gpu} configuration left out: its capacity table failed "
+                f"({failure_text(failed)})",
             )
         if failed is None:
             final.append(cand)

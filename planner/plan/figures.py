@@ -19,9 +19,10 @@ from solver.problem import PoolRole
 def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | None:
     """Predicted TTFT at the SLO percentile for a pool carrying ``rate_rps`` (ms):
 
-    ``wait_q(M/G/c, c = replicas) + prefill of the percentile prompt + exposed KV
-    transfer + the serving stack's latency`` (:attr:`Candidate.stack_ttft_ms`); None for
-    decode pools (their class's TTFT is set by prefill).
+    ``wait_q(M/G/c, c = replicas) + prefill of the percentile prompt + the step already
+    scheduled (aggregated pools, :attr:`Candidate.overlap_ttft_ms`) + exposed KV transfer
+    + the serving stack's latency`` (:attr:`Candidate.stack_ttft_ms`); None for decode
+    pools (their class's TTFT is set by prefill).
     """
     if cand.service_mean_ms is None:
         return None
@@ -33,7 +34,11 @@ def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | Non
         cand.service_cv2 or 0.0,
     )
     return (
-        wait_s * 1000.0 + (cand.service_q_ms or 0.0) + cand.transfer_exposed_ms + cand.stack_ttft_ms
+        wait_s * 1000.0
+        + (cand.service_q_ms or 0.0)
+        + cand.overlap_ttft_ms
+        + cand.transfer_exposed_ms
+        + cand.stack_ttft_ms
     )
 
 

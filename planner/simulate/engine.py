@@ -11,7 +11,10 @@ Scheduler per replica (what the plan assumes):
   tokens takes ceil(P_new / T) steps, each timed by ``roofline.mixed_step_ms``
   at the replica's current batch; decode-only steps by ``decode_step_ms``. A
   prefill starts only when the replica has a free decode slot (``max_batch``
-  and KV memory; the prefilling sequence holds one);
+  and KV memory; the prefilling sequence holds one); a request that arrives while the
+  replica is stepping sees its first (and last) token one planned step later: the
+  engines schedule the next step while the GPU runs the current one (overlap / async
+  scheduling, ``planner.engines.busy_wait_ms``), as the plan prices it;
 * **prefill** (disaggregated): one prompt at a time (``roofline.prefill_ms``),
   first come first served; the exposed part of the KV transfer
   (``roofline.exposed_transfer_ms`` of the prompt's KV over the pool's link)
@@ -60,6 +63,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner import engines
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.simulate.fleet import LengthModel, SimClass, SimPool
 from planner.simulate.scheduler import INF, ClassSim
@@ -262,6 +267,14 @@ def run_class(
         reps = np.array(sim.rep_of[:n])
         pool_of[idx] = sim.pool_ids[reps[idx]]
         stats += _replica_stats(sim, agg, window)
+        # overlap / async scheduling: an arrival at a stepping replica joins the step after
+        # the one already scheduled (planner.engines.busy_wait_ms's k engine steps of the
+        # pool's planned step, as the plan prices it: Candidate.overlap_ttft_ms)
+        late = np.array([_overlap_step_ms(p) for p in cls.pools] + [0.0])
+        busy = np.array(sim.busy[:n])[idx]
+        shift_agg = np.where(busy, late[pool_of[idx]], 0.0)
+        first[idx] += shift_agg
+        last[idx] += shift_agg
 
     if pre and dec:
         idx = np.flatnonzero(~to_agg)
@@ -380,3 +393,15 @@ def _prefill_stats(pre, which, t_in, start, serv, measured, window, horizon_ms, 
             }
         )
     return out
+
+
+def _overlap_step_ms(pool: SimPool) -> float:
+    """The step an arrival at a busy replica of aggregated ``pool`` waits for beyond the
+    one in flight (ms): the engine's ``first_token_extra_steps`` (planner.engines) times
+    its planned engine step (``step_ms`` per output token x tokens per step); 0 for other
+    roles or without a planned step."""
+    if pool.role != PoolRole.AGGREGATED or not pool.step_ms:
+        return 0.0
+    replica = pool.steps.replica
+    k = engines.engine_profile(replica.engine).first_token_extra_steps
+    return k * pool.step_ms * kn.tokens_per_verification_step(replica.speculative)

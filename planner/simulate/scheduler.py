@@ -172,6 +172,9 @@ class ClassSim:
         self.started = [math.nan] * n_total
         self.joined = [math.nan] * n_total
         self.rep_of = [-1] * n_total
+        #: aggregated arrivals that found their replica stepping (decodes resident or a
+        #: prefill running): overlap scheduling starts them one step later (engine.py)
+        self.busy = [False] * n_total
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.t_warm, self.t_stop = t_warm, t_stop
@@ -484,6 +487,7 @@ class ClassSim:
             score += self.pen
             r = int(score.argmin())
         rep = self.reps[r]
+        self.busy[rid] = rep.B > 0 or rep.pf >= 0
         e = self.est[rep.pi][rid]
         w = float(self.work_end[r])
         self.work_end[r] = (w if w > t else t) + e
