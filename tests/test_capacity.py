@@ -323,3 +323,34 @@ def test_a_busy_engine_starts_a_new_request_after_the_step_in_flight_and_the_nex
         assert engines.busy_wait_ms("vllm", 40.0, 20.0) == pytest.approx(10.0)
     finally:
         engines.ENGINES["vllm"] = original
+
+
+def test_an_aggregated_pools_ttft_counts_the_step_already_scheduled(monkeypatch):
+    """Plans price the overlap step where a busy stepping replica sets the TTFT: an
+    aggregated pool's predicted TTFT holds k x its mixed step at its batch
+    (Candidate.overlap_ttft_ms, shown as scheduled_step_ms); with a synchronous engine
+    (k = 0) the same fleet's TTFT is that much shorter."""
+    from dataclasses import replace as dc_replace
+
+    from planner import engines
+    from planner.service import make_plan
+
+    req = {
+        "name": "overlap",
+        "model": "llama-3.1-8b",
+        "traffic": {"rate_rps": 20, "classes": [{"workload": "chat", "share": 1.0}]},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": 90},
+        "candidates": {"gpus": [H100], "dtypes": ["fp8"], "modes": ["aggregated"]},
+    }
+    plan = make_plan(req, CAT, alternatives=False, verify=False)
+    (pool,) = plan.pools
+    assert pool.role == "aggregated" and pool.step_ms is not None
+    assert pool.scheduled_step_ms == pytest.approx(pool.step_ms)  # k = 1, no speculation
+    sync = dc_replace(engines.ENGINES["vllm"], first_token_extra_steps=0)
+    monkeypatch.setitem(engines.ENGINES, "vllm", sync)
+    plain = make_plan(req, CAT, alternatives=False, verify=False)
+    (same,) = plain.pools
+    assert same.scheduled_step_ms == 0.0
+    assert (same.replicas, same.max_batch, same.tp) == (pool.replicas, pool.max_batch, pool.tp)
+    assert pool.predicted_ttft_ms is not None and same.predicted_ttft_ms is not None
+    assert pool.predicted_ttft_ms - same.predicted_ttft_ms == pytest.approx(pool.step_ms)

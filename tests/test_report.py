@@ -744,7 +744,9 @@ def test_a_disaggregated_class_carries_the_measured_ttft_caveat():
     # a document stored before plans carried assumed_notes: computed the same way
     lines = notes_of({"classes": [tight, {**tight, "mode": "aggregated"}]})
     assert len(lines) == 2 and lines[0].startswith("chat: disaggregated TTFT 900 ms")
-    assert lines[1].startswith("chat: aggregated TTFT 900 ms is queue + chunked prefill")
+    assert lines[1].startswith(
+        "chat: aggregated TTFT 900 ms is queue + the step already scheduled + chunked prefill"
+    )
 
 
 def test_an_aggregated_class_carries_the_measured_ttft_caveat_read_from_the_data():

@@ -117,6 +117,9 @@ def plan_from_result(
                 serving_stack_ms=(
                     cand.stack_ttft_ms if cand.config.role != PoolRole.DECODE else None
                 ),
+                scheduled_step_ms=(
+                    cand.overlap_ttft_ms if cand.config.role == PoolRole.AGGREGATED else None
+                ),
                 provenance=cand.provenance,
                 factor_points=cand.factor_points,
                 level_scale=cand.level_scale,

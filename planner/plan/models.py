@@ -75,6 +75,10 @@ class PoolPlan(Out):
     # The serving stack's latency in predicted_ttft_ms at the SLO percentile's prompt
     # (planner.serving_stack; prefill and aggregated pools; 0 for models without MLA).
     serving_stack_ms: float | None = None
+    # Aggregated pools: the step already scheduled that a request arriving at a busy
+    # replica waits for, in predicted_ttft_ms (overlap / async scheduling,
+    # planner.engines.busy_wait_ms; Candidate.overlap_ttft_ms); None for other roles.
+    scheduled_step_ms: float | None = None
     # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
     # applied to capacity_rps at the request's confidence, and the 90% bands.
     provenance: str | None = None

@@ -112,7 +112,7 @@ def aggregated_ttft_line(c: Mapping[str, Any], stack_ms: float = 0.0) -> str | N
         c,
         "aggregated",
         extra,
-        "queue + chunked prefill" + priced,
+        "queue + the step already scheduled + chunked prefill" + priced,
         "a quarter of public runs through SGLang's and TensorRT-LLM's HTTP servers at 1-8 "
         f"users (InferenceMAX) measured {extra:,.0f} ms or more beyond such predictions "
         "(NIM within 70 ms)",
