@@ -171,8 +171,16 @@ def busy_wait_ms(engine: str | None, resident: float, tpot_ms: float) -> float:
     ``k`` whole ones. ``t`` and ``n`` are the cost model's; ``k`` is the engines'
     documented default (module docstring), checked against TensorRT-LLM's runs at 2
     requests/s (0.4-1.1 steps above the synchronous ``k = 0``)."""
-    k = engine_profile(engine).first_token_extra_steps
-    return min(1.0, max(resident, 0.0)) * tpot_ms * (0.5 + k)
+    return min(1.0, max(resident, 0.0)) * (tpot_ms / 2.0 + scheduled_step_ms(engine, tpot_ms))
+
+
+def scheduled_step_ms(engine: str | None, step_ms: float) -> float:
+    """The steps already scheduled ahead of a request arriving at a busy replica of
+    ``engine`` (ms): ``k x step_ms``, ``k`` its
+    :attr:`EngineProfile.first_token_extra_steps` and ``step_ms`` one engine step. What
+    the capacity model (:func:`busy_wait_ms`), screening (``Candidate.overlap_ttft_ms``)
+    and the simulation add to a busy arrival's first token."""
+    return engine_profile(engine).first_token_extra_steps * step_ms
 
 
 def engine_profile(name: str | None) -> EngineProfile:

@@ -252,6 +252,13 @@ class Candidate:
         )
 
     @property
+    def overlap_text(self) -> str:
+        """`` + <n> ms for the step already scheduled`` when the pool's TTFT carries one."""
+        if self.overlap_ttft_ms <= 0:
+            return ""
+        return f" + {self.overlap_ttft_ms:.0f} ms for the step already scheduled"
+
+    @property
     def stack_text(self) -> str:
         """`` + <n> ms of serving stack`` when the pool's TTFT carries one (else empty)."""
         if self.stack_ttft_ms <= 0:

@@ -228,18 +228,20 @@ def _screen_config(
     def q_service_at(b: int) -> float:
         return service_at(b, fig.prompt_q_tokens) + reload_q_ms
 
-    # an arrival at a busy replica also waits for the step already scheduled (overlap /
-    # async scheduling: planner.engines.busy_wait_ms's k; a plan's replicas are busy)
-    k = engines.engine_profile(replica.engine).first_token_extra_steps
+    def q_ttft_at(b: int) -> float:
+        # an arrival at a busy replica also waits for the step already scheduled
+        # (overlap / async scheduling; a plan's replicas are busy)
+        return q_service_at(b) + engines.scheduled_step_ms(replica.engine, step_at(b))
+
     b = capacity_maximizing_batch(b_tpot, decode_rps, prefill_rps)
     # a smaller batch shortens the step, hence the chunked prefill: where the
     # percentile prompt misses the TTFT SLO at b, the largest batch that meets it
     ttft_left_ms = slo.ttft_ms - cand.stack_ttft_ms  # the stack's latency is not the GPU's
-    if ttft_left_ms - q_service_at(b) - k * step_at(b) <= 0:
-        fits = largest_batch(b, lambda x: q_service_at(x) + k * step_at(x), ttft_left_ms)
+    if ttft_left_ms - q_ttft_at(b) <= 0:
+        fits = largest_batch(b, q_ttft_at, ttft_left_ms)
         b = fits[0] if fits is not None else 1
     step = step_at(b)
-    cand.overlap_ttft_ms = k * step
+    cand.overlap_ttft_ms = engines.scheduled_step_ms(replica.engine, step)
 
     def service_agg(p: float) -> float:
         return service_at(b, p)
@@ -257,7 +259,7 @@ def _screen_config(
             "ttft_unreachable",
             f"a p{slo.percentile:g} prompt ({fig.prompt_q_tokens:,.0f} tokens) needs "
             f"{s_q:.0f} ms of {budget}-token chunks"
-            + (f" + {cand.overlap_ttft_ms:.0f} ms for the step already scheduled" if k else "")
+            + cand.overlap_text
             + cand.stack_text
             + f", over the TTFT SLO {slo.ttft_ms:g} ms",
         )

@@ -397,11 +397,11 @@ def _prefill_stats(pre, which, t_in, start, serv, measured, window, horizon_ms, 
 
 def _overlap_step_ms(pool: SimPool) -> float:
     """The step an arrival at a busy replica of aggregated ``pool`` waits for beyond the
-    one in flight (ms): the engine's ``first_token_extra_steps`` (planner.engines) times
-    its planned engine step (``step_ms`` per output token x tokens per step); 0 for other
-    roles or without a planned step."""
+    one in flight (ms): :func:`planner.engines.scheduled_step_ms` of its planned engine
+    step (``step_ms`` per output token x tokens per step); 0 for other roles or without
+    a planned step."""
     if pool.role != PoolRole.AGGREGATED or not pool.step_ms:
         return 0.0
     replica = pool.steps.replica
-    k = engines.engine_profile(replica.engine).first_token_extra_steps
-    return k * pool.step_ms * kn.tokens_per_verification_step(replica.speculative)
+    step = pool.step_ms * kn.tokens_per_verification_step(replica.speculative)
+    return engines.scheduled_step_ms(replica.engine, step)
