@@ -48,10 +48,12 @@ bench: $(STAMP)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 # Refit the shipped GPUs' efficiency defaults to catalog/measurements/reference.json
-# and rewrite docs/calibration.md (scripts/calibrate_defaults.py; a few minutes).
+# and rewrite docs/calibration.md (scripts/calibrate_defaults.py; a few minutes), then the
+# PCIe all-reduce and per-sequence decode cost fits that read those factors.
 calibrate-defaults: $(STAMP)
 	$(BIN)/python scripts/calibrate_defaults.py
 	$(BIN)/python scripts/fit_pcie_allreduce.py --write
+	$(BIN)/python scripts/fit_decode_sequence_cost.py --write
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -107,6 +107,24 @@ class DecodeAttention(Frozen):
     source: Text = Field(min_length=10)
 
 
+class DecodeSequenceCost(Frozen):
+    """What every decoding sequence costs per layer and step on this GPU beyond its KV
+    read, fitted to serving runs where no kernel benchmark measures it (us): the slope
+    of a decode step with the batch that neither the weight GEMMs, the KV bytes nor the
+    all-reduces explain. AMD's vLLM latency tables on 8 x MI300X (Llama-3.1-70B and
+    405B, batch 1-128) grow by ~0.1-0.3 ms per added sequence; the NVIDIA GPUs' decode
+    attention kernel (:class:`DecodeAttention`) pays 2-27 ns per (sequence, KV head).
+
+    ``us_per_layer``: the cost per decoding sequence per layer (us, GQA/MHA models;
+    MLA decode has :class:`MlaLayerFloor`); ``points``: the serving runs it was fitted
+    to (0: taken from a sibling GPU, ``source`` says which); ``source``: where it comes
+    from (``scripts/fit_decode_sequence_cost.py``)."""
+
+    us_per_layer: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+    points: Annotated[int, Field(ge=0, le=100_000, strict=True)]
+    source: Text = Field(min_length=10)
+
+
 class GemmTokenGain(Frozen):
     """How much faster per FLOP this GPU's dense weight GEMMs run as a step's token count
     grows past 512, per serving engine and weight dtype (dimensionless, >= 1): the rate at

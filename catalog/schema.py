@@ -60,6 +60,7 @@ from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field ty
 )
 from catalog.kernel_floors import (
     DecodeAttention,
+    DecodeSequenceCost,
     Fp8GemmEfficiency,
     GemmPeakShare,
     GemmTokenGain,
@@ -346,6 +347,7 @@ class Gpu(Frozen):
         default=None, description="Measured FP8 GEMM share against BF16 per engine; None: assumed."
     )
     decode_attention: DecodeAttention | None = None  # measured kernel rate; None: the MBU only
+    decode_sequence_cost: DecodeSequenceCost | None = None  # fitted; None: none beyond the KV
     gemm_token_gain: GemmTokenGain | None = None  # measured; None: the architecture's or 1
     gemm_peak_share: GemmPeakShare | None = None  # measured; None: the architecture's or none
     sources: Sources

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from catalog.schema import Link
+from catalog.schema import Gpu, Link, Model
 from planner import architecture as arch
 from planner.collectives import (
     ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION,
@@ -221,6 +221,9 @@ class StepCoefficients:
     # serve 1/dp of the sequences, in parallel), and tp x peak x saturated share
     attn_pair_ms: float = 0.0
     w_attn_per_ms: float = math.inf
+    # the GPU's fitted per-sequence decode cost (:func:`decode_sequence_ms`): per decoding
+    # sequence per step, layers x us_per_layer / dp (ms), added to its KV read
+    attn_seq_ms: float = 0.0
     # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
     # overhead_ms, which is the engine's step overhead plus this
     attention_floor_ms: float = 0.0
@@ -348,11 +351,13 @@ class StepCoefficients:
 
     def kv_read_ms_per_seq(self, kv_bytes: float) -> float:
         """One decoding sequence's KV read of ``kv_bytes`` (ms): ``max(kv / W_eff,
-        attn_pair_ms + kv / W_attn)``, the second the measured attention kernel
-        (:func:`decode_attention_rate`; none for MLA or unmeasured families)."""
+        attn_pair_ms + kv / W_attn) + attn_seq_ms``, the second the measured attention
+        kernel (:func:`decode_attention_rate`; none for MLA or unmeasured families), the
+        last the GPU's fitted per-sequence cost (:func:`decode_sequence_ms`; 0 where none
+        is fitted)."""
         a = kv_bytes / self.w_per_ms
         b = self.attn_pair_ms + kv_bytes / self.w_attn_per_ms
-        return a if a > b else b
+        return (a if a > b else b) + self.attn_seq_ms
 
     def chunk_attention_parts_ms(self, chunk: float, start: float) -> tuple[float, float]:
         """(compute, memory) of a chunk's attention after ``start`` cached tokens (ms)."""
@@ -531,6 +536,23 @@ class StepCoefficients:
         return fixed + attn
 
 
+def decode_sequence_ms(gpu: Gpu, model: Model, tp: int) -> float:
+    """What one decoding sequence costs per step on a replica of ``tp`` ``gpu`` beyond its
+    KV read (ms): ``num_layers x us_per_layer / 1000``, the GPU's fitted per-sequence,
+    per-layer decode cost (the catalog's ``decode_sequence_cost``: fitted to serving runs
+    by ``scripts/fit_decode_sequence_cost.py``, or taken from a sibling GPU, as its
+    ``source`` says), at ``tp >= 2`` only; 0 for a GPU without one, for MLA models (their
+    decode kernel has its measured floor, :func:`mla_layer_floor_us`) and at ``tp == 1``.
+    The cost was fitted to tensor-parallel runs (AMD's tp 8 sweeps); AMD's MLPerf runs at
+    tp 1 are predicted within 7% without it, so it is not carried to a GPU that runs its
+    layers alone. MI300X at tp 8: 0.558 us x 80 layers = 0.045 ms per sequence for a 70B
+    Llama, so 128 sequences add ~5.7 ms to a step."""
+    cost = gpu.decode_sequence_cost
+    if cost is None or model.mla is not None or tp < 2:
+        return 0.0
+    return model.num_layers * cost.us_per_layer * 1e-3
+
+
 def coefficients_of(replica) -> StepCoefficients:
     """The :class:`StepCoefficients` of a :class:`planner.roofline.Replica`."""
     model, gpu, tp = replica.model, replica.gpu, replica.tp
@@ -623,6 +645,7 @@ def coefficients_of(replica) -> StepCoefficients:
         else math.inf,
         attn_pair_ms=model.num_layers * heads * rate[0] * 1e-6 / replica.dp if rate else 0.0,
         w_attn_per_ms=tp * gpu.mem_bw_tbps * 1e9 * rate[1] if rate else math.inf,
+        attn_seq_ms=decode_sequence_ms(gpu, model, tp) / replica.dp,
         **spec_fields,
     )
 
@@ -653,6 +676,7 @@ __all__ = [
     "allreduce_slowdown",
     "coefficients_of",
     "decode_attention_rate",
+    "decode_sequence_ms",
     "decode_tokens_per_s",
     "effective_tpot_ms",
     "fp8_gemm_efficiency",

@@ -553,9 +553,16 @@ def analogy_level_scale(
     return min([default, *sib])
 
 
+#: GitHub organisations that publish a vendor's own figures, and the vendor's host they
+#: count as (one publisher): AMD's ROCm/vllm benchmark tables are AMD's, as its
+#: performance page is.
+VENDOR_GITHUB_ORGS: dict[str, str] = {"ROCm": "amd.com"}
+
+
 def source_root(source: str | None) -> str:
     """Where a measurement was published, coarsely: ``github.com/owner/repo`` for a
-    GitHub address, else the host (``intel.com``), without ``www.``, query or anchor;
+    GitHub address (the vendor's host for an organisation in :data:`VENDOR_GITHUB_ORGS`),
+    else the host (``intel.com``), without ``www.``, query or anchor;
     ``""`` when unknown. Points with one root are one publisher's runs, usually one
     sweep: they do not vary independently."""
     if not source:
@@ -568,6 +575,8 @@ def source_root(source: str | None) -> str:
     if s.startswith("www."):
         s = s[4:]
     parts = s.split("/")
+    if parts[0] == "github.com" and len(parts) > 1 and parts[1] in VENDOR_GITHUB_ORGS:
+        return VENDOR_GITHUB_ORGS[parts[1]]
     return "/".join(parts[:3]) if parts[0] == "github.com" else parts[0]
 
 

@@ -331,6 +331,25 @@ def render_doc(
         )
         + "; other GPUs keep the conservative 9.78 GB/s (`planner.collectives`).",
         "",
+        "Where no kernel benchmark measures the decode attention kernel and a GPU's runs",
+        "include batch sweeps, every decoding sequence pays a fitted cost per layer beyond",
+        "its KV read (`scripts/fit_decode_sequence_cost.py`, run by `make calibrate-defaults`",
+        "after this script; `decode_sequence_cost`, `planner.kernels.decode_sequence_ms`): "
+        + (
+            ", ".join(
+                f"{g.id} {g.decode_sequence_cost.us_per_layer:g} us"
+                + (
+                    f" ({g.decode_sequence_cost.points} runs)"
+                    if g.decode_sequence_cost.points
+                    else " (taken from its sibling)"
+                )
+                for g in sorted(catalog.gpus.values(), key=lambda g: g.id)
+                if g.decode_sequence_cost is not None
+            )
+            or "none"
+        )
+        + "; these factors were fitted with it.",
+        "",
         "How the fit works (`planner.calibration.fit_group`): `scipy.optimize.least_squares`",
         f"on ln(predicted / measured), soft-L1 loss at scale {cb.LOSS_SCALE:g}, a weak pull",
         f"toward the analogy factors (weight {cb.PRIOR_WEIGHT:g} per factor against 1 per "

@@ -138,14 +138,18 @@ def test_source_roots_count_publishers_not_files():
                 "https://github.com/mlcommons/inference_results_v4.1/blob/abc/closed/AMD/x.txt",
                 "https://github.com/mlcommons/inference_results_v4.1/blob/abc/closed/NV/y.txt",
                 "https://github.com/dstackai/benchmarks/blob/06c/raw.json (section 2)",
+                "https://www.amd.com/ja/developer/resources/rocm-hub/dev-ai/performance-results.html",
+                "https://github.com/ROCm/vllm/blob/040de12/docs/dev-docker/README.md",
                 None,
             )
         ]
     )
+    # AMD's page and AMD's ROCm organisation on GitHub are one publisher
     assert roots == {
         "intel.com",
         "github.com/mlcommons/inference_results_v4.1",
         "github.com/dstackai/benchmarks",
+        "amd.com",
     }
 
 

@@ -91,6 +91,14 @@ def render_capacity(a: CapacityAnalysis) -> str:
         f"{r.engine}), "
         f"MFU {r.mfu:.4g}, MBU {r.mbu:.4g}, step overhead {r.step_overhead_ms:g} ms{cal}",
         "dense GEMMs " + gemm_gain_text(r.gemm_gain, r.gemm_lift),
+        *(
+            [
+                f"each decoding sequence adds {r.decode_sequence_ms:.3f} ms to a step beyond "
+                "its KV read (fitted to batch sweeps: catalog decode_sequence_cost)"
+            ]
+            if r.decode_sequence_ms
+            else []
+        ),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
         "",

@@ -7,6 +7,7 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog, Dtype, Model
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import KV_STREAM_OVERLAP
 from planner.errors import PlanningError, UnknownEntryError
@@ -31,7 +32,9 @@ class ReplicaSummary(_Result):
     faster per FLOP its dense GEMMs run at 1,024, 2,048, 4,096 and 8,192 tokens per step
     than at 512 (measured, :func:`planner.kernels.gemm_token_gain`; empty: no gain);
     ``gemm_lift``: the measured dense GEMM rate at 512 tokens over ``effective_tflops``'
-    (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured).
+    (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured);
+    ``decode_sequence_ms``: what each decoding sequence adds to a step beyond its KV read
+    (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`; 0: none).
     """
 
     model: str
@@ -48,6 +51,7 @@ class ReplicaSummary(_Result):
     effective_bandwidth_tb_per_s: float
     gemm_gain: list[float] = []
     gemm_lift: float = 1.0
+    decode_sequence_ms: float = 0.0
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -66,6 +70,7 @@ class ReplicaSummary(_Result):
             effective_bandwidth_tb_per_s=rl.effective_bandwidth_bytes_per_s(replica) / 1e12,
             gemm_gain=list(replica.coefficients.gemm_gain),
             gemm_lift=replica.coefficients.dense_lift,
+            decode_sequence_ms=kn.decode_sequence_ms(replica.gpu, replica.model, replica.tp),
         )
 
 

@@ -55,6 +55,7 @@ class StepModel:
         # the measured attention kernel's floor on a sequence's KV read
         # (StepCoefficients.kv_read_ms_per_seq): per-sequence ms, bytes/ms
         self._attn_pair, self._w_attn = c.attn_pair_ms, c.w_attn_per_ms
+        self._attn_seq = c.attn_seq_ms  # the per-sequence cost added to it
         self._closed_consts = (
             c.queries_per_seq,
             c.decode_attn_per_ctx,
@@ -114,7 +115,7 @@ class StepModel:
             compute = q * b * d_attn * (layers * context_tokens) / f_attn
             kvb = kv_token * context_tokens
             m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
-            memory = b * (m1 if m1 > m2 else m2)
+            memory = b * ((m1 if m1 > m2 else m2) + self._attn_seq)
             t = gm + (compute if compute > memory else memory) + co
             return t + pl if pp > 1 else t
         if not self._fast or batch <= 0:
@@ -158,7 +159,7 @@ class StepModel:
                 dc = q * b * d_attn * (layers * context) / f_attn
                 kvb = kv * context
                 m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
-                dm = b * (m1 if m1 > m2 else m2)
+                dm = b * ((m1 if m1 > m2 else m2) + self._attn_seq)
             else:
                 dc = dm = 0.0
             s_end = layers * end * end / 2.0
@@ -297,7 +298,7 @@ class StepModel:
             dc = q * b * d_attn * (layers * context) / f_attn
             kvb = kv * context
             m1, m2 = kvb / w, self._attn_pair + kvb / self._w_attn
-            dm = b * (m1 if m1 > m2 else m2)
+            dm = b * ((m1 if m1 > m2 else m2) + self._attn_seq)
         else:
             dc = dm = 0.0
         a_d = dc if dc > dm else dm
