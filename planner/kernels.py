@@ -15,8 +15,10 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   ``m = n k / E`` tokens per expert, :func:`grouped_gemm_efficiency` ``g(m)`` and the
   GPU's expert-read efficiency ``e_read`` (:func:`moe_read_efficiency`);
 * **attention**: the decodes' part ``a_d = max(B x attn_decode(s) / F_attn,
-  B x KV_held(s) / W_eff)`` and the chunk's ``a_c = max(attn_prefill(s_c .. s_c + T)
-  / F_attn, KV_held(s_c + T) / W_eff)``, sharing one kernel launch:
+  B x (KV_held(s) / W_eff + seq))`` (``seq`` the GPU's fitted per-sequence cost at tp >= 2,
+  :func:`decode_sequence_ms`; 0 on most GPUs) and the chunk's
+  ``a_c = max(attn_prefill(s_c .. s_c + T) / F_attn, KV_held(s_c + T) / W_eff)``, sharing
+  one kernel launch:
   ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` with the overlap factor ``o``, never
   below the sum of their compute times;
 * **collectives**: two all-reduces per layer of ``n x hidden x 2`` bytes

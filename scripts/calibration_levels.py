@@ -13,12 +13,13 @@ import re
 import sys
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.loader import DATA_DIR  # noqa: E402
-from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Dtype  # noqa: E402
+from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Catalog, Dtype  # noqa: E402
 from planner import calibration as cb  # noqa: E402
 from planner import fidelity as fd  # noqa: E402
 
@@ -242,6 +243,14 @@ def matched_ratio(
         f"level {ratio:.3f} x {sib}'s {level:.3f}"
     )
     return ratio, len(chosen), group
+
+
+def with_gpu(catalog: Catalog, gpu: str, **fields: Any) -> Catalog:
+    """``catalog`` with ``gpu``'s entry updated by ``fields`` (its trial fits: a server's
+    PCIe all-reduce, a per-sequence decode cost), every other entry as it was."""
+    gpus = dict(catalog.gpus)
+    gpus[gpu] = catalog.gpus[gpu].model_copy(update=fields)
+    return catalog.model_copy(update={"gpus": gpus})
 
 
 def with_ratios(catalog, gpu: str, moe_ratio: float, fp4_ratio: float):

@@ -39,7 +39,7 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_levels import folded
+from calibration_levels import folded, with_gpu
 
 from catalog.kernel_floors import DecodeSequenceCost
 from catalog.loader import DATA_DIR, load_catalog
@@ -102,15 +102,12 @@ def batch_sweeps(
 
 def with_cost(catalog: Catalog, gpu: str, us_per_layer: float | None, points: int = 1) -> Catalog:
     """``catalog`` with ``gpu``'s decode sequence cost set (None: unset)."""
-    g = catalog.gpus[gpu]
     cost = (
         None
         if us_per_layer is None
         else DecodeSequenceCost(us_per_layer=us_per_layer, points=points, source="trial of the fit")
     )
-    gpus = dict(catalog.gpus)
-    gpus[gpu] = g.model_copy(update={"decode_sequence_cost": cost})
-    return catalog.model_copy(update={"gpus": gpus})
+    return with_gpu(catalog, gpu, decode_sequence_cost=cost)
 
 
 def slope_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalog) -> float:

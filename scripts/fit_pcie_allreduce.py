@@ -31,7 +31,7 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_levels import folded
+from calibration_levels import folded, with_gpu
 
 from catalog.loader import DATA_DIR, load_catalog
 from catalog.schema import Catalog, LinkKind, PcieAllReduce
@@ -74,10 +74,7 @@ def with_bus(catalog: Catalog, gpu: str, bus_gb_per_s: float | None, points: int
         if bus_gb_per_s is None
         else PcieAllReduce(tp8_bus_gb_per_s=bus_gb_per_s, points=points, source="trial of the fit")
     )
-    server = g.server.model_copy(update={"pcie_allreduce": fit})
-    gpus = dict(catalog.gpus)
-    gpus[gpu] = g.model_copy(update={"server": server})
-    return catalog.model_copy(update={"gpus": gpus})
+    return with_gpu(catalog, gpu, server=g.server.model_copy(update={"pcie_allreduce": fit}))
 
 
 def throughput_ratio(runs: Sequence[cb.Measurement], catalog: Catalog) -> float:
