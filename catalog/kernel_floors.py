@@ -112,7 +112,7 @@ class DecodeSequenceCost(Frozen):
     read, fitted to serving runs where no kernel benchmark measures it (us): the slope
     of a decode step with the batch that neither the weight GEMMs, the KV bytes nor the
     all-reduces explain. AMD's vLLM latency tables on 8 x MI300X (Llama-3.1-70B and
-    405B, batch 1-128) grow by ~0.1-0.3 ms per added sequence; the NVIDIA GPUs' decode
+    405B, batch 1-128) grow by ~0.07-0.13 ms per added sequence; the NVIDIA GPUs' decode
     attention kernel (:class:`DecodeAttention`) pays 2-27 ns per (sequence, KV head).
 
     ``us_per_layer``: the cost per decoding sequence per layer (us, GQA/MHA models;
