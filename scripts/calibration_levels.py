@@ -8,9 +8,11 @@ the catalog's efficiency block rewritten with them.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from catalog.loader import DATA_DIR  # noqa: E402
+from catalog.loader import DATA_DIR, load_catalog  # noqa: E402
 from catalog.schema import ANALOGY_LEVEL_SCALE, ANALOGY_SIGMA_LOG, Catalog, Dtype  # noqa: E402
 from planner import calibration as cb  # noqa: E402
 from planner import fidelity as fd  # noqa: E402
@@ -243,6 +245,18 @@ def matched_ratio(
         f"level {ratio:.3f} x {sib}'s {level:.3f}"
     )
     return ratio, len(chosen), group
+
+
+def fit_script_inputs(
+    argv: Sequence[str] | None, doc: str
+) -> tuple[argparse.Namespace, Catalog, list[cb.Measurement]]:
+    """What the fit scripts run by ``make calibrate-defaults`` after the levels read:
+    their ``--write`` flag (parsed from ``argv``, described by ``doc``'s first line), the
+    shipped catalog and its priceable reference measurements (both splits)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="store the fits in the GPU YAML files")
+    catalog = load_catalog()
+    return ap.parse_args(argv), catalog, cb.load_reference_measurements(catalog)
 
 
 def with_gpu(catalog: Catalog, gpu: str, **fields: Any) -> Catalog:

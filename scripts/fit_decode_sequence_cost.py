@@ -28,7 +28,6 @@ Run: ``.venv/bin/python scripts/fit_decode_sequence_cost.py [--write]``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -39,10 +38,10 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_levels import folded, with_gpu
+from calibration_levels import fit_script_inputs, folded, with_gpu
 
 from catalog.kernel_floors import DecodeSequenceCost
-from catalog.loader import DATA_DIR, load_catalog
+from catalog.loader import DATA_DIR
 from catalog.schema import Catalog
 from planner import calibration as cb
 
@@ -180,16 +179,12 @@ def write_cost(gpu: str, us: float, n: int, source: str) -> None:
     )
     if not re.search(r"^sources:", text, flags=re.M):
         raise SystemExit(f"{path}: no sources block")
-    text = re.sub(r"^sources:", block.replace("\\", "\\\\") + "sources:", text, count=1, flags=re.M)
+    text = re.sub(r"^sources:", lambda _: block + "sources:", text, count=1, flags=re.M)
     path.write_text(text, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", action="store_true", help="store the fits in the GPU YAML files")
-    args = ap.parse_args(argv)
-    catalog = load_catalog()
-    points = [m for m in cb.load_reference_measurements(catalog) if m.usable]
+    args, catalog, points = fit_script_inputs(argv, __doc__)
     fits: dict[str, tuple[float, int]] = {}
     for gpu in sorted(catalog.gpus):
         base = with_cost(catalog, gpu, None)

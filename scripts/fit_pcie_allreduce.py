@@ -20,7 +20,6 @@ Run: ``.venv/bin/python scripts/fit_pcie_allreduce.py [--write]``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -31,9 +30,9 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_levels import folded, with_gpu
+from calibration_levels import fit_script_inputs, folded, with_gpu
 
-from catalog.loader import DATA_DIR, load_catalog
+from catalog.loader import DATA_DIR
 from catalog.schema import Catalog, LinkKind, PcieAllReduce
 from planner import calibration as cb
 from planner.levels import saturated_throughput
@@ -150,11 +149,7 @@ def write_fit(gpu: str, bus: float, n: int, source: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write", action="store_true", help="store the fits in the GPU YAML files")
-    args = ap.parse_args(argv)
-    catalog = load_catalog()
-    points = [m for m in cb.load_reference_measurements(catalog) if m.usable]
+    args, catalog, points = fit_script_inputs(argv, __doc__)
     for gpu in sorted(catalog.gpus):
         base = with_bus(catalog, gpu, None)
         fit = fit_tp8_bus_gb_per_s(points, base, gpu)
