@@ -116,11 +116,15 @@ class DecodeSequenceCost(Frozen):
     attention kernel (:class:`DecodeAttention`) pays 2-27 ns per (sequence, KV head).
 
     ``us_per_layer``: the cost per decoding sequence per layer (us, GQA/MHA models;
-    MLA decode has :class:`MlaLayerFloor`); ``points``: the serving runs it was fitted
-    to (0: taken from a sibling GPU, ``source`` says which); ``source``: where it comes
-    from (``scripts/fit_decode_sequence_cost.py``)."""
+    MLA decode has :class:`MlaLayerFloor`); ``step_us_per_layer``: what every step pays
+    per layer beyond its kernels and the GPU's step overhead (us), the same sweeps'
+    intercept: at batch 1 AMD's tables run 1.8 ms (70B) and 5.0 ms (405B) slower than
+    the kernels priced at the GPU's factors (0: none fitted); ``points``: the serving
+    runs they were fitted to (0: taken from a sibling GPU, ``source`` says which);
+    ``source``: where they come from (``scripts/fit_decode_sequence_cost.py``)."""
 
     us_per_layer: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+    step_us_per_layer: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 0.0
     points: Annotated[int, Field(ge=0, le=100_000, strict=True)]
     source: Text = Field(min_length=10)
 

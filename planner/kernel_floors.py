@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from catalog.schema import Dtype, Gpu
+from catalog.schema import Dtype, Gpu, Model
 
 #: Achieved share of the dense MBU that grouped expert GEMMs reach when reading expert
 #: weights (many small GEMMs, one per expert, each with its own tail), on a GPU whose
@@ -580,6 +580,45 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
 #: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
 MOE_HALF_EFFICIENCY_TOKENS = 16.0
+
+
+def decode_sequence_ms(gpu: Gpu, model: Model, tp: int) -> float:
+    """What one decoding sequence costs per step on a replica of ``tp`` ``gpu`` beyond its
+    KV read (ms): ``num_layers x us_per_layer / 1000``, the GPU's fitted per-sequence,
+    per-layer decode cost (the catalog's ``decode_sequence_cost``: fitted to serving runs
+    by ``scripts/fit_decode_sequence_cost.py``, or taken from a sibling GPU, as its
+    ``source`` says), at ``tp >= 2`` only; 0 for a GPU without one, for MLA models (their
+    decode kernel has its measured floor, :func:`mla_layer_floor_us`) and at ``tp == 1``.
+    The cost was fitted to tensor-parallel runs (AMD's tp 8 sweeps); AMD's MLPerf runs at
+    tp 1 are predicted within 7% without it, so it is not carried to a GPU that runs its
+    layers alone. MI300X at tp 8: 0.5 us x 80 layers = 0.04 ms per sequence for a 70B Llama,
+    so 128 sequences add ~5 ms to a step."""
+    cost = gpu.decode_sequence_cost
+    if cost is None or model.mla is not None or tp < 2:
+        return 0.0
+    return model.num_layers * cost.us_per_layer * 1e-3
+
+
+def step_layer_floor_ms(gpu: Gpu, model: Model, tp: int) -> float:
+    """What every step of a replica of ``tp`` ``gpu`` pays beyond its kernels' roofline
+    and the GPU's ``step_overhead_ms`` (ms): ``num_layers x step_us_per_layer / 1000``,
+    the level of the GPU's batch sweeps at small batches (the catalog's
+    ``decode_sequence_cost.step_us_per_layer``, fitted with the per-sequence cost by
+    ``scripts/fit_decode_sequence_cost.py``, or a sibling's, as its ``source`` says); 0
+    without a fit and for MLA models (their decode kernel has its measured floor,
+    :func:`mla_layer_floor_us`). Added to the step's fixed cost
+    (``StepCoefficients.overhead_ms``), in every step with tokens, at every ``tp``: what it
+    is (in-engine all-reduce latency beyond the microbenchmarks, launches, skinny FP8
+    GEMMs short of the MBU) the tp 8 sweeps do not say, and nothing measures its absence
+    at tp 1 (AMD's tp 1 MLPerf runs are compute-bound: ~200 ms steps, which it moves by
+    ~1%), so a GPU that runs its layers alone pays it too, conservatively. A layer count
+    times a constant because AMD's 70B and 405B sweeps (80 and 126 layers) fall short by
+    24 and 40 us per layer at batch 1, far closer than their weight bytes per layer
+    (x3.7). MI300X: 27 us x 80 layers = 2.2 ms per step for a 70B Llama."""
+    cost = gpu.decode_sequence_cost
+    if cost is None or model.mla is not None:
+        return 0.0
+    return model.num_layers * cost.step_us_per_layer * 1e-3
 
 
 def grouped_gemm_efficiency(tokens_per_expert: float) -> float:

@@ -26,7 +26,8 @@ A step of ``B`` decodes (mean context ``s``) and one prefill chunk of ``T`` toke
   measured slowdown at that message size, NCCL's measured ring over PCIe);
 * the per-step **overhead**: the engine's (scheduling, launches; the GPU's
   ``step_overhead_ms``) plus, for MLA models, every layer's measured MLA kernel floor
-  (:func:`mla_layer_floor_us`).
+  (:func:`mla_layer_floor_us`), and, for GQA/MHA models on a GPU fitted to batch
+  sweeps, every layer's fitted floor (:func:`step_layer_floor_ms`).
 
 **Data-parallel attention with expert parallelism** (MoE models, ``dp`` attention
 ranks of ``tp / dp`` GPUs, experts over ``ep`` GPUs): attention and dense GEMMs run
@@ -77,7 +78,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from catalog.schema import Gpu, Link, Model
+from catalog.schema import Link
 from planner import architecture as arch
 from planner.collectives import (
     ALL_TO_ALL_ASSUMED_BANDWIDTH_FRACTION,
@@ -101,6 +102,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
     decode_attention_rate,
+    decode_sequence_ms,
     dense_gemm_lift,
     fp8_gemm_efficiency,
     gain_at_tokens,
@@ -110,6 +112,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     mla_layer_floor_us,
     moe_layer_floor_us,
     moe_read_efficiency,
+    step_layer_floor_ms,
     weight_dtype_derates,
 )
 from planner.spec_steps import (  # re-exported: speculative decoding's step arithmetic
@@ -208,7 +211,9 @@ class StepCoefficients:
     num_layers: int
     hidden_size: int
     link: Link | None
-    overhead_ms: float  # step overhead + attention_floor_ms (MLA models), per step with tokens
+    # step overhead + attention_floor_ms (MLA models) + the GPU's fitted layer floor
+    # (:func:`step_layer_floor_ms`, GQA/MHA models), per step with tokens
+    overhead_ms: float
     overlap: float
     pp: int = 1
     pp_link: Link | None = None
@@ -538,23 +543,6 @@ class StepCoefficients:
         return fixed + attn
 
 
-def decode_sequence_ms(gpu: Gpu, model: Model, tp: int) -> float:
-    """What one decoding sequence costs per step on a replica of ``tp`` ``gpu`` beyond its
-    KV read (ms): ``num_layers x us_per_layer / 1000``, the GPU's fitted per-sequence,
-    per-layer decode cost (the catalog's ``decode_sequence_cost``: fitted to serving runs
-    by ``scripts/fit_decode_sequence_cost.py``, or taken from a sibling GPU, as its
-    ``source`` says), at ``tp >= 2`` only; 0 for a GPU without one, for MLA models (their
-    decode kernel has its measured floor, :func:`mla_layer_floor_us`) and at ``tp == 1``.
-    The cost was fitted to tensor-parallel runs (AMD's tp 8 sweeps); AMD's MLPerf runs at
-    tp 1 are predicted within 7% without it, so it is not carried to a GPU that runs its
-    layers alone. MI300X at tp 8: 0.558 us x 80 layers = 0.045 ms per sequence for a 70B
-    Llama, so 128 sequences add ~5.7 ms to a step."""
-    cost = gpu.decode_sequence_cost
-    if cost is None or model.mla is not None or tp < 2:
-        return 0.0
-    return model.num_layers * cost.us_per_layer * 1e-3
-
-
 def coefficients_of(replica) -> StepCoefficients:
     """The :class:`StepCoefficients` of a :class:`planner.roofline.Replica`."""
     model, gpu, tp = replica.model, replica.gpu, replica.tp
@@ -621,7 +609,9 @@ def coefficients_of(replica) -> StepCoefficients:
         num_layers=model.num_layers,
         hidden_size=model.hidden_size,
         link=replica.scale_up_link,
-        overhead_ms=replica.step_overhead_ms + attention_floor_ms,
+        overhead_ms=replica.step_overhead_ms
+        + attention_floor_ms
+        + step_layer_floor_ms(gpu, model, tp),
         attention_floor_ms=attention_floor_ms,
         overlap=replica.overlap_factor,
         pp=replica.pp,
@@ -691,6 +681,7 @@ __all__ = [
     "moe_layer_floor_us",
     "moe_read_efficiency",
     "pcie_allreduce_alpha_beta",
+    "step_layer_floor_ms",
     "tokens_per_verification_step",
     "verification_steps",
     "weight_dtype_derates",

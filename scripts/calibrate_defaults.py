@@ -333,11 +333,14 @@ def render_doc(
         "",
         "Where no kernel benchmark measures the decode attention kernel and a GPU's runs",
         "include batch sweeps, every decoding sequence pays a fitted cost per layer beyond",
-        "its KV read (`scripts/fit_decode_sequence_cost.py`, run by `make calibrate-defaults`",
-        "after this script; `decode_sequence_cost`, `planner.kernels.decode_sequence_ms`): "
+        "its KV read, and every step a fitted floor per layer beyond its kernels",
+        "(`scripts/fit_decode_sequence_cost.py`, run by `make calibrate-defaults` after this",
+        "script; `decode_sequence_cost`, `planner.kernels.decode_sequence_ms` and",
+        "`step_layer_floor_ms`): "
         + (
             ", ".join(
-                f"{g.id} {g.decode_sequence_cost.us_per_layer:g} us"
+                f"{g.id} {g.decode_sequence_cost.us_per_layer:g} us per sequence and "
+                f"{g.decode_sequence_cost.step_us_per_layer:g} us per step"
                 + (
                     f" ({g.decode_sequence_cost.points} runs)"
                     if g.decode_sequence_cost.points

@@ -1,27 +1,31 @@
-"""Fit each GPU's per-sequence decode cost to the batch sweeps it was measured in.
+"""Fit each GPU's per-sequence decode cost and layer floor to its batch sweeps.
 
 A decode step of ``B`` sequences costs the weight GEMMs, the sequences' KV reads, the
 all-reduces and a fixed overhead (``planner.kernels``). Where a kernel benchmark
 measured the decode attention kernel (aiconfigurator's database: every NVIDIA GPU but
 A100 and L40S) it also pays a few ns per (sequence, KV head) per layer. AMD's own vLLM
-latency tables for 8 x MI300X (Llama-3.1-70B and 405B, FP8, batch 1-128) grow far
-faster with the batch than all of that: from batch 1 to 128 a 70B step goes 8.4 ->
-22.7 ms where the model, at the same factors, goes 6.6 -> 12.4 ms, and that growth
-does not depend on the context (2,048-token prompts add what their KV reads cost).
+latency tables for 8 x MI300X (Llama-3.1-70B and 405B, FP8, batch 1-128) are slower
+than all of that, at every batch, and grow faster with it: from batch 1 to 128 a 70B
+step goes 8.4 -> 22.7 ms where the model, at the same factors, goes 6.6 -> 12.4 ms.
+At batch 1 the shortfall is 24 us per layer for the 70B and 40 us for the 405B (80 and
+126 layers), far closer than their weight bytes per layer (x3.7): a cost per layer per
+step more than a slower weight read.
 
 For each GPU that no kernel benchmark measures decode attention on (``decode_attention``
 unset in its catalog entry) and that has batch sweeps (:func:`batch_sweeps`: runs of
 one model, shape, engine and source at three or more batch sizes, all prompts at once),
-:func:`fit_us_per_layer` finds the cost per sequence per layer (us,
-``decode_sequence_cost.us_per_layer``, :func:`planner.kernels.decode_sequence_ms`) at
-which each sweep's measured / predicted throughput is, in the median over its batches,
-what it is at the sweep's smallest batch: the slope with the batch, not the level (the
-level stays with ``make calibrate-defaults``, which runs before this script and
-should run again after a changed fit). Brent's method between 0 and
-:data:`MAX_US_PER_LAYER`, fit split only; the held-out runs are the check. ``--write``
-stores it in the GPU's YAML, and in the YAML of every GPU named in :data:`SIBLINGS`
-(same silicon generation and software stack, no sweep of its own), marked as taken
-from the sibling.
+:func:`fit_costs` finds the cost per sequence per layer (us,
+``decode_sequence_cost.us_per_layer``, :func:`planner.kernels.decode_sequence_ms`) and
+the floor per step per layer (us, ``decode_sequence_cost.step_us_per_layer``,
+:func:`planner.kernels.step_layer_floor_ms`) of least squares in
+``ln(measured / predicted)`` over the sweeps' runs, fit split only; the held-out runs
+are the check. Both apply to models without MLA; the per-sequence cost at tp >= 2
+only (AMD's tp 1 MLPerf runs show none), the floor at every tp (nothing shows its
+absence at tp 1). The GPU's level (``make calibrate-defaults``, which runs before this script)
+sets its factors first; MI300X's is capped, so the floor takes what the tp 8 sweeps
+measure below it. ``--write`` stores both in the GPU's YAML, and in the YAML of every
+GPU named in :data:`SIBLINGS` (same silicon generation and software stack, no sweep of
+its own), marked as taken from the sibling.
 
 Run: ``.venv/bin/python scripts/fit_decode_sequence_cost.py [--write]``.
 """
@@ -48,6 +52,9 @@ from planner import calibration as cb
 #: Upper bound of the fit (us per sequence per layer): 100x what the NVIDIA decode
 #: attention kernels pay per (sequence, KV head) at the slowest.
 MAX_US_PER_LAYER = 5.0
+#: Upper bound of the layer floor's fit (us per step per layer): ten times MI300X's
+#: 40 us at batch 1 of AMD's 405B sweeps.
+MAX_STEP_US_PER_LAYER = 400.0
 #: Batch sizes a sweep needs (runs of the same configuration at different batches).
 MIN_SWEEP_BATCHES = 3
 #: GPUs that take another's fit: same compute die and serving software, no sweep of
@@ -99,12 +106,23 @@ def batch_sweeps(
     ]
 
 
-def with_cost(catalog: Catalog, gpu: str, us_per_layer: float | None, points: int = 1) -> Catalog:
-    """``catalog`` with ``gpu``'s decode sequence cost set (None: unset)."""
+def with_cost(
+    catalog: Catalog,
+    gpu: str,
+    us_per_layer: float | None,
+    points: int = 1,
+    step_us_per_layer: float = 0.0,
+) -> Catalog:
+    """``catalog`` with ``gpu``'s decode sequence cost and layer floor set (None: unset)."""
     cost = (
         None
         if us_per_layer is None
-        else DecodeSequenceCost(us_per_layer=us_per_layer, points=points, source="trial of the fit")
+        else DecodeSequenceCost(
+            us_per_layer=us_per_layer,
+            step_us_per_layer=step_us_per_layer,
+            points=points,
+            source="trial of the fit",
+        )
     )
     return with_gpu(catalog, gpu, decode_sequence_cost=cost)
 
@@ -125,30 +143,52 @@ def slope_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalog
     return median(logs)
 
 
-def fit_us_per_layer(
+def log_errors(runs: Sequence[cb.Measurement], catalog: Catalog) -> list[float]:
+    """``ln(measured / predicted)`` of each run's output throughput (a run the model
+    cannot price counts as 3x over-predicted)."""
+    out = []
+    for m in runs:
+        assert m.output_tok_s is not None
+        p = cb.predict(m, catalog).output_tok_s
+        out.append(math.log(m.output_tok_s / p if p else 1.0 / 3.0))
+    return out
+
+
+def fit_costs(
     points: Sequence[cb.Measurement], catalog: Catalog, gpu: str
-) -> tuple[float, int] | None:
-    """(us per sequence per layer, runs) at which :func:`slope_log_ratio` of ``gpu``'s
-    :func:`batch_sweeps` is 0; None without sweeps or with a measured decode attention
-    kernel. The bound 0 (or :data:`MAX_US_PER_LAYER`) when the slope does not cross 0
-    inside them."""
-    from scipy.optimize import brentq
+) -> tuple[float, float, int] | None:
+    """(us per sequence per layer, us per step per layer, runs) fitted to ``gpu``'s
+    :func:`batch_sweeps` in the fit split; None without sweeps or with a measured decode
+    attention kernel. Least squares in ``ln(measured / predicted)`` over every run of
+    the sweeps (``scipy.optimize.least_squares``, from 0.5 us and 20 us, within
+    ``[0, MAX_US_PER_LAYER]`` and ``[0, MAX_STEP_US_PER_LAYER]``): the layer floor
+    carries the sweeps' level at small batches, the per-sequence cost their growth with
+    the batch."""
+    from scipy.optimize import least_squares
 
     if catalog.gpus[gpu].decode_attention is not None:
         return None
-    sweeps = batch_sweeps(points, catalog, gpu)
-    if not sweeps:
+    runs = [m for sweep in batch_sweeps(points, catalog, gpu) for m in sweep]
+    if not runs:
         return None
-    n = sum(len(s) for s in sweeps)
 
-    def f(us: float) -> float:
-        return slope_log_ratio(sweeps, with_cost(catalog, gpu, us))
+    def residuals(x: Sequence[float]) -> list[float]:
+        us, step_us = (max(0.0, float(v)) for v in x)
+        return log_errors(runs, with_cost(catalog, gpu, us, 1, step_us))
 
-    if f(0.0) >= 0:
-        return 0.0, n
-    if f(MAX_US_PER_LAYER) <= 0:
-        return MAX_US_PER_LAYER, n
-    return brentq(f, 0.0, MAX_US_PER_LAYER, xtol=1e-4), n
+    fit = least_squares(
+        residuals,
+        [0.5, 20.0],
+        bounds=([0.0, 0.0], [MAX_US_PER_LAYER, MAX_STEP_US_PER_LAYER]),
+        diff_step=1e-3,
+    )
+    return float(fit.x[0]), float(fit.x[1]), len(runs)
+
+
+def median_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalog) -> float:
+    """Median of ``ln(measured / predicted)`` over every run of the sweeps (the check
+    on held-out sweeps: 0 when they are priced as measured, in the median)."""
+    return median(log_errors([m for runs in sweeps for m in runs], catalog))
 
 
 def source_text(points: Sequence[cb.Measurement], catalog: Catalog, gpu: str, n: int) -> str:
@@ -157,13 +197,13 @@ def source_text(points: Sequence[cb.Measurement], catalog: Catalog, gpu: str, n:
     roots = sorted({(s[0].source or "").split(" ")[0] for s in sweeps})
     return (
         f"Fitted by scripts/fit_decode_sequence_cost.py to this GPU's {len(sweeps)} batch "
-        f"sweeps ({n} runs, fit split of catalog/measurements/reference.json): the cost at "
-        "which each sweep's measured / predicted throughput stays, in the median over its "
-        f"batches, what it is at its smallest batch ({'; '.join(roots)})."
+        f"sweeps ({n} runs, fit split of catalog/measurements/reference.json): the "
+        "per-sequence cost and layer floor of least squares in ln(measured / predicted) "
+        f"throughput over their runs ({'; '.join(roots)})."
     )
 
 
-def write_cost(gpu: str, us: float, n: int, source: str) -> None:
+def write_cost(gpu: str, us: float, step_us: float, n: int, source: str) -> None:
     """Write ``decode_sequence_cost`` of ``gpu``'s YAML (replacing an earlier one),
     before its ``sources:`` block."""
     path = DATA_DIR / "gpus" / f"{gpu}.yaml"
@@ -172,6 +212,7 @@ def write_cost(gpu: str, us: float, n: int, source: str) -> None:
     block = (
         "decode_sequence_cost:\n"
         + f"  us_per_layer: {us:.3f}\n"
+        + f"  step_us_per_layer: {step_us:.2f}\n"
         + f"  points: {n}\n"
         + "  source: >-\n"
         + "\n".join(folded(source.split(), indent=4))
@@ -185,35 +226,41 @@ def write_cost(gpu: str, us: float, n: int, source: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, catalog, points = fit_script_inputs(argv, __doc__)
-    fits: dict[str, tuple[float, int]] = {}
+    fits: dict[str, tuple[float, float, int]] = {}
     for gpu in sorted(catalog.gpus):
         base = with_cost(catalog, gpu, None)
-        fit = fit_us_per_layer(points, base, gpu)
+        fit = fit_costs(points, base, gpu)
         if fit is None:
             continue
         fits[gpu] = fit
-        us, n = fit
+        us, step_us, n = fit
         held = batch_sweeps(points, base, gpu, cb.Split.HOLDOUT)
         check = ""
         if held:
-            before = slope_log_ratio(held, base)
-            after = slope_log_ratio(held, with_cost(catalog, gpu, us))
-            check = f"; held-out slope ln ratio {before:+.3f} -> {after:+.3f}"
+            fitted = with_cost(catalog, gpu, us, 1, step_us)
+            check = (
+                f"; held out: slope ln ratio {slope_log_ratio(held, base):+.3f} -> "
+                f"{slope_log_ratio(held, fitted):+.3f}, median ln(measured / predicted) "
+                f"{median_log_ratio(held, base):+.3f} -> {median_log_ratio(held, fitted):+.3f}"
+            )
         shipped = catalog.gpus[gpu].decode_sequence_cost
         print(
-            f"{gpu}: {us:.3f} us per sequence per layer on {n} run(s)"
-            f" (shipped: {shipped.us_per_layer if shipped else 'none'}){check}"
+            f"{gpu}: {us:.3f} us per sequence and {step_us:.2f} us per step, per layer, on "
+            f"{n} run(s) (shipped: "
+            + (f"{shipped.us_per_layer} / {shipped.step_us_per_layer}" if shipped else "none")
+            + f"){check}"
         )
         if args.write:
-            write_cost(gpu, us, n, source_text(points, base, gpu, n))
+            write_cost(gpu, us, step_us, n, source_text(points, base, gpu, n))
     for sibling, of in sorted(SIBLINGS.items()):
         if of in fits and sibling not in fits:
-            us, _ = fits[of]
-            print(f"{sibling}: {us:.3f} us per sequence per layer, taken from {of}")
+            us, step_us, _ = fits[of]
+            print(f"{sibling}: {us:.3f} / {step_us:.2f} us per layer, taken from {of}")
             if args.write:
                 write_cost(
                     sibling,
                     us,
+                    step_us,
                     0,
                     f"Not measured on this GPU: {of}'s fit (scripts/fit_decode_sequence_cost.py), "
                     "the same compute die and serving software.",

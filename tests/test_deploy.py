@@ -298,9 +298,17 @@ def test_llmd_80_20_pools_pd_and_prefix_scoring(plans):
     assert "*id0" not in text
     agent = {p["type"] for p in configs["agent"]["plugins"]}
     chat = {p["type"] for p in configs["chat"]["plugins"]}
-    assert "prefix-cache-scorer" in agent and "pd-profile-handler" not in agent
-    assert "pd-profile-handler" in chat and "prefill-filter" in chat
-    assert [p["name"] for p in configs["chat"]["schedulingProfiles"]] == ["prefill", "decode"]
+    assert "prefix-cache-scorer" in agent  # agent sessions reuse their prefixes
+    # a class served by prefill and decode pools gets llm-d's P/D handler and filters, an
+    # aggregated one none (the plan decides; chat is disaggregated in the 80/20 plan)
+    roles = {c: {p["role"] for p in plan["pools"] if p["class"] == c} for c in configs}
+    assert "prefill" in roles["chat"]
+    for c, plugins in (("agent", agent), ("chat", chat)):
+        split = "prefill" in roles[c]
+        assert ("pd-profile-handler" in plugins) == split, c
+        assert ("prefill-filter" in plugins) == split, c
+        if split:
+            assert [p["name"] for p in configs[c]["schedulingProfiles"]] == ["prefill", "decode"]
     # one route per class, by model name
     routes = [
         o for r in modelservice_releases(helmfile) for o in r["values"][0].get("extraObjects", [])

@@ -51,7 +51,8 @@ def test_own_ratio_is_the_median_measured_over_predicted_over_the_reference_targ
     ratio, n, publishers = own["llama-3.1-70b"]
     assert (n, publishers) == (12, 1)  # AMD's page and AMD's ROCm/vllm tables: one publisher
     assert ratio == pytest.approx(by_hand / tg["llama-3.1-70b"], rel=1e-12)
-    assert ratio < OWN_LLM_WARN_RATIO  # measured ~20% below what it is priced at
+    # priced as measured since the layer floor fitted to the latency table (0.80 before)
+    assert OWN_LLM_WARN_RATIO < ratio < 1.1
     # without targets the ratio is absolute (the reference GPUs' own)
     absolute = fd.own_llm_ratios(POINTS, CAT, "mi300x", factors("mi300x"))
     assert absolute["llama-3.1-70b"][0] == pytest.approx(by_hand, rel=1e-12)

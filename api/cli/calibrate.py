@@ -99,6 +99,14 @@ def render_capacity(a: CapacityAnalysis) -> str:
             if r.decode_sequence_ms
             else []
         ),
+        *(
+            [
+                f"each step pays {r.step_layer_floor_ms:.2f} ms beyond its kernels and the "
+                "step overhead (a per-layer floor fitted to the same sweeps)"
+            ]
+            if r.step_layer_floor_ms
+            else []
+        ),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
         "",

@@ -34,7 +34,10 @@ class ReplicaSummary(_Result):
     ``gemm_lift``: the measured dense GEMM rate at 512 tokens over ``effective_tflops``'
     (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured);
     ``decode_sequence_ms``: what each decoding sequence adds to a step beyond its KV read
-    (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`; 0: none).
+    (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`; 0: none);
+    ``step_layer_floor_ms``: what every step pays beyond its kernels and
+    ``step_overhead_ms`` (fitted to the same sweeps, :func:`planner.kernels.step_layer_floor_ms`;
+    0: none).
     """
 
     model: str
@@ -52,6 +55,7 @@ class ReplicaSummary(_Result):
     gemm_gain: list[float] = []
     gemm_lift: float = 1.0
     decode_sequence_ms: float = 0.0
+    step_layer_floor_ms: float = 0.0
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -71,6 +75,7 @@ class ReplicaSummary(_Result):
             gemm_gain=list(replica.coefficients.gemm_gain),
             gemm_lift=replica.coefficients.dense_lift,
             decode_sequence_ms=kn.decode_sequence_ms(replica.gpu, replica.model, replica.tp),
+            step_layer_floor_ms=kn.step_layer_floor_ms(replica.gpu, replica.model, replica.tp),
         )
 
 
