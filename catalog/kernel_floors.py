@@ -121,10 +121,14 @@ class DecodeSequenceCost(Frozen):
     intercept: at batch 1 AMD's tables run 1.8 ms (70B) and 5.0 ms (405B) slower than
     the kernels priced at the GPU's factors (0: none fitted); ``points``: the serving
     runs they were fitted to (0: taken from a sibling GPU, ``source`` says which);
-    ``source``: where they come from (``scripts/fit_decode_sequence_cost.py``)."""
+    ``source``: where they come from (``scripts/fit_decode_sequence_cost.py``);
+    ``max_batch``: the largest batch of the runs they were fitted to (None: not
+    recorded). Past it the per-sequence cost is extrapolated linearly, which AMD's
+    throughput table at 1,500-3,200 sequences shows errs slow; analyses say so."""
 
     us_per_layer: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
     step_us_per_layer: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = 0.0
+    max_batch: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None
     points: Annotated[int, Field(ge=0, le=100_000, strict=True)]
     source: Text = Field(min_length=10)
 

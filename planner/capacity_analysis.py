@@ -195,8 +195,18 @@ def capacity_analysis(
             "(set max_batch to change it)"
         )
         result = result.model_copy(update={"notes": [*result.notes, note]})
+    summary = ReplicaSummary.of(replica)
+    fitted_to = summary.decode_sequence_max_batch
+    if summary.decode_sequence_ms and fitted_to and result.batch > fitted_to:
+        note = (
+            f"{result.batch:,.0f} decoding sequences per step, past the {fitted_to:,} the "
+            "per-sequence decode cost was fitted at: it is extrapolated linearly, which errs "
+            "slow (on MI300X, AMD's throughput table at 1,500-3,200 sequences measures up to "
+            "1.5x such predictions)"
+        )
+        result = result.model_copy(update={"notes": [*result.notes, note]})
     return CapacityAnalysis(
-        replica=ReplicaSummary.of(replica),
+        replica=summary,
         calibration=req.calibration,
         result=result,
         factors=factor_spread(catalog, req, result),

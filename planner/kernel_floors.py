@@ -591,8 +591,11 @@ def decode_sequence_ms(gpu: Gpu, model: Model, tp: int) -> float:
     decode kernel has its measured floor, :func:`mla_layer_floor_us`) and at ``tp == 1``.
     The cost was fitted to tensor-parallel runs (AMD's tp 8 sweeps); AMD's MLPerf runs at
     tp 1 are predicted within 7% without it, so it is not carried to a GPU that runs its
-    layers alone. MI300X at tp 8: 0.5 us x 80 layers = 0.04 ms per sequence for a 70B Llama,
-    so 128 sequences add ~5 ms to a step."""
+    layers alone. MI300X at tp 8: 0.795 us x 80 layers = 0.064 ms per sequence for a 70B
+    Llama, so 128 sequences add ~8.1 ms to a step. Extrapolated linearly past the sweeps'
+    128 sequences, conservatively: AMD's throughput table at 1,500-3,200 sequences is
+    predicted 33% low to 1% high with it, and 20-41% high with the cost held at its
+    value for 128 sequences."""
     cost = gpu.decode_sequence_cost
     if cost is None or model.mla is not None or tp < 2:
         return 0.0
@@ -609,12 +612,14 @@ def step_layer_floor_ms(gpu: Gpu, model: Model, tp: int) -> float:
     :func:`mla_layer_floor_us`). Added to the step's fixed cost
     (``StepCoefficients.overhead_ms``), in every step with tokens, at every ``tp``: what it
     is (in-engine all-reduce latency beyond the microbenchmarks, launches, skinny FP8
-    GEMMs short of the MBU) the tp 8 sweeps do not say, and nothing measures its absence
-    at tp 1 (AMD's tp 1 MLPerf runs are compute-bound: ~200 ms steps, which it moves by
-    ~1%), so a GPU that runs its layers alone pays it too, conservatively. A layer count
-    times a constant because AMD's 70B and 405B sweeps (80 and 126 layers) fall short by
-    24 and 40 us per layer at batch 1, far closer than their weight bytes per layer
-    (x3.7). MI300X: 27 us x 80 layers = 2.2 ms per step for a 70B Llama."""
+    GEMMs short of the MBU) the tp 8 sweeps do not say, and the only tp 1 runs (AMD's
+    MLPerf, compute-bound ~200 ms steps) move 0.6% further below measured with it
+    (-6.5% -> -7.0%), too little to tell whether tp 1 pays it; so a GPU that runs its
+    layers alone pays it too, conservatively (a 70B chat decode step on one MI300X,
+    ~25-35 ms, by 6-9%). A layer count times a constant because AMD's 70B and 405B
+    sweeps (80 and 126 layers) fall short by 23 and 40 us per layer at batch 1 (x1.7),
+    where their weight bytes per layer differ x3.7. MI300X: 27 us x 80 layers = 2.2 ms
+    per step for a 70B Llama."""
     cost = gpu.decode_sequence_cost
     if cost is None or model.mla is not None:
         return 0.0

@@ -231,9 +231,11 @@ class StepCoefficients:
     # the GPU's fitted per-sequence decode cost (:func:`decode_sequence_ms`): per decoding
     # sequence per step, layers x us_per_layer / dp (ms), added to its KV read
     attn_seq_ms: float = 0.0
-    # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise); already in
-    # overhead_ms, which is the engine's step overhead plus this
+    # layers x mla_layer_floor_us / 1000 for MLA models (0 otherwise), and the GPU's
+    # fitted layer floor (:func:`step_layer_floor_ms`; 0 for MLA models); both already in
+    # overhead_ms, which is the engine's step overhead plus these
     attention_floor_ms: float = 0.0
+    layer_floor_ms: float = 0.0
     # speculative decoding (see :class:`Speculation`): query tokens per sequence in a
     # step (k + 1), the drafter's target-layer fraction per step (k x layers / L), and a
     # draft model's own coefficients with its k steps
@@ -489,7 +491,9 @@ class StepCoefficients:
         ``k x DRAFT_TARGET_LAYERS / L x base_decode_ms(B, s)`` for a head on the target
         (EAGLE-3: 1.5 target layers per draft token, MTP: 1), plus ``k`` full decode
         steps of a draft model (its own coefficients, overhead included); 0 without
-        speculation or for n-gram lookup (CPU)."""
+        speculation or for n-gram lookup (CPU). A head's layers pay no per-layer floor
+        (``attention_floor_ms``, ``layer_floor_ms``): 1-1.5 layers per draft token, a few
+        tens of us, against a target step of 10+ ms."""
         if batch <= 0:
             return 0.0
         t = 0.0
@@ -558,6 +562,7 @@ def coefficients_of(replica) -> StepCoefficients:
     moe = model.moe
     rate = None if model.mla else decode_attention_rate(gpu, replica.engine, replica.kv_dtype)
     heads = -(-model.num_kv_heads // replica.attention_tp)  # whole heads per rank
+    layer_floor_ms = step_layer_floor_ms(gpu, model, tp)
     # MLA models: every layer's decode attention kernel pays its measured floor per step
     attention_floor_ms = (
         model.num_layers * mla_layer_floor_us(gpu, replica.engine) * 1e-3
@@ -609,10 +614,9 @@ def coefficients_of(replica) -> StepCoefficients:
         num_layers=model.num_layers,
         hidden_size=model.hidden_size,
         link=replica.scale_up_link,
-        overhead_ms=replica.step_overhead_ms
-        + attention_floor_ms
-        + step_layer_floor_ms(gpu, model, tp),
+        overhead_ms=replica.step_overhead_ms + attention_floor_ms + layer_floor_ms,
         attention_floor_ms=attention_floor_ms,
+        layer_floor_ms=layer_floor_ms,
         overlap=replica.overlap_factor,
         pp=replica.pp,
         pp_link=replica.pp_link,

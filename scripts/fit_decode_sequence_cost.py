@@ -6,8 +6,9 @@ measured the decode attention kernel (aiconfigurator's database: every NVIDIA GP
 A100 and L40S) it also pays a few ns per (sequence, KV head) per layer. AMD's own vLLM
 latency tables for 8 x MI300X (Llama-3.1-70B and 405B, FP8, batch 1-128) are slower
 than all of that, at every batch, and grow faster with it: from batch 1 to 128 a 70B
-step goes 8.4 -> 22.7 ms where the model, at the same factors, goes 6.6 -> 12.4 ms.
-At batch 1 the shortfall is 24 us per layer for the 70B and 40 us for the 405B (80 and
+step goes 8.4 -> 22.7 ms where the model, at the same factors without the fitted costs,
+goes 6.6 -> 12.8 ms.
+At batch 1 the shortfall is 23 us per layer for the 70B and 40 us for the 405B (80 and
 126 layers), far closer than their weight bytes per layer (x3.7): a cost per layer per
 step more than a slower weight read.
 
@@ -20,12 +21,14 @@ the floor per step per layer (us, ``decode_sequence_cost.step_us_per_layer``,
 :func:`planner.kernels.step_layer_floor_ms`) of least squares in
 ``ln(measured / predicted)`` over the sweeps' runs, fit split only; the held-out runs
 are the check. Both apply to models without MLA; the per-sequence cost at tp >= 2
-only (AMD's tp 1 MLPerf runs show none), the floor at every tp (nothing shows its
-absence at tp 1). The GPU's level (``make calibrate-defaults``, which runs before this script)
-sets its factors first; MI300X's is capped, so the floor takes what the tp 8 sweeps
-measure below it. ``--write`` stores both in the GPU's YAML, and in the YAML of every
-GPU named in :data:`SIBLINGS` (same silicon generation and software stack, no sweep of
-its own), marked as taken from the sibling.
+only (AMD's tp 1 MLPerf runs show none), the floor at every tp (too small at tp 1's
+compute-bound MLPerf steps to tell; conservative). The GPU's level (``make
+calibrate-defaults``, which runs before this script) sets its factors first; MI300X's
+is capped, so the floor takes what the tp 8 sweeps measure below it. The sweeps'
+largest batch is recorded too (``max_batch``): past it the cost is extrapolated.
+``--write`` stores them in the GPU's YAML, and in the YAML of every GPU named in
+:data:`SIBLINGS` (same silicon generation and software stack, no sweep of its own),
+marked as taken from the sibling.
 
 Run: ``.venv/bin/python scripts/fit_decode_sequence_cost.py [--write]``.
 """
@@ -185,6 +188,11 @@ def fit_costs(
     return float(fit.x[0]), float(fit.x[1]), len(runs)
 
 
+def max_sweep_batch(sweeps: Sequence[Sequence[cb.Measurement]]) -> int:
+    """The largest batch (``num_requests``) among the sweeps' runs."""
+    return max(m.num_requests or 0 for runs in sweeps for m in runs)
+
+
 def median_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalog) -> float:
     """Median of ``ln(measured / predicted)`` over every run of the sweeps (the check
     on held-out sweeps: 0 when they are priced as measured, in the median)."""
@@ -203,7 +211,9 @@ def source_text(points: Sequence[cb.Measurement], catalog: Catalog, gpu: str, n:
     )
 
 
-def write_cost(gpu: str, us: float, step_us: float, n: int, source: str) -> None:
+def write_cost(
+    gpu: str, us: float, step_us: float, n: int, source: str, max_batch: int | None = None
+) -> None:
     """Write ``decode_sequence_cost`` of ``gpu``'s YAML (replacing an earlier one),
     before its ``sources:`` block."""
     path = DATA_DIR / "gpus" / f"{gpu}.yaml"
@@ -213,6 +223,7 @@ def write_cost(gpu: str, us: float, step_us: float, n: int, source: str) -> None
         "decode_sequence_cost:\n"
         + f"  us_per_layer: {us:.3f}\n"
         + f"  step_us_per_layer: {step_us:.2f}\n"
+        + (f"  max_batch: {max_batch}\n" if max_batch else "")
         + f"  points: {n}\n"
         + "  source: >-\n"
         + "\n".join(folded(source.split(), indent=4))
@@ -227,6 +238,7 @@ def write_cost(gpu: str, us: float, step_us: float, n: int, source: str) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     args, catalog, points = fit_script_inputs(argv, __doc__)
     fits: dict[str, tuple[float, float, int]] = {}
+    largest: dict[str, int] = {}
     for gpu in sorted(catalog.gpus):
         base = with_cost(catalog, gpu, None)
         fit = fit_costs(points, base, gpu)
@@ -234,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         fits[gpu] = fit
         us, step_us, n = fit
+        largest[gpu] = max_sweep_batch(batch_sweeps(points, base, gpu))
         held = batch_sweeps(points, base, gpu, cb.Split.HOLDOUT)
         check = ""
         if held:
@@ -251,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + f"){check}"
         )
         if args.write:
-            write_cost(gpu, us, step_us, n, source_text(points, base, gpu, n))
+            write_cost(gpu, us, step_us, n, source_text(points, base, gpu, n), largest[gpu])
     for sibling, of in sorted(SIBLINGS.items()):
         if of in fits and sibling not in fits:
             us, step_us, _ = fits[of]
@@ -264,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     0,
                     f"Not measured on this GPU: {of}'s fit (scripts/fit_decode_sequence_cost.py), "
                     "the same compute die and serving software.",
+                    largest[of],
                 )
     return 0
 

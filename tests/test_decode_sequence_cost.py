@@ -54,6 +54,24 @@ def test_the_costs_are_layers_times_us_and_none_for_mla_tp1_or_unfitted_gpus():
     assert tp8.coefficients.overhead_ms == pytest.approx(tp8.step_overhead_ms + 2.4)
 
 
+def test_the_shipped_floor_in_the_step_coefficients():
+    """Llama-3.1-70B FP8 on 8 x MI300X with the shipped catalog: the step's fixed cost is
+    the 3 ms step overhead plus 80 layers x 27.14 us = 5.1712 ms; MI325X carries the same
+    floor; DeepSeek-V3 (MLA) pays its MLA kernel floor and no layer floor."""
+    cost = CAT.gpus["mi300x"].decode_sequence_cost
+    assert cost is not None and cost.step_us_per_layer == 27.14
+    c = _replica(CAT).coefficients
+    assert c.layer_floor_ms == pytest.approx(80 * 27.14e-3)
+    assert c.overhead_ms == pytest.approx(3.0 + 80 * 27.14e-3) == pytest.approx(5.1712)
+    sibling = _replica(CAT, gpu="mi325x").coefficients
+    assert sibling.layer_floor_ms == pytest.approx(c.layer_floor_ms)
+    ds = rl.build_replica(CAT, "deepseek-v3", "mi300x", tp=8, dtype="fp8", engine="vllm")
+    assert ds.coefficients.layer_floor_ms == 0.0 and ds.coefficients.attention_floor_ms > 0
+    assert ds.coefficients.overhead_ms == pytest.approx(
+        ds.step_overhead_ms + ds.coefficients.attention_floor_ms
+    )
+
+
 def test_a_decode_step_grows_by_the_costs_in_the_model_and_the_simulation():
     """64 decodes at a 1,000-token context on 8 x MI300X: the step is 64 x 0.04 + 2.4 =
     4.96 ms longer with 0.5 us per sequence and 30 us per step, per layer (the decode
@@ -170,8 +188,8 @@ def test_write_cost_replaces_an_earlier_block_before_the_sources(tmp_path, monke
     path.write_text("id: x\nefficiency:\n  points: 3\nsources:\n  - https://example.com/x\n")
     monkeypatch.setattr(FIT, "DATA_DIR", tmp_path)
     source = " ".join(f"word{i}" for i in range(40))
-    FIT.write_cost("x", 0.61234, 20.5, 24, source)
-    FIT.write_cost("x", 0.5, 27.123, 20, source)
+    FIT.write_cost("x", 0.61234, 20.5, 24, source, 64)
+    FIT.write_cost("x", 0.5, 27.123, 20, source, 128)
     text = path.read_text()
     assert text.count("decode_sequence_cost:") == 1
     assert text.index("decode_sequence_cost:") < text.index("sources:")
@@ -179,6 +197,7 @@ def test_write_cost_replaces_an_earlier_block_before_the_sources(tmp_path, monke
     assert data["decode_sequence_cost"] == {
         "us_per_layer": 0.5,
         "step_us_per_layer": 27.12,
+        "max_batch": 128,
         "points": 20,
         "source": source,
     }
@@ -199,8 +218,44 @@ def test_analyze_capacity_names_the_costs_where_a_gpu_pays_them():
     assert a.replica.step_layer_floor_ms == pytest.approx(80 * cost.step_us_per_layer / 1000)
     text = render_capacity(a)
     assert f"each decoding sequence adds {80 * cost.us_per_layer / 1000:.3f} ms" in text
-    assert f"each step pays {80 * cost.step_us_per_layer / 1000:.2f} ms beyond" in text
+    floor = 80 * cost.step_us_per_layer / 1000
+    assert f"each step pays a {floor:.2f} ms layer floor" in text
+    assert f"step overhead 3 ms + {floor:.2f} ms layer floor = {3 + floor:.2f} ms" in text
     b = capacity_analysis(CAT, CapacityRequest(gpu="h100-sxm5-80gb", output_tokens=2048, **base))
     assert b.replica.decode_sequence_ms == 0.0 and b.replica.step_layer_floor_ms == 0.0
     assert "each decoding sequence adds" not in render_capacity(b)
     assert "each step pays" not in render_capacity(b)
+    assert "layer floor" not in render_capacity(b)
+
+
+def test_the_report_shows_the_floor_beside_the_step_overhead():
+    """The plan report's efficiency table: MI300X's step overhead cell names its layer
+    floor per layer; H100's has none."""
+    from planner.report.blocks import _layer_floor_text
+
+    assert _layer_floor_text(CAT.gpus["mi300x"]) == " + 27.1 us/layer"
+    assert _layer_floor_text(CAT.gpus["h100-sxm5-80gb"]) == ""
+
+
+def test_the_largest_fitted_batch_is_recorded_and_named_past_it():
+    """The shipped costs record the sweeps' largest batch (128, AMD's tables; MI325X
+    the same as its sibling). `analyze capacity` at every prompt queued (1,000+
+    sequences on 8 x MI300X) says the per-sequence cost is extrapolated past it; a
+    closed loop of 64 users stays inside it and says nothing."""
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    sweeps = FIT.batch_sweeps(POINTS, CAT, "mi300x")
+    assert FIT.max_sweep_batch(sweeps) == 128
+    for gpu in ("mi300x", "mi325x"):
+        assert CAT.gpus[gpu].decode_sequence_cost.max_batch == 128
+    base = {"model": "llama-3.1-70b", "gpu": "mi300x", "tp": 8, "dtype": "fp8"}
+    shape = {"prompt_tokens": 128, "output_tokens": 2048}
+    queued = capacity_analysis(CAT, CapacityRequest(**base, **shape))
+    assert queued.replica.decode_sequence_max_batch == 128
+    assert queued.result.batch > 128
+    assert any("past the 128 the per-sequence decode cost" in n for n in queued.result.notes)
+    closed = capacity_analysis(CAT, CapacityRequest(**base, **shape, concurrency=64))
+    assert closed.result.batch <= 128
+    assert not any("per-sequence decode cost" in n for n in closed.result.notes)
+    with pytest.raises(ValidationError, match="max_batch"):
+        DecodeSequenceCost(us_per_layer=0.5, max_batch=0, points=3, source="fitted to three runs")

@@ -89,7 +89,14 @@ def render_capacity(a: CapacityAnalysis) -> str:
     lines = [
         f"capacity: {r.model} on {r.tp} x {r.gpu} ({r.dtype} weights, {r.kv_dtype} KV, "
         f"{r.engine}), "
-        f"MFU {r.mfu:.4g}, MBU {r.mbu:.4g}, step overhead {r.step_overhead_ms:g} ms{cal}",
+        f"MFU {r.mfu:.4g}, MBU {r.mbu:.4g}, step overhead {r.step_overhead_ms:g} ms"
+        + (
+            f" + {r.step_layer_floor_ms:.2f} ms layer floor"
+            f" = {r.step_overhead_ms + r.step_layer_floor_ms:.2f} ms"
+            if r.step_layer_floor_ms
+            else ""
+        )
+        + cal,
         "dense GEMMs " + gemm_gain_text(r.gemm_gain, r.gemm_lift),
         *(
             [
@@ -101,8 +108,8 @@ def render_capacity(a: CapacityAnalysis) -> str:
         ),
         *(
             [
-                f"each step pays {r.step_layer_floor_ms:.2f} ms beyond its kernels and the "
-                "step overhead (a per-layer floor fitted to the same sweeps)"
+                f"each step pays a {r.step_layer_floor_ms:.2f} ms layer floor beyond its "
+                "kernels and the step overhead (fitted per layer to the same sweeps)"
             ]
             if r.step_layer_floor_ms
             else []

@@ -35,9 +35,10 @@ class ReplicaSummary(_Result):
     (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured);
     ``decode_sequence_ms``: what each decoding sequence adds to a step beyond its KV read
     (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`; 0: none);
+    ``decode_sequence_max_batch``: the largest batch it was fitted at (None: unrecorded);
     ``step_layer_floor_ms``: what every step pays beyond its kernels and
-    ``step_overhead_ms`` (fitted to the same sweeps, :func:`planner.kernels.step_layer_floor_ms`;
-    0: none).
+    ``step_overhead_ms`` (fitted to the same sweeps, :func:`planner.kernels.step_layer_floor_ms`,
+    as the replica's step coefficients carry it; 0: none).
     """
 
     model: str
@@ -55,6 +56,7 @@ class ReplicaSummary(_Result):
     gemm_gain: list[float] = []
     gemm_lift: float = 1.0
     decode_sequence_ms: float = 0.0
+    decode_sequence_max_batch: int | None = None
     step_layer_floor_ms: float = 0.0
 
     @classmethod
@@ -75,7 +77,12 @@ class ReplicaSummary(_Result):
             gemm_gain=list(replica.coefficients.gemm_gain),
             gemm_lift=replica.coefficients.dense_lift,
             decode_sequence_ms=kn.decode_sequence_ms(replica.gpu, replica.model, replica.tp),
-            step_layer_floor_ms=kn.step_layer_floor_ms(replica.gpu, replica.model, replica.tp),
+            decode_sequence_max_batch=(
+                replica.gpu.decode_sequence_cost.max_batch
+                if replica.gpu.decode_sequence_cost is not None
+                else None
+            ),
+            step_layer_floor_ms=replica.coefficients.layer_floor_ms,
         )
 
 

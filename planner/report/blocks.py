@@ -437,6 +437,16 @@ def verified_text(row: Mapping[str, Any]) -> str:
     return "yes" if row.get("verified") is True else "no"
 
 
+def _layer_floor_text(spec: Any) -> str:
+    """What a GPU's step pays per layer beyond ``step_overhead_ms`` (its fitted layer
+    floor, catalog ``decode_sequence_cost.step_us_per_layer``), as a suffix of the
+    efficiency table's step-overhead cell: " + 27.1 us/layer", or "" without one."""
+    cost = spec.decode_sequence_cost
+    if cost is None or not cost.step_us_per_layer:
+        return ""
+    return f" + {cost.step_us_per_layer:.1f} us/layer"
+
+
 def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catalog) -> list[Block]:
     """Prices with their sources, and efficiency factors with their reasons,
     for the GPU types the plan buys."""
@@ -479,7 +489,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 num(_map(used.get(g)).get("prefill_mfu", e.prefill_mfu), 2),
                 num(_map(used.get(g)).get("dense_gemm_lift"), 2),
                 num(_map(used.get(g)).get("decode_mbu", e.decode_mbu), 2),
-                num(e.step_overhead_ms, 1),
+                num(e.step_overhead_ms, 1) + _layer_floor_text(spec),
                 num(e.overlap_factor, 2),
                 _text.factors_text(prov, missing=DASH),
                 e.reason.strip(),
