@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     show(fd.summary_table(fd.summarize(rows, fd.by_gpu_model_dtype), ["gpu", "model", "dtype"]))
     print("error by GPU and dtype:")
     show(fd.summary_table(fd.summarize(rows, fd.by_gpu_dtype), ["gpu", "dtype"]))
+    print("error by GPU and publisher (the source's host or GitHub repository):")
+    show(fd.summary_table(fd.summarize(rows, fd.by_gpu_publisher), ["gpu", "publisher"]))
     print("overall:")
     show(fd.summary_table(fd.summarize(rows, fd.overall), ["values of"]))
     print("by engine and measured value:")

@@ -389,6 +389,14 @@ def by_gpu_model_dtype(r: Row) -> tuple[str, ...]:
     return (r.gpu, r.model, r.dtype)
 
 
+def by_gpu_publisher(r: Row) -> tuple[str, ...]:
+    """The GPU and where the value was published (``Row.family``,
+    :func:`planner.levels.source_root`; ``-`` when unknown): one publisher's runs share
+    a harness and a software version, so a bias that follows the publisher rather than
+    the GPU shows here (MI300X: AMD's tables against dstack's vLLM 0.6 runs)."""
+    return (r.gpu, r.family or "-")
+
+
 def overall(r: Row) -> tuple[str, ...]:
     return ("all",)
 

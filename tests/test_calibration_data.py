@@ -441,6 +441,24 @@ def test_throughput_errors_are_split_by_shape_class_and_engine():
     assert by_value == {("-", "output_tok_s"), ("-", "ttft_ms")}
 
 
+def test_errors_by_gpu_and_publisher():
+    """Rows group by GPU and publisher (unknown: ``-``), each with its own medians."""
+    amd, dstack = "amd.com", "github.com/dstackai/benchmarks"
+    rows = [
+        dataclasses.replace(row("mi300x", 8, 100.0, 130.0, 96.0), family=amd),  # -4%
+        dataclasses.replace(row("mi300x", 8, 100.0, 140.0, 98.0, shape="near"), family=amd),  # -2%
+        dataclasses.replace(
+            row("mi300x", 8, 100.0, 150.0, 127.0, shape="x"), family=dstack
+        ),  # +27%
+        row("mi300x", 1, 100.0, 90.0, 93.0, shape="y"),  # -7%, publisher unknown
+    ]
+    got = {s.key: s for s in fd.summarize(rows, fd.by_gpu_publisher)}
+    assert set(got) == {("mi300x", amd), ("mi300x", dstack), ("mi300x", "-")}
+    assert got[("mi300x", amd)].values == 2
+    assert got[("mi300x", amd)].median_signed_after == pytest.approx(-0.03)
+    assert got[("mi300x", dstack)].median_signed_after == pytest.approx(0.27)
+
+
 def test_cross_vendor_ratio_is_per_gpu_throughput_over_h100s():
     rows = [
         row(H100, 2, 1000.0, 1100.0, 1050.0),
