@@ -135,14 +135,10 @@ def slope_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalog
     ``ln((measured / predicted) / (measured / predicted at the smallest batch))``: 0
     when the model's throughput grows with the batch as measured, negative when it
     grows faster (a run the model cannot price counts as 3x over-predicted)."""
-    logs = []
+    logs: list[float] = []
     for runs in sweeps:
-        ratios = []
-        for m in runs:
-            assert m.output_tok_s is not None
-            p = cb.predict(m, catalog).output_tok_s
-            ratios.append(m.output_tok_s / p if p else 1.0 / 3.0)
-        logs += [math.log(r / ratios[0]) for r in ratios[1:]]
+        errors = log_errors(runs, catalog)
+        logs += [e - errors[0] for e in errors[1:]]
     return median(logs)
 
 
@@ -199,9 +195,8 @@ def median_log_ratio(sweeps: Sequence[Sequence[cb.Measurement]], catalog: Catalo
     return median(log_errors([m for runs in sweeps for m in runs], catalog))
 
 
-def source_text(points: Sequence[cb.Measurement], catalog: Catalog, gpu: str, n: int) -> str:
+def source_text(sweeps: Sequence[Sequence[cb.Measurement]], n: int) -> str:
     """The ``source`` written with a fit: the sweeps and where they come from."""
-    sweeps = batch_sweeps(points, catalog, gpu)
     roots = sorted({(s[0].source or "").split(" ")[0] for s in sweeps})
     return (
         f"Fitted by scripts/fit_decode_sequence_cost.py to this GPU's {len(sweeps)} batch "
@@ -246,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         fits[gpu] = fit
         us, step_us, n = fit
-        largest[gpu] = max_sweep_batch(batch_sweeps(points, base, gpu))
+        sweeps = batch_sweeps(points, base, gpu)
+        largest[gpu] = max_sweep_batch(sweeps)
         held = batch_sweeps(points, base, gpu, cb.Split.HOLDOUT)
         check = ""
         if held:
@@ -264,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + f"){check}"
         )
         if args.write:
-            write_cost(gpu, us, step_us, n, source_text(points, base, gpu, n), largest[gpu])
+            write_cost(gpu, us, step_us, n, source_text(sweeps, n), largest[gpu])
     for sibling, of in sorted(SIBLINGS.items()):
         if of in fits and sibling not in fits:
             us, step_us, _ = fits[of]

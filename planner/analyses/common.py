@@ -7,7 +7,6 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog, Dtype, Model
-from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import KV_STREAM_OVERLAP
 from planner.errors import PlanningError, UnknownEntryError
@@ -34,7 +33,8 @@ class ReplicaSummary(_Result):
     ``gemm_lift``: the measured dense GEMM rate at 512 tokens over ``effective_tflops``'
     (:func:`planner.kernel_floors.dense_gemm_lift`; 1: none measured);
     ``decode_sequence_ms``: what each decoding sequence adds to a step beyond its KV read
-    (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`; 0: none);
+    (fitted to batch sweeps, :func:`planner.kernels.decode_sequence_ms`, as the replica's
+    step coefficients carry it per attention rank; 0: none);
     ``decode_sequence_max_batch``: the largest batch it was fitted at (None: unrecorded);
     ``step_layer_floor_ms``: what every step pays beyond its kernels and
     ``step_overhead_ms`` (fitted to the same sweeps, :func:`planner.kernels.step_layer_floor_ms`,
@@ -76,7 +76,7 @@ class ReplicaSummary(_Result):
             effective_bandwidth_tb_per_s=rl.effective_bandwidth_bytes_per_s(replica) / 1e12,
             gemm_gain=list(replica.coefficients.gemm_gain),
             gemm_lift=replica.coefficients.dense_lift,
-            decode_sequence_ms=kn.decode_sequence_ms(replica.gpu, replica.model, replica.tp),
+            decode_sequence_ms=replica.coefficients.attn_seq_ms * replica.coefficients.dp,
             decode_sequence_max_batch=(
                 replica.gpu.decode_sequence_cost.max_batch
                 if replica.gpu.decode_sequence_cost is not None
