@@ -82,8 +82,9 @@ def load_entries(data_dir: Path = DATA_DIR) -> dict[str, dict[str, BaseModel]]:
 
 
 def check_references(entries: Mapping[str, Mapping[str, BaseModel]]) -> None:
-    """Every GPU's scale-up, PCIe and network link exists and has the right kind, and
-    every LLM its own-run checks name is a catalog model."""
+    """Every GPU's scale-up, PCIe and network link exists and has the right kind, its
+    predecessor (if any) is another GPU of the same vendor, and every LLM its own-run
+    checks name is a catalog model."""
     links: Mapping[str, Link] = entries["links"]  # type: ignore[assignment]
     problems: list[tuple[str, str]] = []
     for gpu in entries["gpus"].values():
@@ -102,6 +103,23 @@ def check_references(entries: Mapping[str, Mapping[str, BaseModel]]) -> None:
             elif link.kind != kind:
                 problems.append(
                     (f"gpus.{gpu.id}.{field}", f"link {link_id!r} is {link.kind}, not {kind}")
+                )
+        if gpu.predecessor is not None:
+            before = entries["gpus"].get(gpu.predecessor)
+            if before is None or gpu.predecessor == gpu.id:
+                problems.append(
+                    (
+                        f"gpus.{gpu.id}.predecessor",
+                        f"unknown GPU {gpu.predecessor!r} (another catalog GPU id)",
+                    )
+                )
+            elif before.vendor != gpu.vendor:  # type: ignore[attr-defined]
+                problems.append(
+                    (
+                        f"gpus.{gpu.id}.predecessor",
+                        f"{gpu.predecessor!r} is a {before.vendor} GPU, not {gpu.vendor}"  # type: ignore[attr-defined]
+                        " (a predecessor is the same vendor's previous generation)",
+                    )
                 )
         if gpu.scale_up_link is None and gpu.scale_up_domain_size > 1:
             problems.append(

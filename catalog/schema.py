@@ -331,6 +331,14 @@ class Gpu(Frozen):
         default=None, description="Link id within the scale-up domain; None when PCIe only."
     )
     scale_up_domain_size: Annotated[int, Field(ge=1, le=576, strict=True)]
+    predecessor: Id | None = Field(
+        default=None,
+        description="The same vendor's previous-generation GPU (catalog id) whose measured "
+        "dense-LLM level this GPU's is judged by when this GPU is measured on MoE LLMs only "
+        "and no GPU of its own architecture is measured on dense ones: its level relative to "
+        "the predecessor on runs published for both carries the predecessor's level over "
+        "(scripts/calibration_levels.py). None: only a sibling of its architecture is used.",
+    )
     pcie_link: Id
     network_link: Id = Field(description="Typical scale-out NIC per GPU (link id).")
     tdp_w: PosFloat = Field(le=MAX_TDP_W)

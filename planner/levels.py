@@ -460,7 +460,8 @@ def borrowed_dense_level(
     measured gap between dense and MoE kernels on the same software stack, never above
     the sibling's own level, :func:`level_ceiling`, nor the analogy guess itself: no dense
     run lifts it), and the MoE ratio ``level / dense`` that keeps its MoE LLMs at the
-    level they were measured at. Dimensionless; returns ``(dense, moe_ratio)``. MI325X:
+    level they were measured at (but see below: never above the sibling's level).
+    Dimensionless; returns ``(dense, moe_ratio)``. MI325X:
     DeepSeek-V3 measured at 0.57 and MI300X's DeepSeek-V3 at 0.54 of its Llama level give
     a Llama level of 1.06, taken at 1, against 0.57 without: the same die with faster HBM
     would otherwise be rated at half MI300X's share of peak on dense LLMs.
@@ -473,7 +474,19 @@ def borrowed_dense_level(
     the stack), but the sibling's level still does: a GPU is never rated a larger share
     of peak than the sibling it is judged by. MI325X runs InferenceMAX's DeepSeek-V3
     sweep at 0.96 of MI300X's level on the same runs (5 fit runs): its Llama level is
-    1.167 x 0.96 = 1.12 (MI300X's 1.167), not the guess's 1."""
+    1.167 x 0.96 = 1.12 (MI300X's 1.167), not the guess's 1.
+
+    A GPU whose MoE runs measure above the sibling's own level (``level >
+    min(sibling_level, ceiling)``) is held there on every LLM: ``dense = min(sibling_level,
+    ceiling)`` with MoE ratio 1, so its MoE LLMs are priced below what they measured. Its
+    dense LLMs are unmeasured and must not be rated a larger share of peak than the
+    measured sibling they are judged by, and a MoE ratio above 1 (MoE LLMs priced above
+    the dense level) is not allowed (:func:`planner.roofline.moe_level_ratio`). GB300's
+    DeepSeek runs measure at 1.11 (the ceiling) against B200's dense 0.94: both are
+    priced at 0.94 on GB300."""
+    held = min(sibling_level, ceiling)
+    if level > held:
+        return held, 1.0
     if matched_ratio is not None:
         dense = max(level, min(sibling_level * matched_ratio, sibling_level, ceiling))
     else:

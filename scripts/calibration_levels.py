@@ -121,12 +121,13 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             e["factors"],
             None if gpu in fd.LEVEL_REFERENCE_GPUS else targets,
         )
-    # the level of a GPU never measured: the median measured level (2 decimals; a level
-    # lifted above 1 counts as 1, so a guess is never rated above its own analogy), which
-    # catalog.schema.ANALOGY_LEVEL_SCALE records (a test holds the two together)
-    median_level = (
-        round(median(min(v, 1.0) for v in levels.values()), 2) if levels else ANALOGY_LEVEL_SCALE
-    )
+    # the level of a GPU never measured: the median measured level of the GPUs measured on
+    # a dense LLM (2 decimals; a level lifted above 1 counts as 1, so a guess is never
+    # rated above its own analogy), which catalog.schema.ANALOGY_LEVEL_SCALE records (a
+    # test holds the two together). A GPU measured on MoE LLMs only is left out: its
+    # level is its MoE kernels', and its dense level is borrowed, not measured.
+    dense_levels = [min(v, 1.0) for g, v in levels.items() if plan[g]["level"].dense]
+    median_level = round(median(dense_levels), 2) if dense_levels else ANALOGY_LEVEL_SCALE
     if abs(median_level - ANALOGY_LEVEL_SCALE) > 0.005:
         print(
             f"note: the median level of the scaled GPUs is {median_level:.2f}; "
@@ -174,19 +175,34 @@ def borrow_dense_levels(
     """A scaled GPU measured on MoE LLMs only takes its dense-LLM level from a scaled
     sibling of its architecture measured on both (planner.fidelity.borrowed_dense_level;
     the least lift when several), its MoE LLMs staying at their measured level; the
-    spread is recomputed on its points. Changes ``plan`` in place."""
+    spread is recomputed on its points. Where no sibling of its architecture is measured
+    on dense LLMs, its ``predecessor`` (the vendor's previous generation) stands in, but
+    only with runs matched on both GPUs (planner.fidelity.paired_level): another
+    architecture's gap between its dense and MoE kernels is not borrowed, and without
+    matched runs the GPU keeps its MoE level on dense LLMs too (the lower, conservative
+    reading). Changes ``plan`` in place."""
     for gpu, e in sorted(plan.items()):
         lv = e["level"]
         if lv.dense or e["moe_ratio"] != 1.0:
             continue  # measured on a dense LLM (any format): its own level stands
         arch = catalog.gpus[gpu].arch
         options = []
-        for s, o in sorted(plan.items()):
-            if s == gpu or catalog.gpus[s].arch != arch or o["moe_ratio"] >= 1.0:
-                continue
-            if not o["level"].dense:  # a sibling without dense runs has no dense gap
-                continue
+        candidates = [
+            (s, o)
+            for s, o in sorted(plan.items())
+            if s != gpu
+            and catalog.gpus[s].arch == arch
+            and o["moe_ratio"] < 1.0
+            # a sibling without dense runs has no dense gap
+            and o["level"].dense
+        ]
+        before = catalog.gpus[gpu].predecessor
+        if not candidates and before in plan and plan[before]["level"].dense:
+            candidates = [(before, plan[before])]
+        for s, o in candidates:
             matched = matched_ratio(catalog, fit_pts, (gpu, e), (s, o))
+            if catalog.gpus[s].arch != arch and matched is None:
+                continue  # a predecessor's dense-to-MoE gap is not borrowed
             dense, ratio = fd.borrowed_dense_level(
                 lv.scale,
                 o["level"].scale,
@@ -202,7 +218,9 @@ def borrow_dense_levels(
         factors = fd.scaled_factors(catalog, prior, dense)
         pts = [m for m in fit_pts if m.gpu == gpu]
         # a capped dense level: the MoE ratio that keeps its MoE LLMs where they measured
-        at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
+        at_cap = None
+        if dense >= lv.scale - 1e-9:  # (held below its MoE level: MoE ratio 1)
+            at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
         moe_ratio = moe_ratio if at_cap is None else at_cap
         priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
         sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
@@ -210,6 +228,7 @@ def borrow_dense_levels(
             factors=factors,
             moe_ratio=moe_ratio,
             borrowed=(sibling, lv.scale, dense, matched),
+            borrowed_from=("sibling" if catalog.gpus[sibling].arch == arch else "predecessor"),
             sigma_log=max(sigma, e["sigma_log"]),
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
@@ -347,23 +366,42 @@ def ratio_reason(e: dict) -> str:
         )
     if e.get("borrowed"):
         sibling, measured, dense, matched = e["borrowed"]
+        kin = e.get("borrowed_from", "sibling")
         if matched:
             ratio, runs, group = matched
             how = (
                 f"{sibling}'s measured level times its level relative to {sibling} on "
                 f"{runs} {group} runs published for both ({ratio:.3f}; "
-                "planner.fidelity.paired_level), at most the sibling's level"
+                "planner.fidelity.paired_level), at most the "
+                + ("sibling's" if kin == "sibling" else "predecessor's")
+                + " level"
+                + (
+                    f" ({sibling} is its predecessor, another architecture: no GPU of "
+                    "its own architecture is measured on dense LLMs)"
+                    if kin == "predecessor"
+                    else ""
+                )
             )
         else:
             how = (
                 f"its MoE level {measured:.3f} over the MoE ratio of {sibling} (measured "
                 "on both, same architecture)"
             )
-        parts.insert(
-            0,
-            f"its dense LLMs are unmeasured: their level {dense:.3f} is {how}; "
-            f"moe_level_ratio undoes it on MoE models (measured at {measured:.3f})",
-        )
+        if measured > dense + 1e-9:
+            parts.insert(
+                0,
+                f"its dense LLMs are unmeasured, and its MoE LLMs measure at {measured:.3f}, "
+                f"above {sibling}'s own level: both are held at {dense:.3f}, {sibling}'s "
+                f"level (never a larger share of peak than the measured {kin} it is judged "
+                "by; its MoE runs are priced below what they measured; "
+                "planner.fidelity.borrowed_dense_level)",
+            )
+        else:
+            parts.insert(
+                0,
+                f"its dense LLMs are unmeasured: their level {dense:.3f} is {how}; "
+                f"moe_level_ratio undoes it on MoE models (measured at {measured:.3f})",
+            )
     text = "; ".join(parts)
     return (text[:1].upper() + text[1:] + ". ") if parts else ""
 

@@ -97,7 +97,7 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     entries = [
         more_entry("a1"),
         more_entry("a2", ep=8, notes="decode TP8/EP8/dp-attn=False."),
-        more_entry("a3", hardware="AMD Instinct MI355X"),
+        more_entry("a3", hardware="AMD Instinct MI455X"),
         more_entry("a4", framework="SGLang disagg", notes="PD-disaggregated"),
     ]
     base, more, out = write_sources(tmp_path, entries)
@@ -106,7 +106,7 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
     assert set(by_id) == {"a1", "a2", "a4"}
-    assert doc["skipped"] == {"hardware 'AMD Instinct MI355X' not in the catalog": 1}
+    assert doc["skipped"] == {"hardware 'AMD Instinct MI455X' not in the catalog": 1}
     assert by_id["a1"]["model"] == "deepseek-v3" and "skip_reason" not in by_id["a1"]
     assert (by_id["a1"]["isl"], by_id["a1"]["concurrency"]) == (922, 4)
     assert by_id["a2"]["ep"] == 8 and "skip_reason" not in by_id["a2"]

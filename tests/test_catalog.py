@@ -25,6 +25,8 @@ EXPECTED_GPUS = {
     "h200-sxm-141gb",
     "b200",
     "gb200-per-gpu",
+    "b300",
+    "gb300-per-gpu",
     "a100-sxm-80gb",
     "a100-40gb",
     "l40s",
@@ -32,6 +34,7 @@ EXPECTED_GPUS = {
     "a10g",
     "mi300x",
     "mi325x",
+    "mi355x",
     "gaudi3",
 }
 EXPECTED_MODELS = {
@@ -54,10 +57,12 @@ REQUIRED_LINKS = {
     "nvlink4-bridge": LinkKind.SCALE_UP,
     "nvlink5": LinkKind.SCALE_UP,
     "infinity-fabric-mi300": LinkKind.SCALE_UP,
+    "infinity-fabric-mi355": LinkKind.SCALE_UP,
     "gaudi3-roce": LinkKind.SCALE_UP,
     "pcie-gen4-x16": LinkKind.PCIE,
     "pcie-gen5-x16": LinkKind.PCIE,
     "ib-ndr-400": LinkKind.NETWORK,
+    "cx8-800g": LinkKind.NETWORK,
     "ib-hdr-200": LinkKind.NETWORK,
     "eth-100g": LinkKind.NETWORK,
     "eth-200g": LinkKind.NETWORK,
@@ -161,9 +166,10 @@ def test_fp8_null_exactly_for_pre_hopper_parts(cat: Catalog) -> None:
         assert (Dtype.FP8 in gpu.supported_dtypes()) == (gpu.id not in NO_FP8)
 
 
-def test_fp4_only_on_blackwell(cat: Catalog) -> None:
+def test_fp4_only_on_blackwell_and_cdna4(cat: Catalog) -> None:
     fp4 = {g.id for g in cat.gpus.values() if g.fp4_dense_tflops is not None}
-    assert fp4 == {"b200", "gb200-per-gpu"}
+    assert fp4 == {"b200", "gb200-per-gpu", "b300", "gb300-per-gpu", "mi355x"}
+    assert {g.arch for g in cat.gpus.values() if g.id in fp4} == {"Blackwell", "CDNA 4"}
 
 
 def test_scale_up_domains(cat: Catalog) -> None:
@@ -192,13 +198,20 @@ def test_link_bandwidth_is_per_direction(cat: Catalog) -> None:
         "nvlink4-bridge": 600,
         "nvlink5": 1800,
         "infinity-fabric-mi300": 896,
+        "infinity-fabric-mi355": 1075.2,  # 7 links x 153.6 GB/s (Hume Consulting)
         "gaudi3-roce": 1050,  # 21 of its 24 ports face the 7 peers (docs.habana.ai)
         "pcie-gen4-x16": 64,
         "pcie-gen5-x16": 128,
     }
     for link_id, total in bidir.items():
         assert cat.links[link_id].bandwidth_gb_per_s == pytest.approx(total / 2), link_id
-    gbit = {"ib-ndr-400": 400, "ib-hdr-200": 200, "eth-100g": 100, "eth-200g": 200}
+    gbit = {
+        "ib-ndr-400": 400,
+        "ib-hdr-200": 200,
+        "eth-100g": 100,
+        "eth-200g": 200,
+        "cx8-800g": 800,
+    }
     for link_id, gbps in gbit.items():
         assert cat.links[link_id].bandwidth_gb_per_s == pytest.approx(gbps / 8), link_id
 
@@ -371,6 +384,41 @@ def test_link_of_wrong_kind_is_named(data_copy: Path) -> None:
         load_catalog(data_copy)
     assert "gpus.mi300x.pcie_link" in str(info.value)
     assert "network" in str(info.value)
+
+
+def test_predecessor_must_be_another_gpu_of_the_same_vendor(data_copy: Path) -> None:
+    """MI355X names MI300X as its predecessor (the GPU whose measured dense level it is
+    judged by); an unknown id, itself or another vendor's GPU is refused, field named."""
+    cases = (("mi999x", "unknown GPU"), ("mi355x", "unknown GPU"), ("h100-sxm5-80gb", "NVIDIA"))
+    for bad, why in cases:
+        _edit(data_copy / "gpus" / "mi355x.yaml", predecessor=bad)
+        with pytest.raises(CatalogError) as info:
+            load_catalog(data_copy)
+        assert [f for f, _ in info.value.issues] == ["gpus.mi355x.predecessor"], bad
+        assert why in str(info.value) and bad in str(info.value)
+    _edit(data_copy / "gpus" / "mi355x.yaml", predecessor="mi325x")
+    assert load_catalog(data_copy).gpus["mi355x"].predecessor == "mi325x"
+
+
+def test_new_generation_gpus_are_in_the_catalog(cat: Catalog) -> None:
+    """MI355X, B300 and GB300 (run in public benchmarks: InferenceX's DeepSeek-R1 sweeps)
+    with their dense peaks (no sparsity), the FP4 formats they run natively and the
+    conservative reading where sources conflict (B300's lowest FP4 peak, usable HBM)."""
+    mi, b3, gb3 = cat.gpus["mi355x"], cat.gpus["b300"], cat.gpus["gb300-per-gpu"]
+    assert (mi.bf16_dense_tflops, mi.fp8_dense_tflops) == (2516.6, 5033.2)
+    assert [f.value for f in mi.fp4_formats] == ["mxfp4"]  # no NVFP4 on CDNA 4
+    assert mi.predecessor == "mi300x" and mi.arch != cat.gpus["mi300x"].arch
+    assert mi.scale_up_link is not None and cat.links[mi.scale_up_link].mesh_peers == 7
+    assert b3.fp4_dense_tflops == 13125 and b3.memory_gb < 288 and b3.tdp_w == 1100
+    assert gb3.scale_up_domain_size == 72 and gb3.server.gpus_per_node == 4
+    for g in (b3, gb3):
+        assert g.arch == cat.gpus["b200"].arch  # Blackwell's measured kernel tables
+        assert {f.value for f in g.fp4_formats} == {"nvfp4", "mxfp4"}
+        assert cat.links[g.network_link].bandwidth_gb_per_s == 100
+    for g in (mi, b3, gb3):  # estimated prices: never below the middle of their range
+        assert g.price.range_usd_per_hour is not None
+        lo, hi = g.price.range_usd_per_hour
+        assert g.price.estimate and g.price.usd_per_hour >= (lo + hi) / 2 - 1e-9
 
 
 def test_domain_without_scale_up_link_is_rejected(data_copy: Path) -> None:

@@ -19,5 +19,5 @@ def test_parse_entry_rejects_unknown_kind_and_non_mapping():
 def test_shipped_catalog_is_cached_and_complete():
     cat = load_catalog()
     assert load_catalog() is cat
-    assert len(cat.gpus) == 14 and len(cat.models) == 11
+    assert len(cat.gpus) == 17 and len(cat.models) == 11
     assert len(cat.workloads) >= 6

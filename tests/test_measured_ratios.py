@@ -284,7 +284,13 @@ def test_a_gpu_measured_on_moe_only_borrows_its_siblings_dense_gap():
     assert fd.borrowed_dense_level(0.5, 1.2, 0.8, 1.2) == pytest.approx((0.625, 0.8))
     assert fd.borrowed_dense_level(0.5, 0.55, 0.8, 1.2) == pytest.approx((0.55, 0.5 / 0.55))
     assert fd.borrowed_dense_level(0.9, 1.5, 0.5, 0.95) == pytest.approx((0.95, 0.9 / 0.95))
-    assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2) == pytest.approx((0.9, 1.0))
+    # MoE runs above the sibling's own level: held at the sibling's level on every LLM
+    # (the unmeasured dense LLMs never above the measured sibling; MoE ratio at most 1)
+    assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2) == pytest.approx((0.6, 1.0))
+    assert fd.borrowed_dense_level(0.9, 0.6, 0.5, 1.2, matched_ratio=1.4) == pytest.approx(
+        (0.6, 1.0)
+    )
+    assert fd.borrowed_dense_level(1.3, 1.4, 0.5, 1.25) == pytest.approx((1.25, 1.0))
 
 
 def test_a_gpu_matched_run_for_run_with_its_sibling_takes_the_siblings_dense_level():

@@ -195,16 +195,14 @@ def test_shipped_levels_never_favour_a_guess():
         if x.efficiency.provenance == Provenance.SCALED
     }
     assert len(scaled) >= 5 and all(v > 0 for v in scaled.values())
-    # the levels measured: a GPU measured on MoE LLMs only was checked at its MoE level
-    # (MI325X's and GB200's dense levels are borrowed from MI300X and B200); a level
-    # lifted above 1 (a guess set below the reference GPUs') counts as 1: the level of a
-    # guess is never above its own analogy
+    # the levels measured on a dense LLM: a GPU measured on MoE LLMs only is left out
+    # (its dense level is borrowed: MI325X's and MI355X's from MI300X, GB200's, B300's and
+    # GB300's from B200); a level lifted above 1 (a guess set below the reference GPUs')
+    # counts as 1: the level of a guess is never above its own analogy
     fit = [m for m in cb.load_reference_measurements(cat) if m.in_fit]
     moe_only = {g for g in scaled if all(cat.models[m.model].is_moe for m in fit if m.gpu == g)}
-    clipped = [
-        min(v * (cat.gpus[g].efficiency.moe_level_ratio if g in moe_only else 1.0), 1.0)
-        for g, v in scaled.items()
-    ]
+    assert {"mi325x", "mi355x", "gb200-per-gpu", "b300", "gb300-per-gpu"} <= moe_only
+    clipped = [min(v, 1.0) for g, v in scaled.items() if g not in moe_only]
     assert statistics.median(clipped) == pytest.approx(ANALOGY_LEVEL_SCALE, abs=0.01)
     assert ANALOGY_LEVEL_SCALE <= 1.0
     for g, x in cat.gpus.items():

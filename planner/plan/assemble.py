@@ -218,7 +218,8 @@ def plan_from_result(
         infeasible_reasons=infeasible,
         warnings=list(req.warnings)
         + speculation_warnings(pools)
-        + own_llm_warnings(pools, catalog, req.model_id, req.request.risk.confidence),
+        + own_llm_warnings(pools, catalog, req.model_id, req.request.risk.confidence)
+        + borrowed_level_warnings(pools, catalog, req.model_id),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -427,6 +428,37 @@ def own_llm_warnings(
                 min(sigmas) if sigmas else None,
                 confidence,
             )
+        )
+    return out
+
+
+def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> list[str]:
+    """Per GPU type of the plan's serving pools whose factors were scaled to runs of
+    mixture-of-experts LLMs only (its ``efficiency.own_llm_ratio`` names MoE models and
+    no other) while the plan serves the dense ``model_id``: its dense level is not
+    measured but borrowed from a measured GPU (a sibling of its architecture, or its
+    ``predecessor``; scripts/calibration_levels.py), which its ``reason`` names. A
+    plan's "unmeasured GPUs" line counts only GPUs set by analogy, so this says it. Sorted
+    by GPU id; none for a MoE ``model_id``."""
+    model = catalog.models.get(model_id)
+    if model is None or model.is_moe:
+        return []
+    out = []
+    for gpu in sorted({p.gpu for p in pools if p.replicas and p.provenance == "scaled"}):
+        spec = catalog.gpus.get(gpu)
+        if spec is None:
+            continue
+        measured = sorted(spec.efficiency.own_llm_ratio)
+        if not measured or any(
+            m not in catalog.models or not catalog.models[m].is_moe for m in measured
+        ):
+            continue
+        judged_by = spec.predecessor or "a measured GPU of its architecture"
+        out.append(
+            f"{gpu}: measured on mixture-of-experts LLMs only ({', '.join(measured)}); its "
+            f"factors for the dense {model_id} are borrowed from {judged_by}'s measured "
+            "level, never above it (see its efficiency reason in the catalog), not measured "
+            "on this GPU"
         )
     return out
 

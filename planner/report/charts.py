@@ -83,6 +83,8 @@ GPU_COLORS = {
     "h100-pcie-80gb": "#1f4e79",
     "b200": "#3a9b6b",
     "gb200-per-gpu": "#1e6b45",
+    "b300": "#66c28f",
+    "gb300-per-gpu": "#0f4a2e",
     "a100-sxm-80gb": "#c9a227",
     "a100-40gb": "#a6841c",
     "l40s": "#8c6d4f",
@@ -90,6 +92,7 @@ GPU_COLORS = {
     "a10g": "#6f6f6f",
     "mi300x": "#c44e52",
     "mi325x": "#e07b39",
+    "mi355x": "#8b1a1a",
     "gaudi3": "#8e5cb5",
 }
 EXTRA_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#7f7f7f", "#9467bd", "#ff9896", "#98df8a"]

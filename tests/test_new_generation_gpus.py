@@ -1,0 +1,120 @@
+"""MI355X, B300 and GB300: measured on DeepSeek-R1 only (InferenceX), their dense-LLM
+levels judged by a measured GPU (a sibling of the architecture, or the vendor's
+predecessor with runs matched on both), never rated above it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from script_support import load_script
+
+from catalog.loader import load_catalog
+from planner import calibration as cb
+from planner import fidelity as fd
+
+CAT = load_catalog()
+LEVELS = load_script("calibration_levels")
+
+
+def _entry(gpu: str, scale: float, *, dense: bool, moe_ratio: float = 1.0) -> dict:
+    prior = fd.prior_factors(CAT, gpu)
+    return {
+        "provenance": "scaled",
+        "factors": fd.scaled_factors(CAT, prior, scale),
+        "prior": prior,
+        "level": fd.LevelScale(
+            gpu=gpu,
+            scale=scale,
+            values=10,
+            median_ratio=1.0,
+            by_model=(("deepseek-v3", scale * moe_ratio),)
+            + ((("llama-2-70b", scale),) if dense else ()),
+            moe_ratio=moe_ratio,
+            dense=dense,
+        ),
+        "points": 10,
+        "sigma_log": 0.73,
+        "moe_ratio": moe_ratio,
+        "fp4_ratio": 1.0,
+    }
+
+
+def _plan(mi355x_level: float) -> dict:
+    return {
+        "mi300x": _entry("mi300x", 1.0, dense=True, moe_ratio=0.5),
+        "mi355x": _entry("mi355x", mi355x_level, dense=False),
+    }
+
+
+def test_a_predecessor_is_used_only_with_runs_matched_on_both():
+    """MI355X (CDNA 4) has no measured sibling of its architecture: MI300X, its
+    predecessor, stands in only through runs published for both (InferenceX's SGLang
+    DeepSeek-R1 FP8 sweep). Without matched runs another architecture's dense-to-MoE gap
+    is not borrowed: MI355X keeps its MoE level on dense LLMs (the lower reading)."""
+    plan = _plan(0.6)
+    LEVELS.borrow_dense_levels(CAT, plan, [], None)
+    assert "borrowed" not in plan["mi355x"] and plan["mi355x"]["level"].scale == 0.6
+
+    fit = cb.fit_points(cb.load_reference_measurements(CAT))
+    assert len(fd.matched_runs(fit, "mi355x", "mi300x")) >= fd.MIN_MATCHED_RUNS
+    plan = _plan(0.6)
+    LEVELS.borrow_dense_levels(CAT, plan, fit, None)
+    e = plan["mi355x"]
+    assert e["borrowed"][0] == "mi300x" and e["borrowed_from"] == "predecessor"
+    # dense at most the predecessor's level, never below what it measured; the MoE ratio
+    # keeps DeepSeek where it was measured
+    assert 0.6 <= e["level"].scale <= 1.0
+    assert e["level"].scale * e["moe_ratio"] == pytest.approx(0.6, rel=1e-6)
+    reason = LEVELS.ratio_reason(e)
+    assert "predecessor" in reason and "mi300x" in reason
+
+
+def test_moe_runs_above_the_predecessors_level_are_held_at_it():
+    """MoE runs measuring above the measured GPU's own level: every LLM priced at that
+    level (dense LLMs unmeasured; MoE ratio at most 1), and the reason says so."""
+    fit = cb.fit_points(cb.load_reference_measurements(CAT))
+    plan = _plan(1.2)
+    LEVELS.borrow_dense_levels(CAT, plan, fit, None)
+    e = plan["mi355x"]
+    assert e["level"].scale == pytest.approx(1.0) and e["moe_ratio"] == 1.0
+    assert "held at 1.000" in LEVELS.ratio_reason(e)
+
+
+def test_shipped_new_gpus_are_never_rated_above_the_gpu_they_are_judged_by():
+    """The shipped calibration: B300 and GB300 no higher than B200 (their measured
+    Blackwell sibling), MI355X no higher than MI300X; each carries the analogy spread
+    (one publisher's runs) and its DeepSeek runs' own check."""
+    g = CAT.gpus
+    for new, by in (("b300", "b200"), ("gb300-per-gpu", "b200"), ("mi355x", "mi300x")):
+        eff = g[new].efficiency
+        assert eff.provenance.value == "scaled" and eff.points > 0, new
+        assert eff.level_scale <= g[by].efficiency.level_scale + 1e-3, new
+        assert eff.prefill_mfu <= g[by].efficiency.prefill_mfu + 1e-4, new
+        assert eff.decode_mbu <= g[by].efficiency.decode_mbu + 1e-4, new
+        assert eff.sigma_log >= 0.73, new
+        assert "deepseek-v3" in eff.own_llm_ratio, new
+    assert "mi300x" in g["mi355x"].efficiency.reason
+
+
+def test_a_plan_says_when_a_gpus_dense_level_is_borrowed():
+    """A plan serving a dense LLM on a GPU measured on MoE LLMs only says its factors are
+    borrowed (MI355X from MI300X, B300 from its architecture's measured GPU); a MoE plan,
+    a GPU measured on a dense LLM, or a pool without replicas says nothing."""
+    from planner.plan.assemble import borrowed_level_warnings
+    from planner.plan.models import PoolPlan
+
+    def pool(gpu: str, replicas: int = 2) -> PoolPlan:
+        fields: dict[str, Any] = {"gpu": gpu, "replicas": replicas, "provenance": "scaled"}
+        return PoolPlan.model_construct(**fields)
+
+    got = borrowed_level_warnings(
+        [pool("mi355x"), pool("b300"), pool("mi300x"), pool("gb300-per-gpu", 0)],
+        CAT,
+        "llama-3.1-70b",
+    )
+    assert len(got) == 2
+    assert got[0].startswith("b300: measured on mixture-of-experts LLMs only (deepseek-v3)")
+    assert "a measured GPU of its architecture" in got[0]
+    assert got[1].startswith("mi355x:") and "borrowed from mi300x's measured level" in got[1]
+    assert borrowed_level_warnings([pool("mi355x")], CAT, "deepseek-v3") == []
