@@ -440,3 +440,17 @@ def test_looser_tpot_never_shrinks_an_aggregated_candidate():
         assert len(chat) == 1
         caps.append(chat[0].capacity_rps(2))
     assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(caps)), caps
+
+
+def test_littles_law_operating_point_is_the_fixed_point_of_the_step():
+    """A decode replica fed 0.5 output tokens per ms at TPOT 10 + b ms holds L = 0.5 x
+    (10 + L): L = 10 sequences (not 0.5 x 40 = 20 at the step of its max batch 30); fed
+    2 per ms it saturates at its max batch; fed nothing it holds none. The percentile
+    batch built on it never exceeds the one at the max batch's step."""
+    from planner.plan.figures import littles_law_operating_point
+
+    assert littles_law_operating_point(0.5, lambda b: 10.0 + b, 30) == pytest.approx(10.0)
+    assert littles_law_operating_point(2.0, lambda b: 10.0 + b, 30) == 30
+    assert littles_law_operating_point(0.0, lambda b: 10.0 + b, 30) == 0.0
+    # a constant step: Little's law as it was (L = 0.5 x 12)
+    assert littles_law_operating_point(0.5, lambda b: 12.0, 30) == pytest.approx(6.0)
