@@ -118,3 +118,30 @@ def test_a_plan_says_when_a_gpus_dense_level_is_borrowed():
     assert "a measured GPU of its architecture" in got[0]
     assert got[1].startswith("mi355x:") and "borrowed from mi300x's measured level" in got[1]
     assert borrowed_level_warnings([pool("mi355x")], CAT, "deepseek-v3") == []
+
+
+def test_the_reports_uncertainty_sentence_names_a_borrowed_level():
+    """The report's uncertainty sentence says which GPU's factors for the planned model
+    are borrowed (from the plan's warnings), beside "fitted or scaled to measurements"."""
+    from planner.plan.assemble import borrowed_level_warnings
+    from planner.plan.models import PoolPlan
+    from planner.report.alternatives import BORROWED_LEVEL_MARK, uncertainty_sentence
+
+    fields: dict[str, Any] = {"gpu": "mi355x", "replicas": 3, "provenance": "scaled"}
+    warnings = borrowed_level_warnings([PoolPlan.model_construct(**fields)], CAT, "llama-2-70b")
+    assert BORROWED_LEVEL_MARK in warnings[0]
+    plan = {
+        "cost_band_usd_per_hour": [1.0, 2.0],
+        "risk": {"confidence": 0.8, "band_confidence": 0.9},
+        "unmeasured_gpus": [],
+        "warnings": ["traffic: something else", *warnings],
+    }
+    runs = uncertainty_sentence(plan)
+    assert runs is not None
+    text = "".join(r for r in runs if isinstance(r, str))
+    assert "mi355x was measured on mixture-of-experts LLMs only" in text
+    plan["warnings"] = ["traffic: something else"]
+    runs = uncertainty_sentence(plan)
+    assert runs is not None and "mixture-of-experts" not in "".join(
+        r for r in runs if isinstance(r, str)
+    )

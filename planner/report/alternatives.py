@@ -198,7 +198,23 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
         )
     else:
         runs.append(" Every GPU bought has factors fitted or scaled to measurements.")
+    # planner.plan.assemble.borrowed_level_warnings: measured, but on other LLMs only
+    borrowed = [
+        str(w).split(":", 1)[0]
+        for w in _list(plan.get("warnings"))
+        if BORROWED_LEVEL_MARK in str(w)
+    ]
+    if borrowed:
+        runs.append(
+            f" {', '.join(borrowed)} {'was' if len(borrowed) == 1 else 'were'} measured on "
+            "mixture-of-experts LLMs only: the factors for this model are borrowed from a "
+            "measured GPU (see the warnings)."
+        )
     return runs
+
+
+#: The words :func:`planner.plan.assemble.borrowed_level_warnings` starts its reason with.
+BORROWED_LEVEL_MARK = "measured on mixture-of-experts LLMs only"
 
 
 def sensitivity_sentence(sens: Mapping[str, Any] | None) -> list[Run] | None:
