@@ -104,9 +104,23 @@ def check_references(entries: Mapping[str, Mapping[str, BaseModel]]) -> None:
                 problems.append(
                     (f"gpus.{gpu.id}.{field}", f"link {link_id!r} is {link.kind}, not {kind}")
                 )
+        borrowed = gpu.efficiency.dense_level_from
+        if borrowed not in (None, "self") and (
+            borrowed == gpu.id or borrowed not in entries["gpus"]
+        ):
+            problems.append(
+                (
+                    f"gpus.{gpu.id}.efficiency.dense_level_from",
+                    f"unknown GPU {borrowed!r} (another catalog GPU id, or 'self')",
+                )
+            )
         if gpu.predecessor is not None:
             before = entries["gpus"].get(gpu.predecessor)
-            if before is None or gpu.predecessor == gpu.id:
+            if gpu.predecessor == gpu.id:
+                problems.append(
+                    (f"gpus.{gpu.id}.predecessor", "a GPU cannot be its own predecessor")
+                )
+            elif before is None:
                 problems.append(
                     (
                         f"gpus.{gpu.id}.predecessor",

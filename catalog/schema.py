@@ -155,6 +155,16 @@ class Efficiency(Uncertainty):
     own_llm_ratio: dict[Id, OwnLlmCheck] = Field(
         default_factory=dict, max_length=MAX_OWN_LLM_CHECKS
     )
+    dense_level_from: Id | None = Field(
+        default=None,
+        description="Set when the GPU was measured on mixture-of-experts LLMs only: the "
+        "measured GPU its dense-LLM level is judged by (a sibling of its architecture, "
+        "whose dense level it borrows, or its predecessor, whose level caps it), or "
+        "'self' when none is measured and its MoE level stands for dense LLMs too. Written "
+        "by make calibrate-defaults (scripts/calibration_levels.py); plans serving a dense "
+        "LLM on it say so (planner.plan.assemble.borrowed_level_warnings). None: its level "
+        "rests on dense-LLM runs, or it is set by analogy.",
+    )
 
 
 Month = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$")]

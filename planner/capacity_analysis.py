@@ -105,6 +105,12 @@ class FactorSpread(BaseModel):
     level_scale: float
     moe_level_ratio: float = 1.0
     fp4_level_ratio: float = 1.0
+    dense_level_from: str | None = Field(
+        default=None,
+        description="For a dense LLM on a GPU measured on MoE LLMs only: the measured GPU "
+        "its dense level is judged by, or 'self' (catalog efficiency.dense_level_from); "
+        "None otherwise.",
+    )
     band_confidence: float
     requests_per_s_band: tuple[float, float] | None
     output_tokens_per_s_band: tuple[float, float] | None
@@ -116,7 +122,8 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
     request count as analogy), the GPU's measured ratios that priced it (MoE LLMs:
     :func:`planner.roofline.moe_level_ratio` on the catalog's MFU and MBU, 1 when both
     are given; FP4 weights: ``efficiency.fp4_level_ratio``, 1 where the GPU has factors
-    measured in FP4), and :func:`planner.risk.capacity_band_rps` applied
+    measured in FP4), for a dense LLM the GPU its dense level is judged by where it was
+    measured on MoE LLMs only, and :func:`planner.risk.capacity_band_rps` applied
     to the predicted requests/s and output tokens/s."""
     overridden = req.mfu is not None or req.mbu is not None or req.step_overhead_ms is not None
     unc = risk.factor_uncertainty(catalog, req.gpu, req.dtype, overridden)
@@ -133,6 +140,11 @@ def factor_spread(catalog: Catalog, req: CapacityRequest, result: CapacityResult
         level_scale=unc.level_scale,
         moe_level_ratio=1.0 if req.mfu is not None and req.mbu is not None else moe,
         fp4_level_ratio=kf.fp4_level_ratio(gpu) if req.dtype == Dtype.FP4 else 1.0,
+        dense_level_from=(
+            None
+            if overridden or catalog.models[req.model].is_moe
+            else gpu.efficiency.dense_level_from
+        ),
         band_confidence=risk.BAND_CONFIDENCE,
         requests_per_s_band=band(result.requests_per_s),
         output_tokens_per_s_band=band(result.output_tokens_per_s),

@@ -176,50 +176,46 @@ def borrow_dense_levels(
     sibling of its architecture measured on both (planner.fidelity.borrowed_dense_level;
     the least lift when several), its MoE LLMs staying at their measured level; the
     spread is recomputed on its points. Where no sibling of its architecture is measured
-    on dense LLMs, its ``predecessor`` (the vendor's previous generation) stands in, but
-    only with runs matched on both GPUs (planner.fidelity.paired_level): another
-    architecture's gap between its dense and MoE kernels is not borrowed, and without
-    matched runs the GPU keeps its MoE level on dense LLMs too (the lower, conservative
-    reading). Changes ``plan`` in place."""
+    on dense LLMs, its ``predecessor`` (the vendor's previous generation) only caps it:
+    its MoE level stands for dense LLMs too (another architecture's gap between dense
+    and MoE kernels is not borrowed, even through matched runs, whose ratio carries the
+    predecessor's gap), never above the predecessor's level. With neither it keeps its
+    MoE level. Each such GPU records what its dense level rests on (``dense_from``: the
+    GPU, or "self"; catalog ``efficiency.dense_level_from``). Changes ``plan`` in place."""
     for gpu, e in sorted(plan.items()):
         lv = e["level"]
         if lv.dense or e["moe_ratio"] != 1.0:
             continue  # measured on a dense LLM (any format): its own level stands
+        e["dense_from"] = "self"
         arch = catalog.gpus[gpu].arch
+        ceiling = fd.level_ceiling(catalog, e["prior"])
         options = []
-        candidates = [
-            (s, o)
-            for s, o in sorted(plan.items())
-            if s != gpu
-            and catalog.gpus[s].arch == arch
-            and o["moe_ratio"] < 1.0
-            # a sibling without dense runs has no dense gap
-            and o["level"].dense
-        ]
-        before = catalog.gpus[gpu].predecessor
-        if not candidates and before in plan and plan[before]["level"].dense:
-            candidates = [(before, plan[before])]
-        for s, o in candidates:
+        for s, o in sorted(plan.items()):
+            if s == gpu or catalog.gpus[s].arch != arch or o["moe_ratio"] >= 1.0:
+                continue
+            if not o["level"].dense:  # a sibling without dense runs has no dense gap
+                continue
             matched = matched_ratio(catalog, fit_pts, (gpu, e), (s, o))
-            if catalog.gpus[s].arch != arch and matched is None:
-                continue  # a predecessor's dense-to-MoE gap is not borrowed
             dense, ratio = fd.borrowed_dense_level(
-                lv.scale,
-                o["level"].scale,
-                o["moe_ratio"],
-                fd.level_ceiling(catalog, e["prior"]),
-                matched[0] if matched else None,
+                lv.scale, o["level"].scale, o["moe_ratio"], ceiling, matched[0] if matched else None
             )
-            options.append((dense, ratio, s, matched))
+            # held: its MoE runs measure above the sibling's own level (the function's test)
+            held = lv.scale > min(o["level"].scale, ceiling)
+            options.append((dense, ratio, s, matched, held))
+        before = catalog.gpus[gpu].predecessor
+        if not options and before in plan and plan[before]["level"].dense:
+            cap = min(plan[before]["level"].scale, ceiling)
+            options.append((min(lv.scale, cap), 1.0, before, None, lv.scale > cap))
         if not options:
             continue
-        dense, moe_ratio, sibling, matched = min(options, key=lambda x: x[:3])
+        dense, moe_ratio, sibling, matched, held = min(options, key=lambda x: x[:3])
         prior = e["prior"]
         factors = fd.scaled_factors(catalog, prior, dense)
         pts = [m for m in fit_pts if m.gpu == gpu]
         # a capped dense level: the MoE ratio that keeps its MoE LLMs where they measured
+        # (none when held below them, or judged by a predecessor: MoE ratio 1)
         at_cap = None
-        if dense >= lv.scale - 1e-9:  # (held below its MoE level: MoE ratio 1)
+        if not held and moe_ratio < 1.0:
             at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
         moe_ratio = moe_ratio if at_cap is None else at_cap
         priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
@@ -228,7 +224,10 @@ def borrow_dense_levels(
             factors=factors,
             moe_ratio=moe_ratio,
             borrowed=(sibling, lv.scale, dense, matched),
+            moe_measured=lv.measured,
             borrowed_from=("sibling" if catalog.gpus[sibling].arch == arch else "predecessor"),
+            held=held,
+            dense_from=sibling,
             sigma_log=max(sigma, e["sigma_log"]),
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
@@ -367,41 +366,52 @@ def ratio_reason(e: dict) -> str:
     if e.get("borrowed"):
         sibling, measured, dense, matched = e["borrowed"]
         kin = e.get("borrowed_from", "sibling")
-        if matched:
-            ratio, runs, group = matched
-            how = (
-                f"{sibling}'s measured level times its level relative to {sibling} on "
-                f"{runs} {group} runs published for both ({ratio:.3f}; "
-                "planner.fidelity.paired_level), at most the "
-                + ("sibling's" if kin == "sibling" else "predecessor's")
-                + " level"
-                + (
-                    f" ({sibling} is its predecessor, another architecture: no GPU of "
-                    "its own architecture is measured on dense LLMs)"
-                    if kin == "predecessor"
-                    else ""
+        if e.get("held"):
+            parts.insert(
+                0,
+                f"its dense LLMs are unmeasured, and its MoE LLMs measure at "
+                f"{e.get('moe_measured', measured):.3f} (before the ceiling), above "
+                f"{sibling}'s level: both are held at "
+                f"{dense:.3f}, the {kin}'s level or the ceiling, whichever is lower (never a "
+                f"larger share of peak than the measured {kin} it is judged by; its MoE runs "
+                "are priced below what they measured; planner.fidelity.borrowed_dense_level)",
+            )
+        elif kin == "predecessor":
+            parts.insert(
+                0,
+                f"its dense LLMs are unmeasured and no GPU of its architecture is measured on "
+                f"them: its MoE level {dense:.3f} stands for them, at most the level of "
+                f"{sibling}, its predecessor (another architecture's gap between dense and "
+                "MoE kernels is not borrowed)",
+            )
+        else:
+            if matched:
+                ratio, runs, group = matched
+                how = (
+                    f"{sibling}'s measured level times its level relative to {sibling} on "
+                    f"{runs} {group} runs published for both ({ratio:.3f}; "
+                    "planner.fidelity.paired_level), at most the sibling's level"
                 )
-            )
-        else:
-            how = (
-                f"its MoE level {measured:.3f} over the MoE ratio of {sibling} (measured "
-                "on both, same architecture)"
-            )
-        if measured > dense + 1e-9:
+            else:
+                how = (
+                    f"its MoE level {measured:.3f} over the MoE ratio of {sibling} (measured "
+                    "on both, same architecture)"
+                )
             parts.insert(
                 0,
-                f"its dense LLMs are unmeasured, and its MoE LLMs measure at {measured:.3f}, "
-                f"above {sibling}'s own level: both are held at {dense:.3f}, {sibling}'s "
-                f"level (never a larger share of peak than the measured {kin} it is judged "
-                "by; its MoE runs are priced below what they measured; "
-                "planner.fidelity.borrowed_dense_level)",
+                f"its dense LLMs are unmeasured: their level {dense:.3f} is {how}"
+                + (
+                    f"; moe_level_ratio undoes it on MoE models (measured at {measured:.3f})"
+                    if e["moe_ratio"] < 1.0
+                    else ""
+                ),
             )
-        else:
-            parts.insert(
-                0,
-                f"its dense LLMs are unmeasured: their level {dense:.3f} is {how}; "
-                f"moe_level_ratio undoes it on MoE models (measured at {measured:.3f})",
-            )
+    elif e.get("dense_from") == "self":
+        parts.insert(
+            0,
+            "its dense LLMs are unmeasured and no measured GPU judges them: its MoE level "
+            "stands for them",
+        )
     text = "; ".join(parts)
     return (text[:1].upper() + text[1:] + ". ") if parts else ""
 
@@ -447,6 +457,7 @@ def write_level(gpu: str, e: dict) -> None:
         f"  level_scale: {level:.3f}\n"
         + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
         + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")
+        + (f"  dense_level_from: {e['dense_from']}\n" if e.get("dense_from") else "")
         + own_llm_block(e.get("own") or {})
         + "  reason: >-\n"
         + "\n".join(lines)

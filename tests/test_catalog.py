@@ -389,13 +389,17 @@ def test_link_of_wrong_kind_is_named(data_copy: Path) -> None:
 def test_predecessor_must_be_another_gpu_of_the_same_vendor(data_copy: Path) -> None:
     """MI355X names MI300X as its predecessor (the GPU whose measured dense level it is
     judged by); an unknown id, itself or another vendor's GPU is refused, field named."""
-    cases = (("mi999x", "unknown GPU"), ("mi355x", "unknown GPU"), ("h100-sxm5-80gb", "NVIDIA"))
+    cases = (
+        ("mi999x", "unknown GPU"),
+        ("mi355x", "its own predecessor"),
+        ("h100-sxm5-80gb", "NVIDIA"),
+    )
     for bad, why in cases:
         _edit(data_copy / "gpus" / "mi355x.yaml", predecessor=bad)
         with pytest.raises(CatalogError) as info:
             load_catalog(data_copy)
         assert [f for f, _ in info.value.issues] == ["gpus.mi355x.predecessor"], bad
-        assert why in str(info.value) and bad in str(info.value)
+        assert why in str(info.value)
     _edit(data_copy / "gpus" / "mi355x.yaml", predecessor="mi325x")
     assert load_catalog(data_copy).gpus["mi355x"].predecessor == "mi325x"
 

@@ -31,6 +31,7 @@ def _entry(gpu: str, scale: float, *, dense: bool, moe_ratio: float = 1.0) -> di
             by_model=(("deepseek-v3", scale * moe_ratio),)
             + ((("llama-2-70b", scale),) if dense else ()),
             moe_ratio=moe_ratio,
+            measured=scale,
             dense=dense,
         ),
         "points": 10,
@@ -47,38 +48,42 @@ def _plan(mi355x_level: float) -> dict:
     }
 
 
-def test_a_predecessor_is_used_only_with_runs_matched_on_both():
+def test_a_predecessor_caps_the_level_and_lends_no_gap():
     """MI355X (CDNA 4) has no measured sibling of its architecture: MI300X, its
-    predecessor, stands in only through runs published for both (InferenceX's SGLang
-    DeepSeek-R1 FP8 sweep). Without matched runs another architecture's dense-to-MoE gap
-    is not borrowed: MI355X keeps its MoE level on dense LLMs (the lower reading)."""
-    plan = _plan(0.6)
-    LEVELS.borrow_dense_levels(CAT, plan, [], None)
-    assert "borrowed" not in plan["mi355x"] and plan["mi355x"]["level"].scale == 0.6
-
+    predecessor, only caps it. Its MoE level stands for dense LLMs too (MI300X's gap
+    between dense and MoE kernels is not borrowed, with or without runs matched on
+    both), and it is recorded as judged by MI300X."""
     fit = cb.fit_points(cb.load_reference_measurements(CAT))
-    assert len(fd.matched_runs(fit, "mi355x", "mi300x")) >= fd.MIN_MATCHED_RUNS
-    plan = _plan(0.6)
-    LEVELS.borrow_dense_levels(CAT, plan, fit, None)
-    e = plan["mi355x"]
-    assert e["borrowed"][0] == "mi300x" and e["borrowed_from"] == "predecessor"
-    # dense at most the predecessor's level, never below what it measured; the MoE ratio
-    # keeps DeepSeek where it was measured
-    assert 0.6 <= e["level"].scale <= 1.0
-    assert e["level"].scale * e["moe_ratio"] == pytest.approx(0.6, rel=1e-6)
-    reason = LEVELS.ratio_reason(e)
-    assert "predecessor" in reason and "mi300x" in reason
+    for points in ([], fit):
+        plan = _plan(0.6)
+        LEVELS.borrow_dense_levels(CAT, plan, points, None)
+        e = plan["mi355x"]
+        assert e["level"].scale == pytest.approx(0.6) and e["moe_ratio"] == 1.0
+        assert e["borrowed_from"] == "predecessor" and e["dense_from"] == "mi300x"
+        assert not e["held"]
+        reason = LEVELS.ratio_reason(e)
+        assert "its predecessor" in reason and "not borrowed" in reason
 
 
 def test_moe_runs_above_the_predecessors_level_are_held_at_it():
     """MoE runs measuring above the measured GPU's own level: every LLM priced at that
     level (dense LLMs unmeasured; MoE ratio at most 1), and the reason says so."""
-    fit = cb.fit_points(cb.load_reference_measurements(CAT))
     plan = _plan(1.2)
-    LEVELS.borrow_dense_levels(CAT, plan, fit, None)
+    LEVELS.borrow_dense_levels(CAT, plan, [], None)
     e = plan["mi355x"]
-    assert e["level"].scale == pytest.approx(1.0) and e["moe_ratio"] == 1.0
-    assert "held at 1.000" in LEVELS.ratio_reason(e)
+    assert e["level"].scale == pytest.approx(1.0) and e["moe_ratio"] == 1.0 and e["held"]
+    reason = LEVELS.ratio_reason(e)
+    assert "measure at 1.200 (before the ceiling)" in reason and "held at 1.000" in reason
+
+
+def test_a_gpu_with_nothing_to_judge_it_keeps_its_moe_level():
+    """No sibling, no predecessor measured on a dense LLM: the MoE level stands, recorded
+    as "self"."""
+    plan = {"mi355x": _entry("mi355x", 0.7, dense=False)}
+    LEVELS.borrow_dense_levels(CAT, plan, [], None)
+    e = plan["mi355x"]
+    assert e["dense_from"] == "self" and "borrowed" not in e and e["level"].scale == 0.7
+    assert "no measured GPU judges them" in LEVELS.ratio_reason(e)
 
 
 def test_shipped_new_gpus_are_never_rated_above_the_gpu_they_are_judged_by():
@@ -95,6 +100,10 @@ def test_shipped_new_gpus_are_never_rated_above_the_gpu_they_are_judged_by():
         assert eff.sigma_log >= 0.73, new
         assert "deepseek-v3" in eff.own_llm_ratio, new
     assert "mi300x" in g["mi355x"].efficiency.reason
+    judged = {k: g[k].efficiency.dense_level_from for k in g}
+    assert judged["mi355x"] == judged["mi325x"] == "mi300x"
+    assert judged["b300"] == judged["gb300-per-gpu"] == judged["gb200-per-gpu"] == "b200"
+    assert judged["b200"] is None and judged["mi300x"] is None and judged["h100-sxm5-80gb"] is None
 
 
 def test_a_plan_says_when_a_gpus_dense_level_is_borrowed():
@@ -109,14 +118,15 @@ def test_a_plan_says_when_a_gpus_dense_level_is_borrowed():
         return PoolPlan.model_construct(**fields)
 
     got = borrowed_level_warnings(
-        [pool("mi355x"), pool("b300"), pool("mi300x"), pool("gb300-per-gpu", 0)],
+        [pool("mi355x"), pool("b300"), pool("mi300x"), pool("b200"), pool("gb300-per-gpu", 0)],
         CAT,
         "llama-3.1-70b",
     )
-    assert len(got) == 2
+    # B200 is measured on a dense LLM (Llama-2-70B in FP4): no warning
+    assert [w.split(":")[0] for w in got] == ["b300", "mi355x"]
     assert got[0].startswith("b300: measured on mixture-of-experts LLMs only (deepseek-v3)")
-    assert "a measured GPU of its architecture" in got[0]
-    assert got[1].startswith("mi355x:") and "borrowed from mi300x's measured level" in got[1]
+    assert "borrowed from b200's measured level" in got[0]
+    assert "capped at mi300x's (its predecessor's) measured level" in got[1]
     assert borrowed_level_warnings([pool("mi355x")], CAT, "deepseek-v3") == []
 
 
@@ -124,8 +134,8 @@ def test_the_reports_uncertainty_sentence_names_a_borrowed_level():
     """The report's uncertainty sentence says which GPU's factors for the planned model
     are borrowed (from the plan's warnings), beside "fitted or scaled to measurements"."""
     from planner.plan.assemble import borrowed_level_warnings
-    from planner.plan.models import PoolPlan
-    from planner.report.alternatives import BORROWED_LEVEL_MARK, uncertainty_sentence
+    from planner.plan.models import BORROWED_LEVEL_MARK, PoolPlan
+    from planner.report.alternatives import uncertainty_sentence
 
     fields: dict[str, Any] = {"gpu": "mi355x", "replicas": 3, "provenance": "scaled"}
     warnings = borrowed_level_warnings([PoolPlan.model_construct(**fields)], CAT, "llama-2-70b")
@@ -145,3 +155,23 @@ def test_the_reports_uncertainty_sentence_names_a_borrowed_level():
     assert runs is not None and "mixture-of-experts" not in "".join(
         r for r in runs if isinstance(r, str)
     )
+
+
+def test_analyze_capacity_says_when_a_dense_level_is_borrowed():
+    """`analyze capacity` of a dense LLM on MI355X names the GPU its level is judged by
+    (JSON and text); a MoE LLM on it, a dense one on MI300X, or explicit factors: none."""
+    from api.cli.calibrate import render_capacity
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+
+    base: dict[str, Any] = {"tp": 8, "dtype": "fp8", "prompt_tokens": 1024, "output_tokens": 256}
+    a = capacity_analysis(CAT, CapacityRequest(model="llama-3.1-70b", gpu="mi355x", **base))
+    assert a.factors is not None and a.factors.dense_level_from == "mi300x"
+    assert "judged by mi300x's measured level" in render_capacity(a)
+    for model, gpu, extra in (
+        ("deepseek-v3", "mi355x", {}),
+        ("llama-3.1-70b", "mi300x", {}),
+        ("llama-3.1-70b", "mi355x", {"mfu": 0.4, "mbu": 0.6}),
+    ):
+        b = capacity_analysis(CAT, CapacityRequest(model=model, gpu=gpu, **base, **extra))
+        assert b.factors is not None and b.factors.dense_level_from is None, (model, gpu)
+        assert "mixture-of-experts LLMs only" not in render_capacity(b)

@@ -101,7 +101,8 @@ def render_capacity(a: CapacityAnalysis) -> str:
         *(
             [
                 f"each decoding sequence adds {r.decode_sequence_ms:.3f} ms to a step beyond "
-                "its KV read (fitted to batch sweeps: catalog decode_sequence_cost)"
+                "its KV read (fitted to batch sweeps, this GPU's or a sibling's as the catalog's "
+                "decode_sequence_cost.source says)"
             ]
             if r.decode_sequence_ms
             else []
@@ -109,7 +110,8 @@ def render_capacity(a: CapacityAnalysis) -> str:
         *(
             [
                 f"each step pays a {r.step_layer_floor_ms:.2f} ms layer floor beyond its "
-                "kernels and the step overhead (fitted per layer to the same sweeps)"
+                "kernels and the step overhead (fitted per layer to batch sweeps, this GPU's "
+                "or a sibling's as the catalog's decode_sequence_cost.source says)"
             ]
             if r.step_layer_floor_ms
             else []
@@ -148,6 +150,14 @@ def render_capacity(a: CapacityAnalysis) -> str:
                 f"{'':20}MoE LLMs at x{f.moe_level_ratio:.2f} of that level on this GPU "
                 "(measured; the catalog's MFU and MBU above include it)"
             )
+        if f.dense_level_from is not None:
+            judged = (
+                "its level on them stands for this dense LLM (no measured GPU judges it)"
+                if f.dense_level_from == "self"
+                else f"its level for this dense LLM is judged by {f.dense_level_from}'s "
+                "measured level, never above it"
+            )
+            lines.append(f"{'':20}measured on mixture-of-experts LLMs only: {judged}")
         if f.fp4_level_ratio != 1.0:
             lines.append(
                 f"{'':20}FP4 runs measured at x{f.fp4_level_ratio:.2f} the assumed FP4 "

@@ -22,6 +22,7 @@ from planner.plan.explain import (
 from planner.plan.figures import cost_per_million_tokens, pool_tpot_ms, pool_ttft_ms
 from planner.plan.launch import launch_settings
 from planner.plan.models import (
+    BORROWED_LEVEL_MARK,
     HOURS_PER_MONTH,
     BindingConstraint,
     ClassPlan,
@@ -434,31 +435,36 @@ def own_llm_warnings(
 
 def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> list[str]:
     """Per GPU type of the plan's serving pools whose factors were scaled to runs of
-    mixture-of-experts LLMs only (its ``efficiency.own_llm_ratio`` names MoE models and
-    no other) while the plan serves the dense ``model_id``: its dense level is not
-    measured but borrowed from a measured GPU (a sibling of its architecture, or its
-    ``predecessor``; scripts/calibration_levels.py), which its ``reason`` names. A
-    plan's "unmeasured GPUs" line counts only GPUs set by analogy, so this says it. Sorted
-    by GPU id; none for a MoE ``model_id``."""
+    mixture-of-experts LLMs only (``efficiency.dense_level_from`` set by calibration,
+    scripts/calibration_levels.py) while the plan serves the dense ``model_id``: its
+    dense level is not measured but judged by a measured GPU (a sibling of its
+    architecture, whose level it borrows, or its predecessor, whose level caps it), or
+    ("self") rests on its MoE level. A plan's "unmeasured GPUs" line counts only GPUs set
+    by analogy, so this says it. Sorted by GPU id; none for a MoE ``model_id``."""
     model = catalog.models.get(model_id)
     if model is None or model.is_moe:
         return []
     out = []
     for gpu in sorted({p.gpu for p in pools if p.replicas and p.provenance == "scaled"}):
         spec = catalog.gpus.get(gpu)
-        if spec is None:
+        source = spec.efficiency.dense_level_from if spec else None
+        if spec is None or source is None:
             continue
-        measured = sorted(spec.efficiency.own_llm_ratio)
-        if not measured or any(
-            m not in catalog.models or not catalog.models[m].is_moe for m in measured
-        ):
-            continue
-        judged_by = spec.predecessor or "a measured GPU of its architecture"
+        measured = ", ".join(sorted(spec.efficiency.own_llm_ratio)) or "none listed"
+        if source == "self":
+            how = f"its level on them stands for the dense {model_id} (no measured GPU judges it)"
+        elif source == spec.predecessor:
+            how = (
+                f"its factors for the dense {model_id} are its level on them, capped at "
+                f"{source}'s (its predecessor's) measured level"
+            )
+        else:
+            how = (
+                f"its factors for the dense {model_id} are borrowed from {source}'s measured level"
+            )
         out.append(
-            f"{gpu}: measured on mixture-of-experts LLMs only ({', '.join(measured)}); its "
-            f"factors for the dense {model_id} are borrowed from {judged_by}'s measured "
-            "level, never above it (see its efficiency reason in the catalog), not measured "
-            "on this GPU"
+            f"{gpu}: {BORROWED_LEVEL_MARK} ({measured}); {how}, never above it, not measured on "
+            "a dense LLM on this GPU (see its efficiency reason in the catalog)"
         )
     return out
 

@@ -17,6 +17,12 @@ from solver.problem import Mode, PoolRole, SolveStatus
 HOURS_PER_MONTH = 730.0
 
 
+#: The words a plan's warning opens its reason with when a GPU's dense-LLM factors rest
+#: on runs of mixture-of-experts LLMs only (planner.plan.assemble.borrowed_level_warnings);
+#: the report finds such warnings by them.
+BORROWED_LEVEL_MARK = "measured on mixture-of-experts LLMs only"
+
+
 class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from planner.plan.models import BORROWED_LEVEL_MARK
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.blocks import verified_text
@@ -211,10 +212,6 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
             "measured GPU (see the warnings)."
         )
     return runs
-
-
-#: The words :func:`planner.plan.assemble.borrowed_level_warnings` starts its reason with.
-BORROWED_LEVEL_MARK = "measured on mixture-of-experts LLMs only"
 
 
 def sensitivity_sentence(sens: Mapping[str, Any] | None) -> list[Run] | None:
