@@ -175,3 +175,22 @@ def test_analyze_capacity_says_when_a_dense_level_is_borrowed():
         b = capacity_analysis(CAT, CapacityRequest(model=model, gpu=gpu, **base, **extra))
         assert b.factors is not None and b.factors.dense_level_from is None, (model, gpu)
         assert "mixture-of-experts LLMs only" not in render_capacity(b)
+
+
+def test_the_plan_texts_unmeasured_line_names_a_borrowed_level():
+    """The plan text's "unmeasured GPUs" line, which counts only GPUs set by analogy,
+    adds the GPUs whose factors for the model are borrowed (from the warnings)."""
+    from planner.report.borrowed import borrowed_level_gpus, borrowed_level_note
+
+    plan: dict[str, Any] = {
+        "warnings": [
+            "traffic.classes[1]: long prompts",
+            "mi355x: measured on mixture-of-experts LLMs only (deepseek-v3); its factors ...",
+            "b300: measured on mixture-of-experts LLMs only (deepseek-v3); its factors ...",
+        ]
+    }
+    assert borrowed_level_gpus(plan) == ["mi355x", "b300"]
+    note = borrowed_level_note(plan)
+    assert note.startswith("; mi355x, b300 measured on mixture-of-experts LLMs only")
+    assert borrowed_level_note({"warnings": ["traffic.classes[1]: long prompts"]}) == ""
+    assert borrowed_level_note({}) == ""

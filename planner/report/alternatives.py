@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from planner.plan.models import BORROWED_LEVEL_MARK
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.blocks import verified_text
+from planner.report.borrowed import borrowed_level_gpus
 from planner.report.document import (
     Block,
     Chart,
@@ -200,11 +200,7 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
     else:
         runs.append(" Every GPU bought has factors fitted or scaled to measurements.")
     # planner.plan.assemble.borrowed_level_warnings: measured, but on other LLMs only
-    borrowed = [
-        str(w).split(":", 1)[0]
-        for w in _list(plan.get("warnings"))
-        if BORROWED_LEVEL_MARK in str(w)
-    ]
+    borrowed = borrowed_level_gpus(plan)
     if borrowed:
         runs.append(
             f" {', '.join(borrowed)} {'was' if len(borrowed) == 1 else 'were'} measured on "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from planner.plan.notes import notes_of
+from planner.report.borrowed import borrowed_level_note
 from solver.problem import has_solution
 
 RULE = "-"
@@ -229,6 +230,7 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
                 if unmeasured
                 else "none (every GPU bought has efficiency fitted or scaled to measurements)"
             )
+            + borrowed_level_note(plan)
         )
     return lines
 
