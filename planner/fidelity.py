@@ -41,6 +41,7 @@ from planner.levels import (  # noqa: F401  (re-exported)
     capped,
     factor_caps,
     factor_spread,
+    held_at,
     level_ceiling,
     level_group,
     level_scale,

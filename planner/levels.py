@@ -446,6 +446,13 @@ def paired_level(
     return math.exp(brentq(f, lo, hi, xtol=1e-4))
 
 
+def held_at(level: float, judge_level: float, ceiling: float) -> bool:
+    """Whether a GPU measured on MoE LLMs only at ``level`` is held at the level of the
+    measured GPU it is judged by (``judge_level``, at most ``ceiling``): its MoE runs
+    measure above it (:func:`borrowed_dense_level`). Dimensionless levels."""
+    return level > min(judge_level, ceiling)
+
+
 def borrowed_dense_level(
     level: float,
     sibling_level: float,
@@ -484,9 +491,8 @@ def borrowed_dense_level(
     the dense level) is not allowed (:func:`planner.roofline.moe_level_ratio`). GB300's
     DeepSeek runs measure at 1.11 (the ceiling) against B200's dense 0.94: both are
     priced at 0.94 on GB300."""
-    held = min(sibling_level, ceiling)
-    if level > held:
-        return held, 1.0
+    if held_at(level, sibling_level, ceiling):
+        return min(sibling_level, ceiling), 1.0
     if matched_ratio is not None:
         dense = max(level, min(sibling_level * matched_ratio, sibling_level, ceiling))
     else:

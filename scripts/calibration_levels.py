@@ -199,13 +199,14 @@ def borrow_dense_levels(
             dense, ratio = fd.borrowed_dense_level(
                 lv.scale, o["level"].scale, o["moe_ratio"], ceiling, matched[0] if matched else None
             )
-            # held: its MoE runs measure above the sibling's own level (the function's test)
-            held = lv.scale > min(o["level"].scale, ceiling)
-            options.append((dense, ratio, s, matched, held))
+            options.append(
+                (dense, ratio, s, matched, fd.held_at(lv.scale, o["level"].scale, ceiling))
+            )
         before = catalog.gpus[gpu].predecessor
         if not options and before in plan and plan[before]["level"].dense:
-            cap = min(plan[before]["level"].scale, ceiling)
-            options.append((min(lv.scale, cap), 1.0, before, None, lv.scale > cap))
+            judge = plan[before]["level"].scale
+            held = fd.held_at(lv.scale, judge, ceiling)
+            options.append((min(lv.scale, judge, ceiling), 1.0, before, None, held))
         if not options:
             continue
         dense, moe_ratio, sibling, matched, held = min(options, key=lambda x: x[:3])

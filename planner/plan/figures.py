@@ -44,32 +44,22 @@ def pool_ttft_ms(cand: Candidate, rate_rps: float, replicas: int) -> float | Non
 
 
 def percentile_batch(
-    cand: Candidate,
-    rate_rps: float,
-    replicas: int,
-    tpot_at: Callable[[float], float] | None = None,
+    cand: Candidate, rate_rps: float, replicas: int, tpot_at: Callable[[float], float]
 ) -> float:
     """Resident sequences per replica at the SLO percentile: ``min(B, L + z_q sqrt(L))``,
-    with ``L`` the mean resident sequences per replica (Little's law, sequences).
-
-    With ``tpot_at`` (the pool's TPOT at a batch of b sequences, ms) ``L`` is the
-    operating point of the pool, the fixed point of ``L = rate x G x tpot_at(L) /
-    replicas`` (each sequence resides G output tokens of the TPOT at the batch it runs
-    in; B when the pool saturates); without it ``L = rate x G x step / replicas`` with
-    the candidate's step at its max batch B (an upper bound: a pool below B runs shorter
-    steps, so fewer sequences are resident). The 80/20 example's agent decode pool (B 30,
-    prompts of ~97k tokens, 85% loaded): its p90 TPOT is 29.1 ms at the operating point
-    against 45.3 ms at the max batch's step; the simulation measures 24.9 ms (mean batch
-    9.8)."""
+    with ``L`` the mean resident sequences per replica at the pool's operating point,
+    the fixed point of Little's law ``L = rate x G x tpot_at(L) / replicas``
+    (:func:`littles_law_operating_point`; ``tpot_at``: the pool's TPOT at a batch of b
+    sequences, ms; B when the pool saturates). The step of the max batch B would
+    overstate ``L``: a pool below B runs shorter steps, so fewer sequences are
+    resident. The 80/20 example's agent decode pool (B 30, prompts of ~97k tokens, 85%
+    loaded): its p90 TPOT is 29.1 ms at the operating point against 45.3 ms at the max
+    batch's step; the simulation measures 24.9 ms (mean batch 9.8)."""
     if cand.config.max_batch is None or cand.step_ms is None:
         return 0.0
     cap = float(cand.config.max_batch)
     per_replica = rate_rps * cand.output_mean_tokens / max(1, replicas) / 1e3
-    if tpot_at is None:
-        mean = queueing.littles_law_resident(rate_rps, cand.output_mean_tokens, cand.step_ms)
-        mean /= max(1, replicas)
-    else:
-        mean = littles_law_operating_point(per_replica, tpot_at, cap)
+    mean = littles_law_operating_point(per_replica, tpot_at, cap)
     z = NormalDist().inv_cdf(cand.quantile)
     return max(1.0, min(cap, mean + z * math.sqrt(max(mean, 0.0))))
 
