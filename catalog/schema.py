@@ -12,8 +12,9 @@ This module imports nothing of the project (catalog is a leaf package).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -467,6 +468,12 @@ class Fp4Checkpoint(Frozen):
 
     repo: str = Field(min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
     format: Fp4Format
+    weights_of: Name | None = Field(
+        default=None,
+        description="The model whose trained weights the checkpoint quantizes, when they are "
+        "not this entry's (the same architecture, another release or fine-tune: AMD's MXFP4 "
+        "DeepSeek is DeepSeek-R1-0528's weights); plans name it.",
+    )
 
 
 class ReferenceFigures(Frozen):
@@ -509,9 +516,12 @@ class Model(Frozen):
         default_factory=lambda: [Dtype.BF16, Dtype.FP8],
         description="Weight formats the model is served in.",
     )
-    fp4_checkpoint: Fp4Checkpoint | None = Field(
-        default=None,
-        description="The published FP4 checkpoint (required when weight_dtypes has fp4).",
+    fp4_checkpoints: list[Fp4Checkpoint] = Field(
+        default_factory=list,
+        max_length=len(Fp4Format),
+        description="The published FP4 checkpoints, at most one per block format (required "
+        "when weight_dtypes has fp4). A GPU runs the first of its fp4_formats the model has "
+        "a checkpoint in. A single checkpoint may be given as fp4_checkpoint.",
     )
     mtp_modules: Annotated[int, Field(ge=0, le=8)] = Field(
         default=0,
@@ -527,6 +537,18 @@ class Model(Frozen):
     sources: Sources
     notes: Text = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_fp4_checkpoint(cls, data: Any) -> Any:
+        """``fp4_checkpoint: {...}`` (one checkpoint) is read as ``fp4_checkpoints: [...]``."""
+        if isinstance(data, dict) and "fp4_checkpoint" in data:
+            if "fp4_checkpoints" in data:
+                raise ValueError("give fp4_checkpoints or fp4_checkpoint, not both")
+            data = dict(data)
+            one = data.pop("fp4_checkpoint")
+            data["fp4_checkpoints"] = [] if one is None else [one]
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Model:
         if self.mla is None and self.head_dim is None:
@@ -537,14 +559,28 @@ class Model(Frozen):
             raise ValueError("sliding_window.windowed_layers exceeds num_layers")
         if self.moe and self.moe.first_dense_layers > self.num_layers:
             raise ValueError("moe.first_dense_layers exceeds num_layers")
-        if Dtype.FP4 in self.weight_dtypes and self.fp4_checkpoint is None:
+        if Dtype.FP4 in self.weight_dtypes and not self.fp4_checkpoints:
             raise ValueError(
-                "weight_dtypes lists fp4 but fp4_checkpoint (the published FP4 checkpoint's "
+                "weight_dtypes lists fp4 but fp4_checkpoints (the published FP4 checkpoints' "
                 "repo and format) is not given"
             )
-        if self.fp4_checkpoint is not None and Dtype.FP4 not in self.weight_dtypes:
-            raise ValueError("fp4_checkpoint is given but weight_dtypes does not list fp4")
+        if self.fp4_checkpoints and Dtype.FP4 not in self.weight_dtypes:
+            raise ValueError("fp4_checkpoints is given but weight_dtypes does not list fp4")
+        formats = [c.format for c in self.fp4_checkpoints]
+        for fmt in set(formats):
+            if formats.count(fmt) > 1:
+                raise ValueError(
+                    f"fp4_checkpoints: {formats.count(fmt)} checkpoints in {fmt.value}; give "
+                    "at most one per format (the one a GPU running it loads)"
+                )
         return self
+
+    def fp4_checkpoint_for(self, formats: Sequence[Fp4Format]) -> Fp4Checkpoint | None:
+        """The FP4 checkpoint a GPU running the block ``formats`` (its ``fp4_formats``, in
+        its order of preference) loads: the first of them the model has a checkpoint in,
+        or None."""
+        by_format = {c.format: c for c in self.fp4_checkpoints}
+        return next((by_format[f] for f in formats if f in by_format), None)
 
     @property
     def is_moe(self) -> bool:

@@ -213,24 +213,34 @@ def fp4_bits_per_weight(fmt: Fp4Format | str) -> float:
     return 4.0 + scale_bits / block
 
 
-def weight_bytes_per_param(model: Model, dtype: Dtype | str) -> float:
+def weight_bytes_per_param(
+    model: Model, dtype: Dtype | str, fp4_format: Fp4Format | str | None = None
+) -> float:
     """Bytes per weight in ``dtype`` (bytes/parameter): ``DTYPE_BYTES`` for bf16 (2) and
-    fp8 (1); for fp4 the model's published checkpoint format with its block scales,
+    fp8 (1); for fp4 the block format of the checkpoint the GPU loads (``fp4_format``,
+    :meth:`catalog.schema.Model.fp4_checkpoint_for`) with its block scales,
     :func:`fp4_bits_per_weight` / 8 (NVFP4 0.5625, MXFP4 0.53125). Every parameter is
     counted at that width; checkpoints keep a few layers wider (lm_head, routers: BF16),
     as FP8 checkpoints do, which this leaves out (about 1.5% of Llama-3.1-70B's weights
-    are its lm_head)."""
+    are its lm_head). fp4 without a format, or in a format the model has no checkpoint
+    in, is an error."""
     d = Dtype(dtype)
     if d != Dtype.FP4:
         return DTYPE_BYTES[d]
-    if model.fp4_checkpoint is None:
-        raise ValueError(f"{model.id} has no FP4 checkpoint (fp4_checkpoint)")
-    return fp4_bits_per_weight(model.fp4_checkpoint.format) / 8.0
+    if fp4_format is None:
+        raise ValueError(f"{model.id} in fp4 needs the checkpoint's block format")
+    fmt = Fp4Format(fp4_format)
+    if model.fp4_checkpoint_for([fmt]) is None:
+        raise ValueError(f"{model.id} has no {fmt.value} checkpoint (fp4_checkpoints)")
+    return fp4_bits_per_weight(fmt) / 8.0
 
 
-def weight_bytes(model: Model, dtype: Dtype | str) -> float:
-    """Bytes of all weights: ``total_param_count x weight_bytes_per_param(dtype)`` (bytes)."""
-    return total_param_count(model) * weight_bytes_per_param(model, dtype)
+def weight_bytes(
+    model: Model, dtype: Dtype | str, fp4_format: Fp4Format | str | None = None
+) -> float:
+    """Bytes of all weights: ``total_param_count x weight_bytes_per_param(dtype,
+    fp4_format)`` (bytes)."""
+    return total_param_count(model) * weight_bytes_per_param(model, dtype, fp4_format)
 
 
 def kv_bytes_per_token_per_layer(model: Model, kv_dtype: Dtype | str) -> float:

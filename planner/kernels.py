@@ -553,7 +553,7 @@ def coefficients_of(replica) -> StepCoefficients:
     peak_w = gpu.peak_tflops(replica.weight_dtype)
     assert peak_w is not None  # checked when the replica was built
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
-    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
+    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
     gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype, replica.engine)
     w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0

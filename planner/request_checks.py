@@ -20,7 +20,7 @@ def check_fp4_offer(
 ) -> None:
     """Refuse ``fp4`` in ``candidates.dtypes`` (error on ``candidates.dtypes[i]``) when
     the model has no published FP4 checkpoint, or when none of the offered GPUs has an
-    FP4 peak for that checkpoint's format (:func:`planner.roofline.fp4_format_error`).
+    FP4 peak for one of its checkpoints' formats (:func:`planner.roofline.fp4_format_error`).
     When some offered GPUs can and others cannot, fp4 is screened out on the others
     (reason ``dtype_unsupported``)."""
     if Dtype.FP4 not in dtypes:
@@ -28,11 +28,11 @@ def check_fp4_offer(
     i = list(dtypes).index(Dtype.FP4)
     errors = [fp4_format_error(model, catalog.gpus[g]) for g in gpus]
     if all(errors):
-        reason = errors[0] if len(set(errors)) == 1 or model.fp4_checkpoint is None else None
+        reason = errors[0] if len(set(errors)) == 1 or not model.fp4_checkpoints else None
         raise PlanningError.for_field(
             f"candidates.dtypes[{i}]",
             reason
-            or "fp4 needs an FP4 peak for the checkpoint's format on an offered GPU: "
+            or "fp4 needs an FP4 peak for a checkpoint's format on an offered GPU: "
             + "; ".join(sorted(set(e for e in errors if e))),
         )
 

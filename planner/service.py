@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from catalog.loader import load_catalog
-from catalog.schema import Catalog, Dtype, Model
+from catalog.schema import Catalog, Dtype, Fp4Checkpoint, Model
 from planner import alternatives as alt
 from planner import architecture as arch
 from planner import kernel_floors as kf
@@ -316,7 +316,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
             for c in req.classes
         },
         "pools_per_class": "each pool serves one class (no head-of-line blocking across classes)",
-        **fp4_assumptions(catalog.models[req.model_id], screening),
+        **fp4_assumptions(screening),
     }
 
 
@@ -349,27 +349,37 @@ def speculative_assumption(c: ResolvedClass, catalog: Catalog, model: Model) -> 
     }
 
 
-def fp4_assumptions(model: Model, screening: Screening) -> dict[str, Any]:
+def fp4_assumptions(screening: Screening) -> dict[str, Any]:
     """What an FP4 candidate was priced on (empty when none was screened in): the
-    checkpoint, its bits per weight (:func:`planner.architecture.fp4_bits_per_weight`),
+    checkpoints the GPUs load (one per block format: :attr:`planner.roofline.Replica.
+    fp4_checkpoint`, with the model whose weights they are when not this one's), their
+    bits per weight (:func:`planner.architecture.fp4_bits_per_weight`),
     the GEMM and weight-read derates per GPU type
     (:func:`planner.kernels.weight_dtype_derates`) and the factors' provenance and spread
     (:func:`planner.risk.factor_uncertainty`: analogy unless measured in FP4)."""
-    fp4 = [c for c in screening.candidates if c.config.dtype == Dtype.FP4]
-    if not fp4 or model.fp4_checkpoint is None:
-        return {}
     by_gpu: dict[str, Candidate] = {}
-    for c in fp4:
-        by_gpu.setdefault(c.config.gpu, c)
-    ckpt = model.fp4_checkpoint
+    ckpt_of: dict[str, Fp4Checkpoint] = {}
+    for c in screening.candidates:
+        ckpt = c.replica.fp4_checkpoint
+        if ckpt is not None and c.config.gpu not in by_gpu:
+            by_gpu[c.config.gpu], ckpt_of[c.config.gpu] = c, ckpt
+    if not by_gpu:
+        return {}
+    used = {ckpt.repo: ckpt for ckpt in ckpt_of.values()}
     return {
         "fp4": {
-            "checkpoint": ckpt.repo,
-            "format": ckpt.format.value,
-            "bits_per_weight": arch.fp4_bits_per_weight(ckpt.format),
+            "checkpoints": {
+                repo: {
+                    "format": ckpt.format.value,
+                    "bits_per_weight": arch.fp4_bits_per_weight(ckpt.format),
+                    **({"weights_of": ckpt.weights_of} if ckpt.weights_of else {}),
+                }
+                for repo, ckpt in sorted(used.items())
+            },
             "kv_dtype": "fp8",
             "gpus": {
                 g: {
+                    "checkpoint": ckpt_of[g].repo,
                     "gemm_derate": round(gemm, 3),
                     "weight_read_derate": round(read, 3),
                     "fp4_level_ratio": kf.fp4_level_ratio(c.replica.gpu),

@@ -52,7 +52,9 @@ def _with_gpu(gpu: Gpu):
 
 
 def test_models_with_fp4_name_their_published_checkpoint():
-    ckpts = {m.id: m.fp4_checkpoint for m in CAT.models.values() if Dtype.FP4 in m.weight_dtypes}
+    ckpts = {
+        m.id: m.fp4_checkpoints[0] for m in CAT.models.values() if Dtype.FP4 in m.weight_dtypes
+    }
     assert set(ckpts) == {
         "llama-3.1-70b",
         "deepseek-v3",
@@ -73,14 +75,14 @@ def test_models_with_fp4_name_their_published_checkpoint():
     # no NVFP4 Llama-2-70B is published: AMD's MXFP4 MLPerf checkpoint, which B200 runs
     assert ckpts["llama-2-70b"].format.value == "mxfp4"
     for m in CAT.models.values():
-        assert (m.fp4_checkpoint is None) == (Dtype.FP4 not in m.weight_dtypes), m.id
+        assert (not m.fp4_checkpoints) == (Dtype.FP4 not in m.weight_dtypes), m.id
 
 
 def test_fp4_in_a_model_without_a_checkpoint_is_refused():
     data = CAT.models["mistral-7b-v0.1"].model_dump()
-    assert data["fp4_checkpoint"] is None
+    assert data["fp4_checkpoints"] == []
     data["weight_dtypes"] = ["bf16", "fp4"]
-    with pytest.raises(ValidationError, match="fp4_checkpoint"):
+    with pytest.raises(ValidationError, match="fp4_checkpoints"):
         Model(**data)
 
 
@@ -216,8 +218,10 @@ def test_llama_70b_on_b200_offered_fp4_and_fp8_picks_fp4_and_is_cheaper():
     assert {p.kv_dtype for p in both.pools} == {"fp8"}
     assert both.cost_usd_per_hour < fp8.cost_usd_per_hour
     fp4 = both.assumptions["fp4"]
-    assert fp4["checkpoint"] == "RedHatAI/Llama-3.1-70B-Instruct-NVFP4"
-    assert fp4["bits_per_weight"] == 4.5
+    assert fp4["checkpoints"] == {
+        "RedHatAI/Llama-3.1-70B-Instruct-NVFP4": {"format": "nvfp4", "bits_per_weight": 4.5}
+    }
+    assert fp4["gpus"]["b200"]["checkpoint"] == "RedHatAI/Llama-3.1-70B-Instruct-NVFP4"
     assert fp4["gpus"]["b200"]["provenance"] == "analogy"
     # vLLM's FP4 GEMMs' share over its FP8 ones' (measured, 0.301 / 0.35) x B200's
     # measured FP4 ratio (at most 1), on top of its measured FP8 GEMM efficiency
@@ -247,9 +251,10 @@ def test_fp4_pools_launch_the_published_checkpoint():
     for cmd in (pool.launch.vllm, pool.launch.sglang):
         assert not any(a.startswith("--quantization") for a in cmd)
         assert any(a.startswith("--kv-cache-dtype=fp8") for a in cmd)
-    llama = CAT.models["llama-3.1-70b"]
-    assert checkpoint_repo(llama, Dtype.FP8) == "meta-llama/Llama-3.1-70B-Instruct"
-    assert checkpoint_repo(CAT.models["gpt-oss-120b"], Dtype.FP4) == "openai/gpt-oss-120b"
+    fp8 = rl.build_replica(CAT, "llama-3.1-70b", "b200", dtype="fp8")
+    assert checkpoint_repo(fp8) == "meta-llama/Llama-3.1-70B-Instruct"
+    oss = rl.build_replica(CAT, "gpt-oss-120b", "b200", dtype="fp4")
+    assert checkpoint_repo(oss) == "openai/gpt-oss-120b"
 
 
 def test_fp8_pools_still_quantize_on_load():

@@ -214,8 +214,10 @@ def test_weight_bytes_follow_dtype() -> None:
     n = arch.total_param_count(model)
     assert arch.weight_bytes(model, "bf16") == 2 * n
     assert arch.weight_bytes(model, "fp8") == n
-    with pytest.raises(ValueError, match="no FP4 checkpoint"):
+    with pytest.raises(ValueError, match="needs the checkpoint's block format"):
         arch.weight_bytes(model, "fp4")
+    with pytest.raises(ValueError, match="no nvfp4 checkpoint"):
+        arch.weight_bytes(model, "fp4", "nvfp4")
 
 
 def test_fp4_weight_bytes_carry_block_scales() -> None:
@@ -225,12 +227,16 @@ def test_fp4_weight_bytes_carry_block_scales() -> None:
     cat = load_catalog()
     llama = cat.models["llama-3.1-70b"]
     oss = cat.models["gpt-oss-120b"]
-    assert arch.weight_bytes_per_param(llama, "fp4") == 0.5625
-    assert arch.weight_bytes_per_param(oss, "fp4") == 0.53125
+    assert arch.weight_bytes_per_param(llama, "fp4", "nvfp4") == 0.5625
+    assert arch.weight_bytes_per_param(llama, "fp4", "mxfp4") == 0.53125
+    assert arch.weight_bytes_per_param(oss, "fp4", "mxfp4") == 0.53125
+    with pytest.raises(ValueError, match="no nvfp4 checkpoint"):
+        arch.weight_bytes_per_param(oss, "fp4", "nvfp4")
     n = arch.total_param_count(llama)
-    assert arch.weight_bytes(llama, "fp4") == pytest.approx(n * 4.5 / 8)
-    # 70.55 B parameters: 39.7 GB in NVFP4 against 70.6 GB in FP8
-    assert arch.weight_bytes(llama, "fp4") / 1e9 == pytest.approx(39.69, abs=0.01)
+    assert arch.weight_bytes(llama, "fp4", "nvfp4") == pytest.approx(n * 4.5 / 8)
+    # 70.55 B parameters: 39.7 GB in NVFP4 (37.5 GB in MXFP4) against 70.6 GB in FP8
+    assert arch.weight_bytes(llama, "fp4", "nvfp4") / 1e9 == pytest.approx(39.69, abs=0.01)
+    assert arch.weight_bytes(llama, "fp4", "mxfp4") / 1e9 == pytest.approx(37.48, abs=0.01)
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,7 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     compute = tokens * 2.0 * params / (replica.coefficients.dense_gemm_per_ms(tokens) * 1e3)
     memory = (
         params
-        * arch.weight_bytes_per_param(model, replica.weight_dtype)
+        * arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
         / rl.effective_bandwidth_bytes_per_s(replica)
     )
     return max(compute, memory) * 1e3

@@ -220,7 +220,8 @@ def plan_from_result(
         warnings=list(req.warnings)
         + speculation_warnings(pools)
         + own_llm_warnings(pools, catalog, req.model_id, req.request.risk.confidence)
-        + borrowed_level_warnings(pools, catalog, req.model_id),
+        + borrowed_level_warnings(pools, catalog, req.model_id)
+        + fp4_weights_warnings(pools, catalog, req.model_id),
         relaxation=result.relaxation,
         margins=plan_margins(req, pools),
         operations=ops,
@@ -467,6 +468,34 @@ def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: s
             "a dense LLM on this GPU (see its efficiency reason in the catalog)"
         )
     return out
+
+
+def fp4_weights_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str) -> list[str]:
+    """Per FP4 checkpoint the plan's serving pools load that quantizes another model's
+    weights (``weights_of`` in the model's ``fp4_checkpoints``: the same architecture,
+    another release or fine-tune, e.g. AMD's MXFP4 DeepSeek is DeepSeek-R1-0528's): the
+    plan serves those weights, not ``model_id``'s. Capacity is priced on the architecture,
+    which is the same; answers differ. Sorted by checkpoint."""
+    model = catalog.models.get(model_id)
+    if model is None:
+        return []
+    gpus_of: dict[str, set[str]] = {}
+    of: dict[str, str] = {}
+    for p in pools:
+        spec = catalog.gpus.get(p.gpu)
+        if not p.replicas or p.dtype != "fp4" or spec is None:
+            continue
+        ckpt = model.fp4_checkpoint_for(spec.fp4_formats)
+        if ckpt is not None and ckpt.weights_of:
+            gpus_of.setdefault(ckpt.repo, set()).add(p.gpu)
+            of[ckpt.repo] = ckpt.weights_of
+    return [
+        f"{', '.join(sorted(gpus_of[repo]))}: the fp4 pools load {repo}, the weights of "
+        f"{of[repo]} (the same architecture as {model_id}; no {model_id} checkpoint in the "
+        "format these GPUs run is published): the capacity holds, the model's answers are "
+        f"{of[repo]}'s"
+        for repo in sorted(gpus_of)
+    ]
 
 
 def own_llm_cover(

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import math
 
-from catalog.schema import Dtype, Model
+from catalog.schema import Dtype
 from planner import engines
 from planner import kernels as kn
 from planner.candidates import Candidate
 from planner.plan.models import LaunchSettings, NodeLaunch
-from planner.roofline import gpu_memory_bytes
+from planner.roofline import Replica, gpu_memory_bytes
 from solver.problem import PoolRole
 
 
@@ -38,12 +38,13 @@ def launch_settings(cand: Candidate, model_id: str) -> LaunchSettings:
     vLLM's ``--max-num-batched-tokens`` is the chunk plus the max batch, SGLang's
     ``--chunked-prefill-size`` the chunk alone (with ``--enable-mixed-chunk`` so decodes
     share the prefill step, as the plan assumes). FP4 pools load the model's published
-    FP4 checkpoint (:func:`checkpoint_repo`); the engines read its quantization (NVFP4 or
-    MXFP4) from the checkpoint's config, so no ``--quantization`` is passed. FP8 pools
-    quantize the BF16 weights on load (``--quantization=fp8``). SGLang's memory share is
-    the plan's less the activations it keeps outside (:func:`sglang_launch_share`)."""
+    FP4 checkpoint in a format the GPU runs (:func:`checkpoint_repo`); the engines read its
+    quantization (NVFP4 or MXFP4) from the checkpoint's config, so no ``--quantization``
+    is passed. FP8 pools quantize the BF16 weights on load (``--quantization=fp8``).
+    SGLang's memory share is the plan's less the activations it keeps outside
+    (:func:`sglang_launch_share`)."""
     cfg = cand.config
-    model_id = checkpoint_repo(cand.replica.model, cfg.dtype) or model_id
+    model_id = checkpoint_repo(cand.replica) or model_id
     v = [
         "vllm",
         "serve",
@@ -212,13 +213,15 @@ def speculative_args(spec: kn.Speculation | None) -> tuple[list[str], list[str]]
     return vllm, sglang
 
 
-def checkpoint_repo(model: Model, dtype: Dtype) -> str | None:
-    """The Hugging Face repository a pool in ``dtype`` loads: the model's published FP4
-    checkpoint for fp4 (``fp4_checkpoint.repo``), else its ``hf_repo`` (None when the
-    catalog names none)."""
-    if dtype == Dtype.FP4 and model.fp4_checkpoint is not None:
-        return model.fp4_checkpoint.repo
-    return model.hf_repo
+def checkpoint_repo(replica: Replica) -> str | None:
+    """The Hugging Face repository a pool's replica loads: for fp4 the model's published
+    FP4 checkpoint in the first of the GPU's formats it has one in
+    (:attr:`planner.roofline.Replica.fp4_checkpoint`: NVFP4 on Blackwell when published,
+    MXFP4 on MI355X), else the model's ``hf_repo`` (None when the catalog names none)."""
+    ckpt = replica.fp4_checkpoint
+    if ckpt is not None:
+        return ckpt.repo
+    return replica.model.hf_repo
 
 
 def gpus_per_node(gpu) -> int:

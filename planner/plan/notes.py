@@ -31,15 +31,17 @@ MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
 #: TTFT that public single-replica runs at 1-8 users, served through SGLang's and
 #: TensorRT-LLM's HTTP servers, measured beyond the planner's prediction of it (ms,
 #: rounded down), the upper quartile: InferenceMAX's aggregated DeepSeek-V3 runs on B200,
-#: H200, MI300X and MI325X measured 158-1,441 ms; with the serving stack's latency priced
-#: (planner.serving_stack: the line through each vendor's median excess by prompt
-#: length, and the step overlap scheduling queues ahead: planner.engines.busy_wait_ms)
-#: the model is right at the median and a quarter of the runs took 67 ms or more beyond
-#: it (up to +371 ms: B200 with SGLang, 7,373-token prompts at 4 users), while NVIDIA
+#: B300, H200, MI300X, MI325X and MI355X (51 runs) measured 69-1,441 ms; with the serving
+#: stack's latency priced (planner.serving_stack: the line through each vendor's median
+#: excess by prompt length, and the step overlap scheduling queues ahead:
+#: planner.engines.busy_wait_ms) the model is right at the median and a quarter of the
+#: runs took 52 ms or more beyond it (up to +371 ms: B200 with SGLang, 7,373-token prompts
+#: at 4 users; 65 ms before MI355X's MXFP4 runs, whose current SGLang images measure
+#: 200-780 ms below the model, were priced), while NVIDIA
 #: NIM's two Llama-3.1-70B runs on H100 at 1 and 5 users were within 68 ms of it
 #: (planner.fidelity.ttft_excess_at_low_load; tests/test_report.py holds the figure to
 #: the data).
-MEASURED_AGG_TTFT_EXTRA_MS = 65.0
+MEASURED_AGG_TTFT_EXTRA_MS = 50.0
 
 #: What a missing value prints as (as in the plain-text report).
 _MISSING = "-"
@@ -146,8 +148,11 @@ def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> lis
             )
     fp4 = _map(assumptions.get("fp4"))
     if fp4:
+        several = len(_map(fp4.get("checkpoints"))) > 1
         derates = "; ".join(
-            f"{_s(g)} GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
+            f"{_s(g)}"
+            + (f" (loads {_s(_map(d).get('checkpoint'))})" if several else "")
+            + f" GEMMs x{_s(_map(d).get('gemm_derate'))}, weight reads "
             f"x{_s(_map(d).get('weight_read_derate'))}"
             + (
                 f" (FP4 runs measured at x{_s(_map(d).get('fp4_level_ratio'))} these derates)"
@@ -157,10 +162,23 @@ def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> lis
             + f", factors {_s(_map(d).get('provenance'))}"
             for g, d in _map(fp4.get("gpus")).items()
         )
+        # plans stored before fp4_checkpoints named one checkpoint at the top level
+        legacy = fp4.get("checkpoint")
+        ckpts = _map(fp4.get("checkpoints")) or ({str(legacy): fp4} if legacy else {})
+        loaded = "; ".join(
+            f"{_s(repo)} ({_s(_map(c).get('format'))}, {_s(_map(c).get('bits_per_weight'))} "
+            "bits per weight"
+            + (
+                f"; the weights of {_s(_map(c).get('weights_of'))}, the same architecture"
+                if _map(c).get("weights_of")
+                else ""
+            )
+            + ")"
+            for repo, c in ckpts.items()
+        )
         lines.append(
-            f"fp4: checkpoint {_s(fp4.get('checkpoint'))} ({_s(fp4.get('format'))}, "
-            f"{_s(fp4.get('bits_per_weight'))} bits per weight, KV {_s(fp4.get('kv_dtype'))}); "
-            f"{derates}: {_s(fp4.get('note'))}"
+            f"fp4: checkpoint {loaded}, KV {_s(fp4.get('kv_dtype'))}; {derates}: "
+            f"{_s(fp4.get('note'))}"
         )
     return lines
 

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from catalog.fields import device_memory_bytes
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Gpu, Link, LinkKind, Model
+from catalog.schema import (
+    DTYPE_BYTES,
+    Catalog,
+    Dtype,
+    Fp4Checkpoint,
+    Fp4Format,
+    Gpu,
+    Link,
+    LinkKind,
+    Model,
+)
 from planner import architecture as arch
 from planner import engines
 from planner import kernels as kn
@@ -100,6 +110,21 @@ class Replica:
     def gpus(self) -> int:
         """GPUs of one replica: ``tp x pp``."""
         return self.tp * self.pp
+
+    @property
+    def fp4_checkpoint(self) -> Fp4Checkpoint | None:
+        """The FP4 checkpoint the replica loads (fp4 weights only, else None): the model's
+        checkpoint in the first of the GPU's FP4 formats it has one in
+        (:meth:`catalog.schema.Model.fp4_checkpoint_for`)."""
+        if self.weight_dtype != Dtype.FP4:
+            return None
+        return self.model.fp4_checkpoint_for(self.gpu.fp4_formats)
+
+    @property
+    def fp4_format(self) -> Fp4Format | None:
+        """The block format of :attr:`fp4_checkpoint` (None unless fp4)."""
+        ckpt = self.fp4_checkpoint
+        return ckpt.format if ckpt is not None else None
 
     @property
     def attention_tp(self) -> int:
@@ -299,18 +324,18 @@ def pp_link_id(gpu: Gpu, tp: int, pp: int) -> str | None:
 
 def fp4_format_error(model: Model, gpu: Gpu) -> str | None:
     """Why ``model`` cannot run in fp4 on ``gpu``, or None: the model needs a published
-    FP4 checkpoint (``fp4_checkpoint``) and the GPU an FP4 peak for that checkpoint's
-    block format (``fp4_dense_tflops``, ``fp4_formats``: NVFP4 and MXFP4 on Blackwell)."""
-    ckpt = model.fp4_checkpoint
-    if ckpt is None:
-        return f"{model.id} has no published FP4 checkpoint in the catalog (fp4_checkpoint)"
+    FP4 checkpoint (``fp4_checkpoints``) in a block format the GPU has an FP4 peak for
+    (``fp4_dense_tflops``, ``fp4_formats``: NVFP4 and MXFP4 on Blackwell, MXFP4 on
+    MI355X)."""
+    if not model.fp4_checkpoints:
+        return f"{model.id} has no published FP4 checkpoint in the catalog (fp4_checkpoints)"
     if gpu.fp4_dense_tflops is None:
         return f"{gpu.id} has no FP4 tensor cores (no fp4_dense_tflops in the catalog)"
-    if ckpt.format not in gpu.fp4_formats:
+    if model.fp4_checkpoint_for(gpu.fp4_formats) is None:
+        have = "; ".join(f"{c.repo} is {c.format.value}" for c in model.fp4_checkpoints)
         formats = ", ".join(f.value for f in gpu.fp4_formats)
         return (
-            f"{model.id}'s FP4 checkpoint {ckpt.repo} is {ckpt.format.value}; {gpu.id} runs "
-            f"{formats} natively"
+            f"{model.id}'s FP4 checkpoints in the catalog: {have}; {gpu.id} runs {formats} natively"
         )
     return None
 
@@ -497,7 +522,7 @@ def replica_weight_bytes(replica: Replica) -> float:
     engines may shard the dense MLPs over the ranks)."""
     extra = (replica.dp - 1) * arch.dense_weight_param_count(replica.model)
     return (
-        arch.weight_bytes(replica.model, replica.weight_dtype)
+        arch.weight_bytes(replica.model, replica.weight_dtype, replica.fp4_format)
         + extra * (DTYPE_BYTES[replica.weight_dtype])
     )
 

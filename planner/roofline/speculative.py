@@ -167,14 +167,14 @@ def with_speculation(
             kernel_gemm_rate=replica.kernel_gemm_rate,
         )
         draft_coeffs = draft.coefficients
-        weights = arch.weight_bytes(d_model, d_dtype)
+        weights = arch.weight_bytes(d_model, d_dtype, draft.fp4_format)
     else:
         per_layer = arch.total_param_count(model) / model.num_layers
         # EAGLE-3 heads are published in BF16; an MTP module ships in the checkpoint's dtype
         b_w = (
             DTYPE_BYTES[Dtype.BF16]
             if m == kn.SpecMethod.EAGLE3
-            else arch.weight_bytes_per_param(model, replica.weight_dtype)
+            else arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
         )
         weights = kn.DRAFT_TARGET_LAYERS[m] * per_layer * b_w
     spec = kn.Speculation(

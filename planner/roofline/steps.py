@@ -53,8 +53,8 @@ def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     expert's bytes. At large ``tokens`` every expert is read once.
     """
     model = replica.model
-    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype)
-    total = arch.weight_bytes(model, replica.weight_dtype)
+    b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
+    total = arch.weight_bytes(model, replica.weight_dtype, replica.fp4_format)
     if model.moe is None:
         return total
     e, k = model.moe.num_experts, model.moe.experts_per_token
