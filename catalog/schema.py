@@ -137,6 +137,9 @@ class Efficiency(Uncertainty):
     (dimensionless, 0 < r <= 2; the FP4 derates x r, each capped at 1,
     :func:`planner.kernel_floors.weight_dtype_derates`). 1: not measured.
     Both are written by ``make calibrate-defaults`` (planner.fidelity.level_scale).
+    ``dp_attention_level_ratio``: measured level of its data-parallel-attention runs over
+    its factors' (0 < r <= 1; MFU and MBU x r at ``dp > 1``,
+    :func:`planner.roofline.dp_level_ratio`; planner.fidelity.dp_attention_ratio).
     ``own_llm_ratio``: per LLM (catalog model id) the GPU was measured on, how its own
     runs compare with what these factors predict (:class:`OwnLlmCheck`, written by ``make
     calibrate-defaults``, planner.fidelity.own_llm_ratios). The factors rest on the median
@@ -153,6 +156,7 @@ class Efficiency(Uncertainty):
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
     moe_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 1.0
     fp4_level_ratio: Annotated[float, Field(gt=0, le=2, allow_inf_nan=False, strict=True)] = 1.0
+    dp_attention_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
     own_llm_ratio: dict[Id, OwnLlmCheck] = Field(
         default_factory=dict, max_length=MAX_OWN_LLM_CHECKS
     )

@@ -33,12 +33,14 @@ from planner import calibration as cb
 from planner.levels import (  # noqa: F401  (re-exported)
     LEVEL_REFERENCE_GPUS,
     MAX_LEVEL_SCALE,
+    MIN_DP_VALUES,
     MIN_LEVEL_VALUES,
     MIN_MATCHED_RUNS,
     LevelScale,
     analogy_level_scale,
     borrowed_dense_level,
     capped,
+    dp_attention_ratio,
     factor_caps,
     factor_spread,
     held_at,
@@ -56,6 +58,7 @@ from planner.levels import (  # noqa: F401  (re-exported)
     source_root,
     source_roots,
     unscaled_catalog,
+    uses_dp_attention,
 )
 
 #: The GPU the cross-vendor ratios are relative to.

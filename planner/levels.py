@@ -311,6 +311,81 @@ def level_scale(
     )
 
 
+#: Fewest data-parallel-attention saturated values :func:`dp_attention_ratio` measures a
+#: ratio from (it only ever lowers a GPU's factors there), and fewest for their median:
+#: below it, the run the model over-rates most sets the ratio.
+MIN_DP_VALUES = 2
+MIN_DP_MEDIAN_VALUES = 3
+
+
+def uses_dp_attention(m: cb.Measurement) -> bool:
+    """Whether a run's decode workers or its prefill workers run data-parallel attention
+    (with wide expert parallelism)."""
+    return bool(m.dp_attention or m.prefill_dp_attention)
+
+
+def _dp_level(
+    pts: Sequence[cb.Measurement], catalog: Catalog, gpu: str, factors: Sequence[float]
+) -> float:
+    """The ``r`` in [:data:`MIN_GROUP_LEVEL`, 1] at which the median measured / predicted
+    output tokens/s of ``pts`` is 1, with ``gpu``'s ``dp_attention_level_ratio`` set to
+    ``r`` (so each worker with ``dp > 1`` is priced at it, as plans price it) and its
+    ``factors``: Brent's method in ``ln r``; 1 where they measure at or above the
+    prediction unscaled."""
+    from scipy.optimize import brentq  # imported on use: the CLI starts faster
+
+    g = catalog.gpus[gpu]
+
+    def f(log_r: float) -> float:
+        eff = g.efficiency.model_copy(update={"dp_attention_level_ratio": math.exp(log_r)})
+        cat = catalog.model_copy(
+            update={"gpus": {**catalog.gpus, gpu: g.model_copy(update={"efficiency": eff})}}
+        )
+        got = []
+        for m in pts:
+            pred = cb.predict(m, cat, factors).output_tok_s
+            if pred and m.output_tok_s:
+                got.append(m.output_tok_s / pred)
+        return math.log(median(got)) if got else 0.0
+
+    lo = math.log(MIN_GROUP_LEVEL)
+    if f(0.0) >= 0:
+        return 1.0
+    if f(lo) <= 0:
+        return MIN_GROUP_LEVEL
+    return math.exp(brentq(f, lo, 0.0, xtol=1e-4))
+
+
+def dp_attention_ratio(
+    points: Sequence[cb.Measurement], catalog: Catalog, gpu: str, factors: Sequence[float]
+) -> tuple[float, int]:
+    """How ``gpu``'s runs with data-parallel attention measure against its ``factors``
+    (prefill MFU, decode MBU, step overhead ms; its measured MoE and FP4 ratios as
+    ``catalog`` has them): the ``dp_attention_level_ratio`` at which its saturated
+    data-parallel-attention ``points`` (:func:`saturated_throughput`,
+    :func:`uses_dp_attention`) are predicted as measured (:func:`_dp_level`: the median
+    of measured / predicted output tokens/s is 1, each worker with ``dp > 1`` priced at
+    it as plans price it); with fewer than :data:`MIN_DP_MEDIAN_VALUES` values, the
+    least of their levels one by one (the run the model over-rates most); at most 1. And
+    how many values it rests on. ``(1, n)`` with fewer than :data:`MIN_DP_VALUES`.
+    Dimensionless. MI355X: its two fit runs at 4,096 users measured at 0.64 and 0.78 of
+    what its level predicts; NVIDIA's (B200, GB200, GB300, H200) at or above it, so 1."""
+    pts = [
+        m
+        for m in points
+        if m.gpu == gpu
+        and m.usable
+        and saturated_throughput(m)
+        and uses_dp_attention(m)
+        and m.output_tok_s
+    ]
+    if len(pts) < MIN_DP_VALUES:
+        return 1.0, len(pts)
+    if len(pts) < MIN_DP_MEDIAN_VALUES:
+        return min(_dp_level([m], catalog, gpu, factors) for m in pts), len(pts)
+    return _dp_level(pts, catalog, gpu, factors), len(pts)
+
+
 def _per_llm_levels(
     per_group: Sequence[tuple[str, float]],
 ) -> tuple[float, list[tuple[str, float]]]:

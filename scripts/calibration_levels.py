@@ -111,12 +111,20 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             "fp4_ratio": lv.fp4_ratio,
         }
     borrow_dense_levels(catalog, plan, fit_pts, targets)
+    # runs with data-parallel attention against the written factors and ratios (every
+    # GPU's MoE and FP4 ratios as written, none for data-parallel attention)
+    written = ratios_catalog(catalog, plan)
+    for gpu, e in plan.items():
+        e["dp_ratio"], e["dp_values"] = fd.dp_attention_ratio(fit_pts, written, gpu, e["factors"])
+    inherit_dp_ratios(catalog, plan)
     for gpu, e in plan.items():
         # each measured LLM's own runs against the written factors, relative to the
         # reference GPUs' on that LLM (absolute for the reference GPUs themselves)
         e["own"] = fd.own_llm_ratios(
             fit_pts,
-            with_ratios(catalog, gpu, e["moe_ratio"], e["fp4_ratio"]),
+            cb.with_measured_ratios(
+                catalog, {gpu: (e["moe_ratio"], e["fp4_ratio"], e["dp_ratio"])}
+            ),
             gpu,
             e["factors"],
             None if gpu in fd.LEVEL_REFERENCE_GPUS else targets,
@@ -162,8 +170,46 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             # a guessed GPU's MoE kernels are no better than a measured sibling's
             "moe_ratio": min([1.0, *sib]),
             "fp4_ratio": 1.0,
+            "dp_ratio": 1.0,
+            "dp_values": 0,
         }
+    inherit_dp_ratios(catalog, plan)  # the guessed GPUs too
     return plan
+
+
+def inherit_dp_ratios(catalog, plan: dict[str, dict]) -> None:
+    """A GPU whose data-parallel attention is unmeasured (fewer than
+    ``planner.fidelity.MIN_DP_VALUES`` such runs) takes the lowest ratio measured on a GPU
+    of its vendor (the same serving software: ROCm's SGLang and all-to-all on MI300X and
+    MI325X as on MI355X), if below 1: such layouts are never rated better on it than on
+    the measured one. Sets ``dp_ratio`` and ``dp_from``."""
+    measured = {g: e["dp_ratio"] for g, e in plan.items() if e["dp_values"] >= fd.MIN_DP_VALUES}
+    for gpu, e in plan.items():
+        if e["dp_values"] >= fd.MIN_DP_VALUES:
+            continue
+        vendor = catalog.gpus[gpu].vendor
+        kin = {g: r for g, r in measured.items() if catalog.gpus[g].vendor == vendor}
+        if kin and min(kin.values()) < 1.0:
+            source = min(kin, key=lambda g: (kin[g], g))
+            e["dp_ratio"], e["dp_from"] = kin[source], source
+
+
+def dp_reason(e: dict) -> str:
+    """The clause on a level entry's data-parallel-attention ratio ("" when 1)."""
+    if round(e.get("dp_ratio", 1.0), 3) >= 1.0:
+        return ""
+    how = "(dp_attention_level_ratio: MFU and MBU x it at dp > 1; "
+    if e.get("dp_from"):
+        return (
+            f"its data-parallel attention is unmeasured: it takes {e['dp_from']}'s measured "
+            f"{e['dp_ratio']:.3f}, the lowest of its vendor's GPUs {how}"
+            "scripts/calibration_levels.inherit_dp_ratios)"
+        )
+    return (
+        f"its {e['dp_values']} saturated runs with data-parallel attention (wide expert "
+        f"parallelism) are predicted as measured at {e['dp_ratio']:.3f} of these factors "
+        f"{how}planner.fidelity.dp_attention_ratio)"
+    )
 
 
 def borrow_dense_levels(
@@ -293,11 +339,18 @@ def with_ratios(catalog, gpu: str, moe_ratio: float, fp4_ratio: float):
 
 def ratios_catalog(catalog, plan: dict[str, dict]):
     """``catalog`` with every GPU of ``plan`` at its new measured ratios (``moe_ratio``,
-    ``fp4_ratio``, as written: 3 decimals) and every other at none: how plans are priced
-    once they are written."""
+    ``fp4_ratio`` and, once measured, ``dp_ratio``, as written: 3 decimals) and every
+    other at none: how plans are priced once they are written."""
     return cb.with_measured_ratios(
         catalog,
-        {g: (round(e["moe_ratio"], 3), round(e["fp4_ratio"], 3)) for g, e in plan.items()},
+        {
+            g: (
+                round(e["moe_ratio"], 3),
+                round(e["fp4_ratio"], 3),
+                round(e.get("dp_ratio", 1.0), 3),
+            )
+            for g, e in plan.items()
+        },
     )
 
 
@@ -348,6 +401,7 @@ def level_reason(gpu: str, e: dict) -> str:
         f"MBU {prior[1]:g} scaled by {e['level']:.2f} (where analogy guesses were checked "
         "they were optimistic: the median level of the checked GPUs, or a lower level of a "
         "checked GPU of the same architecture), with the analogy spread."
+        + (f" {dp_reason(e)[:1].upper()}{dp_reason(e)[1:]}." if dp_reason(e) else "")
     )
 
 
@@ -364,6 +418,8 @@ def ratio_reason(e: dict) -> str:
             f"its FP4 runs at {e['fp4_ratio']:.2f}x the FP4 derates "
             "(fp4_level_ratio: each derate x it, capped at 1)"
         )
+    if dp_reason(e):
+        parts.append(dp_reason(e))
     if e.get("borrowed"):
         sibling, measured, dense, matched = e["borrowed"]
         kin = e.get("borrowed_from", "sibling")
@@ -458,6 +514,11 @@ def write_level(gpu: str, e: dict) -> None:
         f"  level_scale: {level:.3f}\n"
         + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
         + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")
+        + (
+            f"  dp_attention_level_ratio: {e['dp_ratio']:.3f}\n"
+            if round(e.get("dp_ratio", 1.0), 3) < 1.0
+            else ""
+        )
         + (f"  dense_level_from: {e['dense_from']}\n" if e.get("dense_from") else "")
         + own_llm_block(e.get("own") or {})
         + "  reason: >-\n"

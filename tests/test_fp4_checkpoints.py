@@ -132,6 +132,8 @@ def test_mi355x_mxfp4_runs_are_priced():
     for m in points[:3]:
         replica = rl.build_replica(CAT, m.model, m.gpu, tp=m.tp, dtype="fp4")
         assert replica.fp4_checkpoint.repo == "amd/DeepSeek-R1-0528-MXFP4"
+        n = arch.total_param_count(CAT.models["deepseek-v3"])
+        assert rl.replica_weight_bytes(replica) == pytest.approx(n * 4.25 / 8)
         predicted = predict(m, CAT).output_tok_s
         assert predicted and predicted > 0
 
@@ -201,3 +203,57 @@ def test_plans_stored_with_one_top_level_checkpoint_still_render():
         "fp4: checkpoint RedHatAI/Llama-3.1-70B-Instruct-NVFP4 (nvfp4, 4.5 bits per weight), "
         "KV fp8; b200 GEMMs x0.5"
     )
+
+
+def test_disaggregated_pairs_load_one_checkpoint():
+    """A B200 prefill pool (NVIDIA's NVFP4 DeepSeek-V3) never hands its KV cache to an
+    MI355X decode pool (AMD's MXFP4 DeepSeek-R1-0528): a class's prefill and decode
+    pools share one checkpoint (planner.candidates.model.pair_checkpoint), even when
+    stock forces both GPU types into the plan."""
+    from types import SimpleNamespace
+
+    from planner.candidates.model import pair_checkpoint
+
+    def key(gpu: str, dtype: str) -> str:
+        replica = rl.build_replica(CAT, "deepseek-v3", gpu, tp=8, dtype=dtype, kv_dtype="fp8")
+        cfg = SimpleNamespace(dtype=Dtype(dtype), kv_dtype=Dtype.FP8)
+        return pair_checkpoint(SimpleNamespace(config=cfg, replica=replica))
+
+    assert key("b200", "fp4") == "fp4/fp8-kv/nvidia/DeepSeek-V3-0324-FP4"
+    assert key("mi355x", "fp4") == "fp4/fp8-kv/amd/DeepSeek-R1-0528-MXFP4"
+    assert key("b200", "fp8") == key("mi355x", "fp8") == "fp8/fp8-kv"
+    # stock that only a mixed pair could serve from: no plan mixes them
+    request = _request("deepseek-v3", ["b200", "mi355x"])
+    request["traffic"]["rate_rps"] = 30
+    for limits in ({"b200": 16, "mi355x": 16}, {"b200": 24, "mi355x": 24}):
+        request["constraints"] = {"max_gpus": limits}
+        plan = make_plan(request, CAT, alternatives=False, verify=False)
+        assert plan.status.value in ("optimal", "infeasible")
+        disagg = [p for p in plan.pools if p.role in ("prefill", "decode") and p.replicas]
+        for cls in {p.class_name for p in disagg}:
+            repos = {p.launch.vllm[2] for p in disagg if p.class_name == cls}
+            assert len(repos) == 1, (limits, cls, repos)
+
+
+def test_a_deployment_launches_each_pool_with_its_own_checkpoint():
+    """Aggregated pools may run different checkpoints (B200 NVFP4, MI355X MXFP4): every
+    deployment target launches each pool with the repository its plan command names."""
+    from planner.deploy import render_deployment
+
+    def one(gpu: str) -> dict:
+        req = _request("llama-3.1-8b", [gpu])
+        req["traffic"]["classes"][0]["modes"] = ["aggregated"]
+        return make_plan(req, CAT, alternatives=False, verify=False).to_json_dict()
+
+    nv, mx = one("b200"), one("mi355x")
+    doc = dict(nv)
+    doc["pools"] = [*nv["pools"], *[{**p, "id": p["id"] + "-mx"} for p in mx["pools"]]]
+    repos = {p["launch"]["vllm"][2] for p in doc["pools"]}
+    assert repos == {
+        "nvidia/Llama-3.1-8B-Instruct-FP4",
+        "amd/Llama-3.1-8B-Instruct-MXFP4-W4A4-MLCAL-C1000-GPTQ",
+    }
+    for target in ("dynamo", "llm-d"):  # (compose deploys one GPU type per host)
+        text = render_deployment(doc, target, CAT).text
+        for repo in repos:
+            assert repo in text, (target, repo)

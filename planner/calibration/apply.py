@@ -39,8 +39,9 @@ def apply_calibration(
     re-hashed. With several engines for one (GPU, dtype), ``engine`` picks one.
     Calibrated factors are ``provenance: fitted`` with the group's points and its
     residual spread (:func:`group_sigma_log`). A GPU whose calibrated groups measured an
-    MoE LLM (or FP4 weights) carries no public ``moe_level_ratio`` (``fp4_level_ratio``)
-    any more: its own fit, on :func:`planner.calibration.predict.unscaled_catalog`,
+    MoE LLM (or FP4 weights, or data-parallel attention) carries no public
+    ``moe_level_ratio`` (``fp4_level_ratio``, ``dp_attention_level_ratio``) any more:
+    its own fit, on :func:`planner.calibration.predict.unscaled_catalog`,
     prices them; a GPU calibrated on dense LLMs only keeps the public MoE ratio."""
     chosen: dict[tuple[str, Dtype | None], GroupFit] = {}
     for f in calibration.factors:
@@ -93,11 +94,13 @@ def apply_calibration(
         mine = [r for r in calibration.residuals if r.gpu == gpu_id]
         moe = any(m.is_moe for r in mine if (m := catalog.models.get(r.model)) is not None)
         fp4 = any(r.dtype == Dtype.FP4 for r in mine)
+        dp = any(r.dp_attention for r in mine)
         eff = gpus[gpu_id].efficiency
         eff = eff.model_copy(
             update={
                 "moe_level_ratio": 1.0 if moe else eff.moe_level_ratio,
                 "fp4_level_ratio": 1.0 if fp4 else eff.fp4_level_ratio,
+                "dp_attention_level_ratio": 1.0 if dp else eff.dp_attention_level_ratio,
             }
         )
         gpus[gpu_id] = gpus[gpu_id].model_copy(update={"efficiency": eff})

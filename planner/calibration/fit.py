@@ -149,6 +149,8 @@ class Residual(BaseModel):
     predicted_after: float | None
     ape_before: float | None
     ape_after: float | None
+    #: the run's prefill or decode workers ran data-parallel attention
+    dp_attention: bool = False
 
 
 class Calibration(BaseModel):
@@ -452,6 +454,7 @@ def fit_group(
             predicted_after=a.get(name),
             ape_before=ape(b.get(name), value),
             ape_after=ape(a.get(name), value),
+            dp_attention=bool(m.dp_attention or m.prefill_dp_attention),
         )
         for m, b, a in zip(points, before, after, strict=True)
         for name, value in m.quantities().items()

@@ -86,14 +86,17 @@ def prefill_replica(m: Measurement, catalog: Catalog) -> rl.Replica | None:
     return _worker(m, catalog, m.prefill_tp, m.prefill_ep, m.prefill_dp_attention, pp=1)
 
 
-def with_measured_ratios(catalog: Catalog, ratios: Mapping[str, tuple[float, float]]) -> Catalog:
+def with_measured_ratios(catalog: Catalog, ratios: Mapping[str, tuple[float, ...]]) -> Catalog:
     """``catalog`` with each GPU's measured ratios (``efficiency.moe_level_ratio``,
-    ``fp4_level_ratio``) set to ``ratios[gpu]`` (MoE, FP4), and at 1 for every GPU not in
+    ``fp4_level_ratio``, ``dp_attention_level_ratio``) set to ``ratios[gpu]`` (MoE, FP4
+    and, when given, data-parallel attention; else 1), and at 1 for every GPU not in
     ``ratios``."""
     gpus = {}
     for g, gpu in catalog.gpus.items():
-        moe, fp4 = ratios.get(g, (1.0, 1.0))
-        eff = gpu.efficiency.model_copy(update={"moe_level_ratio": moe, "fp4_level_ratio": fp4})
+        moe, fp4, dp = (*ratios.get(g, (1.0, 1.0)), 1.0)[:3]
+        eff = gpu.efficiency.model_copy(
+            update={"moe_level_ratio": moe, "fp4_level_ratio": fp4, "dp_attention_level_ratio": dp}
+        )
         gpus[g] = gpu.model_copy(update={"efficiency": eff})
     return catalog.model_copy(update={"gpus": gpus})
 
@@ -108,9 +111,10 @@ def unscaled_catalog(catalog: Catalog) -> Catalog:
 def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
     """``replica`` priced with a GPU's ``factors`` (prefill MFU, decode MBU, step
     overhead ms), as :func:`planner.roofline.build_replica` prices the catalog's: MFU and
-    MBU x :func:`planner.roofline.moe_level_ratio` for an MoE model."""
+    MBU x :func:`planner.roofline.moe_level_ratio` for an MoE model and x
+    :func:`planner.roofline.dp_level_ratio` with data-parallel attention."""
     mfu, mbu, overhead = factors
-    r = rl.moe_level_ratio(replica.gpu, replica.model)
+    r = rl.moe_level_ratio(replica.gpu, replica.model) * rl.dp_level_ratio(replica.gpu, replica.dp)
     return dataclasses.replace(
         replica,
         prefill_mfu=float(mfu) * r,

@@ -361,9 +361,21 @@ class Candidate:
             segments=self.segments,
             max_replicas=self.max_replicas,
             config_key=self.config.key,
-            checkpoint=f"{self.config.dtype.value}/{self.config.kv_dtype.value}-kv",
+            checkpoint=pair_checkpoint(self),
             pairs_with=self.pairs_with,
         )
+
+
+def pair_checkpoint(c: Candidate) -> str:
+    """What a disaggregated prefill pool and its decode pools must share
+    (``solver.constraints.checkpoint``): the weights format and KV dtype, and for FP4 the
+    checkpoint the replica loads (:attr:`planner.roofline.Replica.fp4_checkpoint`: an
+    NVFP4 prefill on B200 and an MXFP4 decode on MI355X load different checkpoints, of
+    different weights for DeepSeek-V3 and Llama-3.1-70B, whose KV caches do not hand
+    over)."""
+    key = f"{c.config.dtype.value}/{c.config.kv_dtype.value}-kv"
+    ckpt = c.replica.fp4_checkpoint
+    return f"{key}/{ckpt.repo}" if ckpt is not None else key
 
 
 @dataclass(frozen=True)

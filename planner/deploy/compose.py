@@ -81,7 +81,7 @@ def engine_service(
     environment: dict[str, str] = {"HF_TOKEN": "${HF_TOKEN}"}
     if engine == "vllm":
         entrypoint = ["vllm", "serve"]
-        command = [fleet.checkpoint, *common, *vllm_flags(pool, keep_kv=True)]
+        command = [pool.checkpoint, *common, *vllm_flags(pool, keep_kv=True)]
         if pool.role != "aggregated":
             environment["VLLM_NIXL_SIDE_CHANNEL_HOST"] = name
     else:

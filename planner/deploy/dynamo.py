@@ -56,7 +56,7 @@ def worker_args(fleet: FleetSpec, pool: PoolSpec, engine: str) -> tuple[list[str
     model name, and the disaggregation role."""
     name = fleet.served_model_name(pool.class_name)
     if engine == "vllm":
-        args = ["--model", fleet.checkpoint, "--served-model-name", name, *vllm_flags(pool)]
+        args = ["--model", pool.checkpoint, "--served-model-name", name, *vllm_flags(pool)]
         if pool.role == "prefill":
             args.append("--is-prefill-worker")
         elif pool.role == "decode":

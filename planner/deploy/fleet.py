@@ -55,6 +55,8 @@ class PoolSpec:
     gpus_per_node: int  # GPUs of one replica on each of its hosts
     host_gpus: int  # GPUs one host of this type holds
     vllm: tuple[str, ...]  # the plan's vLLM command (node 0 of a multi-node replica)
+    checkpoint: str  # the repository this pool loads (vllm serve's model: per pool, as
+    # GPUs of another FP4 format load another checkpoint)
     sglang: tuple[str, ...]  # the plan's SGLang command (node 0)
     per_node: tuple[Mapping[str, Any], ...]  # launch.per_node (multi-node replicas)
     prefix_hit_rate: float  # effective_prefix_hit_rate (0 when none)
@@ -76,7 +78,7 @@ class PoolSpec:
 @dataclass(frozen=True)
 class FleetSpec:
     model: str  # catalog id
-    checkpoint: str  # Hugging Face repository the engines load
+    checkpoint: str  # Hugging Face repository the first pool loads (each pool's: PoolSpec)
     checkpoint_gib: int  # BF16 checkpoint size (volume sizes)
     pools: tuple[PoolSpec, ...]
     classes: tuple[str, ...]
@@ -196,6 +198,7 @@ def fleet_spec(plan: Mapping[str, Any], catalog: Catalog) -> FleetSpec:
                 gpus_per_node=math.ceil(tp * pp / nodes),
                 host_gpus=gpus_per_node(gpu),
                 vllm=vllm,
+                checkpoint=vllm[2],
                 sglang=sglang,
                 per_node=per_node,
                 prefix_hit_rate=float(p.get("effective_prefix_hit_rate") or 0.0),

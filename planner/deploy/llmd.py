@@ -144,7 +144,7 @@ def container(fleet: FleetSpec, pool: PoolSpec, proxied: bool) -> dict[str, Any]
     LeaderWorkerSet (the plan's launch.per_node) and serve from the leader."""
     port = PROXY_TARGET_PORT if proxied else SERVICE_PORT
     name = fleet.served_model_name(pool.class_name)
-    args = [fleet.checkpoint, "--port", str(port), "--served-model-name", name]
+    args = [pool.checkpoint, "--port", str(port), "--served-model-name", name]
     args += vllm_flags(pool)
     env: list[dict[str, Any]] = []
     ports = [{"containerPort": port, "protocol": "TCP"}]
@@ -206,8 +206,8 @@ def modelservice_values(fleet: FleetSpec, pool: PoolSpec) -> dict[str, Any]:
         "fullnameOverride": pool.name,
         "multinode": pool.nodes > 1,
         "modelArtifacts": {
-            "name": fleet.checkpoint,
-            "uri": f"hf://{fleet.checkpoint}",
+            "name": pool.checkpoint,
+            "uri": f"hf://{pool.checkpoint}",
             "size": f"{fleet.checkpoint_gib}Gi",
             "authSecretName": HF_SECRET,
             "labels": pool_labels(fleet, pool.class_name),

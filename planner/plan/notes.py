@@ -37,7 +37,8 @@ MEASURED_DISAGG_TTFT_EXTRA_MS = 150.0
 #: planner.engines.busy_wait_ms) the model is right at the median and a quarter of the
 #: runs took 52 ms or more beyond it (up to +371 ms: B200 with SGLang, 7,373-token prompts
 #: at 4 users; 65 ms before MI355X's MXFP4 runs, whose current SGLang images measure
-#: 200-780 ms below the model, were priced), while NVIDIA
+#: 200-780 ms below the model, were priced; each vendor's runs alone give 46 ms NVIDIA,
+#: 51 ms AMD), while NVIDIA
 #: NIM's two Llama-3.1-70B runs on H100 at 1 and 5 users were within 68 ms of it
 #: (planner.fidelity.ttft_excess_at_low_load; tests/test_report.py holds the figure to
 #: the data).

@@ -12,7 +12,6 @@ from functools import cached_property
 
 from catalog.fields import device_memory_bytes
 from catalog.schema import (
-    DTYPE_BYTES,
     Catalog,
     Dtype,
     Fp4Checkpoint,
@@ -457,7 +456,7 @@ def build_replica(
     _check_fraction("mfu", mfu)
     _check_fraction("mbu", mbu)
     eff = gpu.efficiency_for(w_dtype)
-    family = moe_level_ratio(gpu, model)
+    family = moe_level_ratio(gpu, model) * dp_level_ratio(gpu, dp)
     link_id = tp_link_id(gpu, tp)
     link = server_tp_link(gpu, catalog.links[link_id]) if link_id is not None else None
     stage_link_id = pp_link_id(gpu, tp, pp)
@@ -515,15 +514,27 @@ def moe_level_ratio(gpu: Gpu, model: Model) -> float:
     return gpu.efficiency.moe_level_ratio if model.is_moe else 1.0
 
 
+def dp_level_ratio(gpu: Gpu, dp: int) -> float:
+    """The factor on ``gpu``'s prefill MFU and decode MBU for a replica with ``dp``
+    data-parallel attention ranks (dimensionless, <= 1):
+    ``gpu.efficiency.dp_attention_level_ratio`` when ``dp > 1``, else 1. Measured (``make
+    calibrate-defaults``: the level at which the GPU's data-parallel-attention runs are
+    predicted as measured, over the level its factors carry,
+    planner.fidelity.dp_attention_ratio), never above 1: a GPU whose wide
+    expert-parallel serving lags its other runs (MI355X) is not priced at their level
+    there, and none is lifted above it."""
+    return gpu.efficiency.dp_attention_level_ratio if dp > 1 else 1.0
+
+
 def replica_weight_bytes(replica: Replica) -> float:
     """Bytes of the replica's weights in its dtype, all shards together:
     ``weight_bytes + (dp - 1) x dense (non-expert) weight bytes`` (every data-parallel
     attention rank holds its own copy of the non-expert weights; conservative, as
     engines may shard the dense MLPs over the ranks)."""
     extra = (replica.dp - 1) * arch.dense_weight_param_count(replica.model)
-    return (
-        arch.weight_bytes(replica.model, replica.weight_dtype, replica.fp4_format)
-        + extra * (DTYPE_BYTES[replica.weight_dtype])
+    per_param = arch.weight_bytes_per_param(replica.model, replica.weight_dtype, replica.fp4_format)
+    return arch.weight_bytes(replica.model, replica.weight_dtype, replica.fp4_format) + (
+        extra * per_param
     )
 
 

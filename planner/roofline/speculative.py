@@ -26,7 +26,13 @@ from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
-from planner.roofline.replica import Replica, build_replica, fp4_format_error, moe_level_ratio
+from planner.roofline.replica import (
+    Replica,
+    build_replica,
+    dp_level_ratio,
+    fp4_format_error,
+    moe_level_ratio,
+)
 
 #: Largest ``draft_tokens`` accepted: engines run 1-8 in practice; beyond 16 the
 #: verification step is a prefill and acceptance has long flattened.
@@ -150,7 +156,10 @@ def with_speculation(
             replica.weight_dtype != Dtype.FP4 or fp4_format_error(d_model, replica.gpu) is None
         )
         d_dtype = replica.weight_dtype if same else Dtype.BF16
-        family = moe_level_ratio(replica.gpu, d_model) / moe_level_ratio(replica.gpu, model)
+        # (the draft runs without data-parallel attention: the target's ratio divided out)
+        family = moe_level_ratio(replica.gpu, d_model) / (
+            moe_level_ratio(replica.gpu, model) * dp_level_ratio(replica.gpu, replica.dp)
+        )
         draft = build_replica(
             catalog,
             draft_model,
