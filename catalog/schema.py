@@ -156,7 +156,9 @@ class Efficiency(Uncertainty):
     by_dtype: dict[Dtype, DtypeEfficiency] = Field(default_factory=dict)
     moe_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 1.0
     fp4_level_ratio: Annotated[float, Field(gt=0, le=2, allow_inf_nan=False, strict=True)] = 1.0
-    dp_attention_level_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    dp_attention_level_ratio: Annotated[
+        float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)
+    ] = 1.0
     own_llm_ratio: dict[Id, OwnLlmCheck] = Field(
         default_factory=dict, max_length=MAX_OWN_LLM_CHECKS
     )

@@ -382,7 +382,13 @@ def dp_attention_ratio(
     if len(pts) < MIN_DP_VALUES:
         return 1.0, len(pts)
     if len(pts) < MIN_DP_MEDIAN_VALUES:
-        return min(_dp_level([m], catalog, gpu, factors) for m in pts), len(pts)
+        # a run with data-parallel attention on its prefill side only barely responds to
+        # the ratio: at the floor it says nothing, so it does not set the least
+        levels = [_dp_level([m], catalog, gpu, factors) for m in pts]
+        told = [
+            v for v, m in zip(levels, pts, strict=True) if v > MIN_GROUP_LEVEL or m.dp_attention
+        ]
+        return (min(told) if told else 1.0), len(pts)
     return _dp_level(pts, catalog, gpu, factors), len(pts)
 
 

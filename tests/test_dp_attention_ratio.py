@@ -182,3 +182,59 @@ def test_a_deepseek_plan_on_mi355x_prices_its_wide_layouts_at_the_ratio():
             assert wide.decode_mbu == pytest.approx(
                 eff.decode_mbu * eff.moe_level_ratio * eff.dp_attention_level_ratio
             )
+
+
+def test_a_draft_model_runs_without_its_targets_ratios_and_keeps_a_users_factors():
+    """Mixtral at dp 8 on MI355X drafting with Mistral-7B: the draft (dp 1, dense) runs at
+    the GPU's catalog factors, without the target's MoE and data-parallel ratios; factors
+    the user set are the draft's too, never lifted past them (MBU 0.6 / 0.498 would be 1.2)."""
+    from planner.roofline.speculative import _draft_factors
+
+    gpu = CAT.gpus["mi355x"]
+    eff = gpu.efficiency_for("fp8")
+    target = rl.build_replica(CAT, "mixtral-8x7b", "mi355x", tp=8, dtype="fp8", dp=8, ep=8)
+    draft = CAT.models["mistral-7b-v0.1"]
+    assert _draft_factors(target, draft) == pytest.approx((eff.prefill_mfu, eff.decode_mbu))
+    mine = rl.build_replica(
+        CAT, "mixtral-8x7b", "mi355x", tp=8, dtype="fp8", dp=8, ep=8, mfu=0.35, mbu=0.6
+    )
+    assert _draft_factors(mine, draft) == (0.35, 0.6)
+    spec = rl.with_speculation(
+        CAT, mine, "draft_model", draft_tokens=3, acceptance_length=2.0, draft_model=draft.id
+    )
+    assert spec.speculative is not None
+
+
+def test_a_users_calibration_on_dp_runs_replaces_the_public_ratio():
+    """Applied, a calibration whose runs used data-parallel attention on MI355X prices them
+    by its own fit (the public 0.498 would count their shortfall twice); one stored before
+    runs recorded it (dp_attention None) is read the same way; runs without it keep it."""
+    from planner.calibration import apply_calibration, fit_calibration
+
+    runs = _dp_points("mi355x", "fit")
+    cal = fit_calibration("user-dp", runs, CAT)
+    assert all(r.dp_attention for r in cal.residuals)
+    assert apply_calibration(CAT, cal).gpus["mi355x"].efficiency.dp_attention_level_ratio == 1.0
+    stored = cal.model_validate_json(
+        cal.model_dump_json().replace('"dp_attention":true', '"dp_attention":null')
+    )
+    assert all(r.dp_attention is None for r in stored.residuals)
+    assert apply_calibration(CAT, stored).gpus["mi355x"].efficiency.dp_attention_level_ratio == 1.0
+    plain = [m for m in cb.fit_points(POINTS) if m.gpu == "mi355x" and not fd.uses_dp_attention(m)]
+    kept = apply_calibration(CAT, fit_calibration("user-plain", plain[:6], CAT))
+    assert kept.gpus["mi355x"].efficiency.dp_attention_level_ratio == (
+        CAT.gpus["mi355x"].efficiency.dp_attention_level_ratio
+    )
+
+
+def test_dp_copies_of_the_dense_weights_take_the_checkpoints_width():
+    """DeepSeek-V3 MXFP4 at dp 8 on MI355X: every attention rank holds its own copy of the
+    non-expert weights, at 4.25 bits as the rest."""
+    from planner import architecture as arch
+
+    model = CAT.models["deepseek-v3"]
+    wide = rl.build_replica(CAT, "deepseek-v3", "mi355x", tp=8, dtype="fp4", dp=8, ep=8)
+    dense = arch.dense_weight_param_count(model)
+    assert rl.replica_weight_bytes(wide) == pytest.approx(
+        (arch.total_param_count(model) + 7 * dense) * 4.25 / 8
+    )

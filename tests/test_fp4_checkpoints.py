@@ -8,6 +8,8 @@ the plan."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -217,7 +219,8 @@ def test_disaggregated_pairs_load_one_checkpoint():
     def key(gpu: str, dtype: str) -> str:
         replica = rl.build_replica(CAT, "deepseek-v3", gpu, tp=8, dtype=dtype, kv_dtype="fp8")
         cfg = SimpleNamespace(dtype=Dtype(dtype), kv_dtype=Dtype.FP8)
-        return pair_checkpoint(SimpleNamespace(config=cfg, replica=replica))
+        fake: Any = SimpleNamespace(config=cfg, replica=replica)
+        return pair_checkpoint(fake)
 
     assert key("b200", "fp4") == "fp4/fp8-kv/nvidia/DeepSeek-V3-0324-FP4"
     assert key("mi355x", "fp4") == "fp4/fp8-kv/amd/DeepSeek-R1-0528-MXFP4"

@@ -94,7 +94,7 @@ def apply_calibration(
         mine = [r for r in calibration.residuals if r.gpu == gpu_id]
         moe = any(m.is_moe for r in mine if (m := catalog.models.get(r.model)) is not None)
         fp4 = any(r.dtype == Dtype.FP4 for r in mine)
-        dp = any(r.dp_attention for r in mine)
+        dp = any(r.dp_attention is not False for r in mine)
         eff = gpus[gpu_id].efficiency
         eff = eff.model_copy(
             update={

@@ -149,8 +149,9 @@ class Residual(BaseModel):
     predicted_after: float | None
     ape_before: float | None
     ape_after: float | None
-    #: the run's prefill or decode workers ran data-parallel attention
-    dp_attention: bool = False
+    #: the run's prefill or decode workers ran data-parallel attention (None: stored
+    #: before this was recorded; counted as if so, as such a calibration priced them)
+    dp_attention: bool | None = None
 
 
 class Calibration(BaseModel):

@@ -21,6 +21,7 @@ layers' worth for a head; the whole draft model) and its KV grows with every seq
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
 from planner import architecture as arch
@@ -37,6 +38,24 @@ from planner.roofline.replica import (
 #: Largest ``draft_tokens`` accepted: engines run 1-8 in practice; beyond 16 the
 #: verification step is a prefill and acceptance has long flattened.
 MAX_DRAFT_TOKENS = 16
+
+
+def _draft_factors(replica: Replica, d_model: Model) -> tuple[float, float]:
+    """A draft model's prefill MFU and decode MBU on its target's GPUs: the target's, with
+    the ratios the catalog priced it at (its family's measured MoE ratio and, at ``dp >
+    1``, its data-parallel-attention ratio; the draft runs neither) swapped for the
+    draft's family's; a factor the user set (not the catalog's) as it is."""
+    gpu = replica.gpu
+    eff = gpu.efficiency_for(replica.weight_dtype)
+    ratio = moe_level_ratio(gpu, replica.model) * dp_level_ratio(gpu, replica.dp)
+    swap = moe_level_ratio(gpu, d_model) / ratio
+
+    def drafted(value: float, catalog_value: float) -> float:
+        return value * swap if math.isclose(value, catalog_value * ratio) else value
+
+    return drafted(replica.prefill_mfu, eff.prefill_mfu), drafted(
+        replica.decode_mbu, eff.decode_mbu
+    )
 
 
 def check_speculation(
@@ -156,10 +175,7 @@ def with_speculation(
             replica.weight_dtype != Dtype.FP4 or fp4_format_error(d_model, replica.gpu) is None
         )
         d_dtype = replica.weight_dtype if same else Dtype.BF16
-        # (the draft runs without data-parallel attention: the target's ratio divided out)
-        family = moe_level_ratio(replica.gpu, d_model) / (
-            moe_level_ratio(replica.gpu, model) * dp_level_ratio(replica.gpu, replica.dp)
-        )
+        factors = _draft_factors(replica, d_model)
         draft = build_replica(
             catalog,
             draft_model,
@@ -167,9 +183,8 @@ def with_speculation(
             tp=replica.tp,
             dtype=d_dtype,
             kv_dtype=replica.kv_dtype,
-            # the target's factors, with its family's measured ratio swapped for the draft's
-            mfu=replica.prefill_mfu * family,
-            mbu=replica.decode_mbu * family,
+            mfu=factors[0],
+            mbu=factors[1],
             overlap_factor=replica.overlap_factor,
             check_fit=False,
             engine=replica.engine,
