@@ -10,7 +10,7 @@ factors (:func:`factor_spread`) and the level of a GPU never measured
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -193,16 +193,23 @@ def _group_level(
     factors, less than in proportion where step overheads, floors or the load bound it,
     so a fixed point ``s <- s x ratio`` converges slowly there). A bound where the
     ratio does not cross the target inside. Dimensionless."""
-    from scipy.optimize import brentq  # imported on use: the CLI starts faster
 
     def f(log_s: float) -> float:
         return math.log(_throughput_ratio(pts, catalog, factors, math.exp(log_s)) / target)
 
-    lo, hi = math.log(MIN_GROUP_LEVEL), math.log(1.0 / max(factors[0], factors[1]))
-    f_lo, f_hi = f(lo), f(hi)
-    if f_hi >= 0:  # measured faster than even the largest factors predict
+    return _root_in_log(f, math.log(MIN_GROUP_LEVEL), math.log(1.0 / max(factors[0], factors[1])))
+
+
+def _root_in_log(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """``exp`` of the root of ``f`` (increasing in its argument, a log level) in
+    ``[lo, hi]`` by Brent's method (``xtol`` 1e-4): ``exp(hi)`` where ``f(hi) >= 0``
+    (measured faster than even the largest level predicts), ``exp(lo)`` where
+    ``f(lo) <= 0``. Dimensionless."""
+    from scipy.optimize import brentq  # imported on use: the CLI starts faster
+
+    if f(hi) >= 0:
         return math.exp(hi)
-    if f_lo <= 0:
+    if f(lo) <= 0:
         return math.exp(lo)
     return math.exp(brentq(f, lo, hi, xtol=1e-4))
 
@@ -332,8 +339,6 @@ def _dp_level(
     ``r`` (so each worker with ``dp > 1`` is priced at it, as plans price it) and its
     ``factors``: Brent's method in ``ln r``; 1 where they measure at or above the
     prediction unscaled."""
-    from scipy.optimize import brentq  # imported on use: the CLI starts faster
-
     g = catalog.gpus[gpu]
 
     def f(log_r: float) -> float:
@@ -341,19 +346,9 @@ def _dp_level(
         cat = catalog.model_copy(
             update={"gpus": {**catalog.gpus, gpu: g.model_copy(update={"efficiency": eff})}}
         )
-        got = []
-        for m in pts:
-            pred = cb.predict(m, cat, factors).output_tok_s
-            if pred and m.output_tok_s:
-                got.append(m.output_tok_s / pred)
-        return math.log(median(got)) if got else 0.0
+        return math.log(_throughput_ratio(pts, cat, factors, 1.0))
 
-    lo = math.log(MIN_GROUP_LEVEL)
-    if f(0.0) >= 0:
-        return 1.0
-    if f(lo) <= 0:
-        return MIN_GROUP_LEVEL
-    return math.exp(brentq(f, lo, 0.0, xtol=1e-4))
+    return _root_in_log(f, math.log(MIN_GROUP_LEVEL), 0.0)
 
 
 def dp_attention_ratio(

@@ -297,7 +297,7 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 "moe_level_ratio": rl.moe_level_ratio(catalog.gpus[g], first[g].replica.model),
                 # MFU and MBU of its replicas with data-parallel attention (dp > 1) x this
                 # (planner.roofline.dp_level_ratio; 1: not measured lower)
-                "dp_attention_level_ratio": rl.dp_level_ratio(catalog.gpus[g], 2),
+                "dp_attention_level_ratio": catalog.gpus[g].efficiency.dp_attention_level_ratio,
                 "sigma_log": first[g].sigma_log,
                 # dense GEMMs at MFU x this: the measured kernel rate at 512 tokens over
                 # the MFU's (planner.kernel_floors.dense_gemm_lift; 1: none measured)

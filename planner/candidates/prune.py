@@ -10,7 +10,13 @@ import numpy as np
 from catalog.schema import Catalog, Link
 from planner import queueing
 from planner.candidates.links import kv_exposed_ms, network_link_for_pairs
-from planner.candidates.model import KEEP_PER_GPU, MAX_REPLICAS_PER_POOL, Candidate, Rejection
+from planner.candidates.model import (
+    KEEP_PER_GPU,
+    MAX_REPLICAS_PER_POOL,
+    Candidate,
+    Rejection,
+    pair_checkpoint,
+)
 from planner.request import ResolvedRequest
 from solver.problem import CapacityCut, PoolRole, Segment
 from solver.prune import capacity_table
@@ -18,12 +24,14 @@ from solver.prune import capacity_table
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
 
 
-def _pair_format(c: Candidate) -> tuple[str, str] | None:
-    """Weights and KV format of a disaggregated pool (prefill and decode must agree,
-    so pruning never lets one format stand in for another); None for aggregated."""
+def _pair_format(c: Candidate) -> str | None:
+    """What a disaggregated pool shares with its pairs (:func:`planner.candidates.model.
+    pair_checkpoint`: weights format, KV dtype, the FP4 checkpoint; pruning never lets
+    one stand in for another, nor reaches a decode pool the solver would not pair); None
+    for aggregated."""
     if c.config.role == PoolRole.AGGREGATED:
         return None
-    return (c.config.dtype.value, c.config.kv_dtype.value)
+    return pair_checkpoint(c)
 
 
 def dominates(a: Candidate, b: Candidate) -> bool:
