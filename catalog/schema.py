@@ -18,6 +18,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from catalog.checkpoints import (  # noqa: F401  (re-exported)
+    Fp4Checkpoint,
+    Fp4Format,
+    MeasuredCheckpoint,
+    WeightGroup,
+    check_checkpoints,
+    checkpoint_named,
+)
 from catalog.fields import (  # noqa: F401  (re-exported: the catalog's field types)
     MAX_CONTEXT_TOKENS,
     MAX_EXPERTS,
@@ -95,14 +103,6 @@ class Dtype(StrEnum):
 
 
 DTYPE_BYTES: dict[Dtype, float] = {Dtype.BF16: 2.0, Dtype.FP8: 1.0, Dtype.FP4: 0.5}
-
-
-class Fp4Format(StrEnum):
-    """How 4-bit weights are scaled in blocks: ``nvfp4`` (NVIDIA: one FP8 E4M3 scale per
-    16 values) or ``mxfp4`` (OCP microscaling: one E8M0 scale per 32 values)."""
-
-    NVFP4 = "nvfp4"
-    MXFP4 = "mxfp4"
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -467,21 +467,6 @@ class SlidingWindow(Frozen):
     windowed_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS, strict=True)]
 
 
-class Fp4Checkpoint(Frozen):
-    """A published checkpoint with 4-bit weights: the Hugging Face ``repo`` engines load
-    (the launch command names it rather than quantizing on the fly) and its block
-    ``format``. The KV cache is served in FP8 with it."""
-
-    repo: str = Field(min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-    format: Fp4Format
-    weights_of: Name | None = Field(
-        default=None,
-        description="The model whose trained weights the checkpoint quantizes, when they are "
-        "not this entry's (the same architecture, another release or fine-tune: AMD's MXFP4 "
-        "DeepSeek is DeepSeek-R1-0528's weights); plans name it.",
-    )
-
-
 class ReferenceFigures(Frozen):
     """Figures published for the model, to test the derived numbers against."""
 
@@ -528,6 +513,12 @@ class Model(Frozen):
         description="The published FP4 checkpoints, at most one per block format (required "
         "when weight_dtypes has fp4). A GPU runs the first of its fp4_formats the model has "
         "a checkpoint in. A single checkpoint may be given as fp4_checkpoint.",
+    )
+    measured_checkpoints: list[MeasuredCheckpoint] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Published checkpoints measurements ran that plans do not launch (their "
+        "own BF16 layers, FP4 format, weights): measurements name them as checkpoint.",
     )
     mtp_modules: Annotated[int, Field(ge=0, le=8)] = Field(
         default=0,
@@ -579,7 +570,15 @@ class Model(Frozen):
                     f"fp4_checkpoints: {formats.count(fmt)} checkpoints in {fmt.value}; give "
                     "at most one per format (the one a GPU running it loads)"
                 )
+        check_checkpoints(
+            self.fp4_checkpoints, self.measured_checkpoints, self.weight_dtypes, self.moe
+        )
         return self
+
+    def measured_checkpoint(self, repo: str) -> MeasuredCheckpoint:
+        """The checkpoint ``repo`` a measurement ran: one plans load (``fp4_checkpoints``)
+        or a ``measured_checkpoints`` entry; ValueError naming the known ones."""
+        return checkpoint_named(self.id, repo, self.fp4_checkpoints, self.measured_checkpoints)
 
     def fp4_checkpoint_for(self, formats: Sequence[Fp4Format]) -> Fp4Checkpoint | None:
         """The FP4 checkpoint a GPU running the block ``formats`` (its ``fp4_formats``, in

@@ -35,7 +35,9 @@ include the embedding tables, as the reference figures do (DeepSeek-V3 computed
 
 from __future__ import annotations
 
-from catalog.schema import DTYPE_BYTES, Dtype, Fp4Format, Model
+from collections.abc import Collection
+
+from catalog.schema import DTYPE_BYTES, Dtype, Fp4Format, Model, WeightGroup
 
 #: Values sharing one block scale, and the scale's bits, per FP4 format: NVFP4 (NVIDIA
 #: Blackwell) scales every 16 E2M1 values with one FP8 E4M3 (plus one FP32 per tensor,
@@ -73,6 +75,14 @@ def attention_param_count_per_layer(model: Model) -> int:
     if model.attention_sinks:
         count += heads
     return count
+
+
+def attention_output_param_count_per_layer(model: Model) -> int:
+    """Parameters of one attention block's output projection (``wo``/``o_proj``):
+    ``heads x v_head_dim x hidden`` (MLA) or ``heads x head_dim x hidden``."""
+    width = model.mla.v_head_dim if model.mla is not None else model.head_dim
+    assert width is not None  # guaranteed by the schema without MLA
+    return model.num_attention_heads * width * model.hidden_size
 
 
 def dense_mlp_param_count(model: Model) -> int:
@@ -216,14 +226,13 @@ def fp4_bits_per_weight(fmt: Fp4Format | str) -> float:
 def weight_bytes_per_param(
     model: Model, dtype: Dtype | str, fp4_format: Fp4Format | str | None = None
 ) -> float:
-    """Bytes per weight in ``dtype`` (bytes/parameter): ``DTYPE_BYTES`` for bf16 (2) and
-    fp8 (1); for fp4 the block format of the checkpoint the GPU loads (``fp4_format``,
-    :meth:`catalog.schema.Model.fp4_checkpoint_for`) with its block scales,
-    :func:`fp4_bits_per_weight` / 8 (NVFP4 0.5625, MXFP4 0.53125). Every parameter is
-    counted at that width; checkpoints keep a few layers wider (lm_head, routers: BF16),
-    as FP8 checkpoints do, which this leaves out (about 1.5% of Llama-3.1-70B's weights
-    are its lm_head). fp4 without a format, or in a format the model has no checkpoint
-    in, is an error."""
+    """Bytes per quantized weight in ``dtype`` (bytes/parameter): ``DTYPE_BYTES`` for bf16
+    (2) and fp8 (1); for fp4 the block format of the checkpoint the GPU loads
+    (``fp4_format``, :meth:`catalog.schema.Model.fp4_checkpoint_for`) with its block
+    scales, :func:`fp4_bits_per_weight` / 8 (NVFP4 0.5625, MXFP4 0.53125). The layers a
+    checkpoint keeps in BF16 are counted by :func:`bf16_param_count`; the routed experts
+    are always at this width. fp4 without a format, or in a format the model has no
+    checkpoint in, is an error."""
     d = Dtype(dtype)
     if d != Dtype.FP4:
         return DTYPE_BYTES[d]
@@ -235,12 +244,114 @@ def weight_bytes_per_param(
     return fp4_bits_per_weight(fmt) / 8.0
 
 
-def weight_bytes(
-    model: Model, dtype: Dtype | str, fp4_format: Fp4Format | str | None = None
+_BF16_CACHE: dict[tuple[int, frozenset[WeightGroup]], tuple[Model, int]] = {}
+
+
+def bf16_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) -> int:
+    """Parameters a quantized (fp8 or fp4) checkpoint keeps in BF16 (a count): those every
+    checkpoint keeps, the embedding table and lm_head (:func:`embedding_param_count`), the
+    norms and the MoE routers, plus the checkpoint's ``bf16_layers``
+    (:class:`catalog.schema.WeightGroup`): ``attention`` every layer's projections,
+    ``attention_qkv`` all but their output projection,
+    ``dense_mlp`` the dense layers' MLPs, ``edge_mlp`` the first and last layers' MLPs,
+    ``shared_experts`` the MoE layers' shared experts. Every one of them is in the
+    non-routed (dense) weights. From the checkpoints' quantization configs (sources in
+    the model YAMLs); memoized per model object and group set."""
+    groups = frozenset(WeightGroup(g) for g in bf16_layers)
+    key = (id(model), groups)
+    hit = _BF16_CACHE.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    count = embedding_param_count(model) + _norm_param_count(model)
+    count += moe_layer_count(model) * router_param_count(model)
+    if WeightGroup.ATTENTION in groups:
+        count += model.num_layers * attention_param_count_per_layer(model)
+    if WeightGroup.ATTENTION_QKV in groups:
+        qkv = attention_param_count_per_layer(model) - attention_output_param_count_per_layer(model)
+        count += model.num_layers * qkv
+    if WeightGroup.DENSE_MLP in groups:
+        count += _dense_mlp_layer_count(model) * dense_mlp_param_count(model)
+    if WeightGroup.EDGE_MLP in groups:
+        count += min(2, _dense_mlp_layer_count(model)) * dense_mlp_param_count(model)
+    if WeightGroup.SHARED_EXPERTS in groups and model.moe is not None:
+        count += moe_layer_count(model) * model.moe.num_shared_experts * expert_param_count(model)
+    _BF16_CACHE[key] = (model, count)
+    return count
+
+
+def _mixed_bytes(
+    model: Model,
+    params: int,
+    dtype: Dtype | str,
+    fp4_format: Fp4Format | str | None,
+    bf16_layers: Collection[WeightGroup],
 ) -> float:
-    """Bytes of all weights: ``total_param_count x weight_bytes_per_param(dtype,
-    fp4_format)`` (bytes)."""
-    return total_param_count(model) * weight_bytes_per_param(model, dtype, fp4_format)
+    """``(params - bf16) x b_q + bf16 x 2`` for ``params`` that hold every BF16 layer."""
+    b_q = weight_bytes_per_param(model, dtype, fp4_format)
+    if Dtype(dtype) == Dtype.BF16:
+        return params * b_q
+    wide = bf16_param_count(model, bf16_layers)
+    return (params - wide) * b_q + wide * DTYPE_BYTES[Dtype.BF16]
+
+
+def weight_bytes(
+    model: Model,
+    dtype: Dtype | str,
+    fp4_format: Fp4Format | str | None = None,
+    bf16_layers: Collection[WeightGroup] = (),
+) -> float:
+    """Bytes of all weights as a checkpoint in ``dtype`` holds them (bytes):
+    ``(N - N_bf16) x weight_bytes_per_param(dtype, fp4_format) + N_bf16 x 2`` with
+    ``N = total_param_count`` and ``N_bf16 = bf16_param_count(bf16_layers)`` (0 in bf16,
+    where every weight is 2 bytes). Llama-3.1-8B in fp8: 6.98 B x 1 + 1.05 B x 2 = 9.08 GB
+    (its untied 128,256-token embedding and lm_head are 13% of its weights)."""
+    return _mixed_bytes(model, total_param_count(model), dtype, fp4_format, bf16_layers)
+
+
+def dense_weight_bytes(
+    model: Model,
+    dtype: Dtype | str,
+    fp4_format: Fp4Format | str | None = None,
+    bf16_layers: Collection[WeightGroup] = (),
+) -> float:
+    """Bytes of the non-routed weights (:func:`dense_weight_param_count`, which hold every
+    BF16 layer) as in :func:`weight_bytes` (bytes)."""
+    return _mixed_bytes(model, dense_weight_param_count(model), dtype, fp4_format, bf16_layers)
+
+
+def input_embedding_bytes(model: Model) -> float:
+    """Bytes of the input embedding table a step never reads whole (it gathers one row per
+    token): ``vocab x hidden x 2`` (bytes; every checkpoint keeps it in BF16), 0 when tied
+    to the lm_head, which every step reads. Llama-3.1-8B: 1.05 GB of its 16.06 GB in BF16.
+    The weights a step reads are the weights held less this (planner.roofline.steps)."""
+    if model.tie_word_embeddings:
+        return 0.0
+    return model.vocab_size * model.hidden_size * DTYPE_BYTES[Dtype.BF16]
+
+
+def layer_linear_bytes(
+    model: Model,
+    dtype: Dtype | str,
+    fp4_format: Fp4Format | str | None = None,
+    bf16_layers: Collection[WeightGroup] = (),
+) -> float:
+    """Bytes of one dense layer's attention projections and MLP (bytes): each at 2 bytes
+    when its group is in ``bf16_layers`` (``attention``, ``attention_qkv`` but the output
+    projection, ``dense_mlp``), else at
+    :func:`weight_bytes_per_param` (edge_mlp, two layers of many, is left at the
+    quantized width here)."""
+    b_q = weight_bytes_per_param(model, dtype, fp4_format)
+    wide = DTYPE_BYTES[Dtype.BF16]
+    b_mlp = wide if WeightGroup.DENSE_MLP in bf16_layers else b_q
+    attn = attention_param_count_per_layer(model)
+    out = attention_output_param_count_per_layer(model)
+    if WeightGroup.ATTENTION in bf16_layers:
+        attn_bytes = attn * wide
+    elif WeightGroup.ATTENTION_QKV in bf16_layers:
+        attn_bytes = (attn - out) * wide + out * b_q
+    else:
+        attn_bytes = attn * b_q
+    return attn_bytes + dense_mlp_param_count(model) * b_mlp
 
 
 def kv_bytes_per_token_per_layer(model: Model, kv_dtype: Dtype | str) -> float:
@@ -457,19 +568,24 @@ __all__ = [
     "attention_flops_for_span",
     "attention_flops_per_context_token",
     "attention_flops_per_token",
+    "attention_output_param_count_per_layer",
     "attention_param_count_per_layer",
+    "bf16_param_count",
     "context_layer_tokens",
     "decode_attention_flops_per_context_token",
     "dense_mlp_param_count",
+    "dense_weight_bytes",
     "dense_weight_param_count",
     "embedding_param_count",
     "expert_param_count",
     "flops_per_token",
+    "input_embedding_bytes",
     "kv_bytes_for_sequence",
     "kv_bytes_per_token",
     "kv_bytes_per_token_held",
     "kv_bytes_per_token_per_layer",
     "kv_replication",
+    "layer_linear_bytes",
     "moe_layer_count",
     "params_billions",
     "prefill_flops",

@@ -356,7 +356,8 @@ def fp4_assumptions(screening: Screening) -> dict[str, Any]:
     """What an FP4 candidate was priced on (empty when none was screened in): the
     checkpoints the GPUs load (one per block format: :attr:`planner.roofline.Replica.
     fp4_checkpoint`, with the model whose weights they are when not this one's), their
-    bits per weight (:func:`planner.architecture.fp4_bits_per_weight`),
+    bits per weight (:func:`planner.architecture.fp4_bits_per_weight`) and the layers
+    they keep in BF16 beyond the embedding, lm_head, norms and routers,
     the GEMM and weight-read derates per GPU type
     (:func:`planner.kernels.weight_dtype_derates`) and the factors' provenance and spread
     (:func:`planner.risk.factor_uncertainty`: analogy unless measured in FP4)."""
@@ -376,6 +377,12 @@ def fp4_assumptions(screening: Screening) -> dict[str, Any]:
                     "format": ckpt.format.value,
                     "bits_per_weight": arch.fp4_bits_per_weight(ckpt.format),
                     **({"weights_of": ckpt.weights_of} if ckpt.weights_of else {}),
+                    # beyond the embedding, lm_head, norms and routers every one keeps
+                    **(
+                        {"bf16_layers": [g.value for g in ckpt.bf16_layers]}
+                        if ckpt.bf16_layers
+                        else {}
+                    ),
                 }
                 for repo, ckpt in sorted(used.items())
             },

@@ -50,7 +50,7 @@ from planner.calibration import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launch_settings import apply_launch_settings  # noqa: E402
+from launch_settings import apply_launch_settings, published_checkpoints  # noqa: E402
 from reference_fields import (  # noqa: E402  (re-exported for the tests)
     AMBIGUOUS_MIN_OUTPUT_SHARE,
     BadEntry,
@@ -621,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         if normalized:
             rows += _rows(Path(normalized), convert_mlperf, skipped, bad)
     if args.launch_settings and not bad:
-        apply_launch_settings(rows, Path(args.launch_settings), bad)
+        published = published_checkpoints(load_catalog())
+        apply_launch_settings(rows, Path(args.launch_settings), bad, published)
     if bad:
         for where, reason in bad:
             print(f"{where}: {reason}", file=sys.stderr)

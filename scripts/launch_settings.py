@@ -3,7 +3,8 @@
 ``catalog/measurements/sources/launch-settings.json`` holds groups of measurement ids with
 the settings their launch script gives them (``memory_utilization``: vLLM's
 ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``; ``kv_dtype``: the KV-cache
-format) and the script cited at a commit. :func:`apply_launch_settings` writes the
+format; ``checkpoint``: the published checkpoint loaded, one of the model's
+``measured_checkpoints``) and the script cited at a commit. :func:`apply_launch_settings` writes the
 settings into the imported rows of those ids, so the point is priced at the memory its
 engine was given instead of the engine's default (SGLang sizes its own share from the
 device when not told: ``planner.engines.sglang_memory_share``).
@@ -16,15 +17,18 @@ file, line and reason; the caller then writes nothing.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from catalog.schema import Catalog
 from planner import roofline as rl
 from planner.calibration import _array_entry_lines
 
 #: The settings a group may carry: the memory share, a number in (0, 1]; the KV-cache
 #: format, one of these (SGLang's ``--kv-cache-dtype fp8_e4m3`` is ``fp8``).
-SETTINGS = ("memory_utilization", "kv_dtype")
+SETTINGS = ("memory_utilization", "kv_dtype", "checkpoint")
 KV_DTYPES = tuple(d.value for d in rl.KV_DTYPES)
 
 
@@ -32,6 +36,9 @@ def _setting_error(key: str, value: Any) -> str | None:
     """Why ``value`` is not a valid ``key`` setting, or None."""
     if key == "kv_dtype":
         return None if value in KV_DTYPES else f"kv_dtype must be one of {KV_DTYPES}, not {value!r}"
+    if key == "checkpoint":
+        ok = isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+", value)
+        return None if ok else f"checkpoint must be a repository owner/name, not {value!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         return f"{key} must be a number in (0, 1], not {value!r}"
     return None
@@ -59,12 +66,27 @@ def _group_error(group: Any, known: set[str]) -> str | None:
     return next((e for k in named if (e := _setting_error(k, group[k])) is not None), None)
 
 
+def published_checkpoints(catalog: Catalog) -> dict[str, set[str]]:
+    """The checkpoint repositories each model of ``catalog`` publishes: its
+    ``fp4_checkpoints`` and ``measured_checkpoints``."""
+    return {
+        m.id: {c.repo for c in [*m.fp4_checkpoints, *m.measured_checkpoints]}
+        for m in catalog.models.values()
+    }
+
+
 def apply_launch_settings(
-    rows: list[dict[str, Any]], path: Path, bad: list[tuple[str, str]]
+    rows: list[dict[str, Any]],
+    path: Path,
+    bad: list[tuple[str, str]],
+    checkpoints: Mapping[str, set[str]] | None = None,
 ) -> int:
     """Write each group's settings of ``path`` into the rows of its ids and cite its
-    script in the row's note; returns how many rows were set. Refusals go to ``bad`` as
-    (``file:line``, reason) and then nothing is set."""
+    script in the row's note; returns how many rows were set. ``checkpoints``: the
+    checkpoint repositories each model id publishes (``fp4_checkpoints`` and
+    ``measured_checkpoints``); a ``checkpoint`` setting naming another for a row's model
+    is refused (a typo would otherwise leave its runs unpriced). Refusals go to ``bad``
+    as (``file:line``, reason) and then nothing is set."""
     text = path.read_text(encoding="utf-8")
     try:
         doc = json.loads(text)
@@ -92,6 +114,16 @@ def apply_launch_settings(
             seen[mid] = here
             for key in SETTINGS:
                 if key not in group:
+                    continue
+                known = (checkpoints or {}).get(str(by_id[mid].get("model")))
+                if key == "checkpoint" and known is not None and group[key] not in known:
+                    bad.append(
+                        (
+                            here,
+                            f"{mid}: {by_id[mid]['model']} has no checkpoint "
+                            f"{group[key]} (known: {', '.join(sorted(known)) or 'none'})",
+                        )
+                    )
                     continue
                 stated = by_id[mid].get(key)
                 if stated is not None and stated != group[key]:

@@ -221,10 +221,11 @@ def test_a_stated_memory_share_is_the_runs_kv_budget(tmp_path, capsys):
     assert row is not None and row["memory_utilization"] == 0.95
     row, _ = IMPORTER.convert_more(more_entry("m3", **{**amd, "notes": "defaults"}))
     assert row is not None and row["memory_utilization"] is None
-    # a KV-bound run (70B FP8 on one H100, 2,048/2,048): less memory, fewer sequences
+    # a KV-bound run (70B FP8 on one H100 NVL, 2,048/2,048): less memory, fewer sequences
+    # (on one H100 SXM its 72.7 GB of weights leave nothing at 0.9)
     point = cb.Measurement.model_validate(
-        {"model": "llama-3.1-70b", "gpu": H100, "tp": 1, "dtype": "fp8", "engine": "vllm",
-         "isl": 2048, "osl": 2048, "request_rate_rps": "inf", "num_requests": 512,
+        {"model": "llama-3.1-70b", "gpu": "h100-nvl-94gb", "tp": 1, "dtype": "fp8",
+         "engine": "vllm", "isl": 2048, "osl": 2048, "request_rate_rps": "inf", "num_requests": 512,
          "output_tok_s": 1000.0}
     )  # fmt: skip
     default = cb.predict(point, CAT).output_tok_s

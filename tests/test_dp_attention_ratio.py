@@ -229,12 +229,16 @@ def test_a_users_calibration_on_dp_runs_replaces_the_public_ratio():
 
 def test_dp_copies_of_the_dense_weights_take_the_checkpoints_width():
     """DeepSeek-V3 MXFP4 at dp 8 on MI355X: every attention rank holds its own copy of the
-    non-expert weights, at 4.25 bits as the rest."""
+    non-expert weights as the checkpoint holds them: its quantized layers at 4.25 bits, its
+    attention, embeddings, norms and routers in BF16."""
     from planner import architecture as arch
 
     model = CAT.models["deepseek-v3"]
     wide = rl.build_replica(CAT, "deepseek-v3", "mi355x", tp=8, dtype="fp4", dp=8, ep=8)
-    dense = arch.dense_weight_param_count(model)
-    assert rl.replica_weight_bytes(wide) == pytest.approx(
-        (arch.total_param_count(model) + 7 * dense) * 4.25 / 8
-    )
+    layers = wide.bf16_layers
+    assert layers == ("attention",)
+    bf16 = arch.bf16_param_count(model, layers)
+    dense = (arch.dense_weight_param_count(model) - bf16) * 4.25 / 8 + bf16 * 2
+    total = (arch.total_param_count(model) - bf16) * 4.25 / 8 + bf16 * 2
+    assert arch.dense_weight_bytes(model, "fp4", "mxfp4", layers) == pytest.approx(dense)
+    assert rl.replica_weight_bytes(wide) == pytest.approx(total + 7 * dense)

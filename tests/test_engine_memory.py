@@ -205,7 +205,7 @@ def test_trtllm_gives_the_kv_cache_90_percent_of_what_weights_leave_free() -> No
     small = rl.build_replica(CAT, "llama-3.1-8b", gpu.id, dtype="fp8", engine="trtllm")
     big = rl.build_replica(CAT, "llama-3.1-70b", gpu.id, dtype="fp8", engine="trtllm")
     assert small.memory_utilization == pytest.approx(0.911, abs=1e-3)
-    assert big.memory_utilization == pytest.approx(0.984, abs=1e-3)
+    assert big.memory_utilization == pytest.approx(0.986, abs=1e-3)
 
 
 def test_sglang_sizes_its_memory_share_from_the_device() -> None:

@@ -111,15 +111,18 @@ def test_a_model_without_a_checkpoint_in_the_gpus_format_is_refused_with_what_ex
 
 
 def test_each_gpu_prices_its_own_checkpoints_bits():
-    """Llama-3.1-405B at tp 4: 405.85 B parameters x 4.5 / 8 = 228.3 GB on B200 (NVFP4),
-    x 4.25 / 8 = 215.6 GB on MI355X (MXFP4)."""
-    n = arch.total_param_count(CAT.models["llama-3.1-405b"])
+    """Llama-3.1-405B at tp 4: 401.6 B quantized parameters x 4.5 / 8 on B200 (NVFP4),
+    x 4.25 / 8 on MI355X (MXFP4), and 4.2 B in BF16 (embedding, lm_head, norms): 234.3 GB
+    and 221.8 GB."""
+    model = CAT.models["llama-3.1-405b"]
+    wide = arch.bf16_param_count(model)
+    n = arch.total_param_count(model) - wide
     b200 = rl.build_replica(CAT, "llama-3.1-405b", "b200", tp=4, dtype="fp4")
     mi355x = rl.build_replica(CAT, "llama-3.1-405b", "mi355x", tp=4, dtype="fp4")
     assert (b200.fp4_format, mi355x.fp4_format) == (NV, MX)
-    assert rl.replica_weight_bytes(b200) == pytest.approx(n * 4.5 / 8)
-    assert rl.replica_weight_bytes(mi355x) == pytest.approx(n * 4.25 / 8)
-    assert rl.replica_weight_bytes(mi355x) / 1e9 == pytest.approx(215.6, abs=0.1)
+    assert rl.replica_weight_bytes(b200) == pytest.approx(n * 4.5 / 8 + 2 * wide)
+    assert rl.replica_weight_bytes(mi355x) == pytest.approx(n * 4.25 / 8 + 2 * wide)
+    assert rl.replica_weight_bytes(mi355x) / 1e9 == pytest.approx(221.8, abs=0.1)
     fp8 = rl.build_replica(CAT, "llama-3.1-405b", "mi355x", tp=4, dtype="fp8")
     assert fp8.fp4_checkpoint is None and fp8.fp4_format is None
 
@@ -134,8 +137,10 @@ def test_mi355x_mxfp4_runs_are_priced():
     for m in points[:3]:
         replica = rl.build_replica(CAT, m.model, m.gpu, tp=m.tp, dtype="fp4")
         assert replica.fp4_checkpoint.repo == "amd/DeepSeek-R1-0528-MXFP4"
-        n = arch.total_param_count(CAT.models["deepseek-v3"])
-        assert rl.replica_weight_bytes(replica) == pytest.approx(n * 4.25 / 8)
+        ds = CAT.models["deepseek-v3"]
+        wide = arch.bf16_param_count(ds, replica.fp4_checkpoint.bf16_layers)  # attention too
+        n = arch.total_param_count(ds) - wide
+        assert rl.replica_weight_bytes(replica) == pytest.approx(n * 4.25 / 8 + 2 * wide)
         predicted = predict(m, CAT).output_tok_s
         assert predicted and predicted > 0
 

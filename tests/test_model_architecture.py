@@ -213,7 +213,8 @@ def test_weight_bytes_follow_dtype() -> None:
     model = BY_ID["llama-2-7b"]
     n = arch.total_param_count(model)
     assert arch.weight_bytes(model, "bf16") == 2 * n
-    assert arch.weight_bytes(model, "fp8") == n
+    # the embedding, lm_head and norms stay BF16 in every FP8 checkpoint
+    assert arch.weight_bytes(model, "fp8") == n + arch.bf16_param_count(model)
     with pytest.raises(ValueError, match="needs the checkpoint's block format"):
         arch.weight_bytes(model, "fp4")
     with pytest.raises(ValueError, match="no nvfp4 checkpoint"):
@@ -233,10 +234,14 @@ def test_fp4_weight_bytes_carry_block_scales() -> None:
     with pytest.raises(ValueError, match="no nvfp4 checkpoint"):
         arch.weight_bytes_per_param(oss, "fp4", "nvfp4")
     n = arch.total_param_count(llama)
-    assert arch.weight_bytes(llama, "fp4", "nvfp4") == pytest.approx(n * 4.5 / 8)
-    # 70.55 B parameters: 39.7 GB in NVFP4 (37.5 GB in MXFP4) against 70.6 GB in FP8
-    assert arch.weight_bytes(llama, "fp4", "nvfp4") / 1e9 == pytest.approx(39.69, abs=0.01)
-    assert arch.weight_bytes(llama, "fp4", "mxfp4") / 1e9 == pytest.approx(37.48, abs=0.01)
+    wide = arch.bf16_param_count(llama)  # embedding, lm_head and norms: 2.10 B in BF16
+    assert wide == 2_102_665_216
+    assert arch.weight_bytes(llama, "fp4", "nvfp4") == pytest.approx(
+        (n - wide) * 4.5 / 8 + 2 * wide
+    )
+    # 70.55 B parameters: 42.7 GB in NVFP4 (40.6 GB in MXFP4) against 72.7 GB in FP8
+    assert arch.weight_bytes(llama, "fp4", "nvfp4") / 1e9 == pytest.approx(42.71, abs=0.01)
+    assert arch.weight_bytes(llama, "fp4", "mxfp4") / 1e9 == pytest.approx(40.57, abs=0.01)
 
 
 @pytest.mark.parametrize(

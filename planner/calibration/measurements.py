@@ -46,7 +46,10 @@ class Measurement(BaseModel):
     ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
     ``max_batch`` / ``memory_utilization``: the engine's running-sequence cap and memory
     share (vLLM ``gpu_memory_utilization``, SGLang ``mem_fraction_static``) the run stated;
-    None: the engine's defaults (planner.engines).
+    None: the engine's defaults (planner.engines). ``checkpoint``: the published
+    checkpoint the run loaded, one of the model's ``measured_checkpoints`` or
+    ``fp4_checkpoints`` (priced with its dtype, FP4 format and BF16 layers); None: the
+    checkpoint a plan loads.
     Kernel: ``tokens`` in the batch and ``layer_ms`` per layer per GPU shard.
     ``where``: ``file:line`` it came from.
 
@@ -80,6 +83,7 @@ class Measurement(BaseModel):
     token_budget: Annotated[int, Field(ge=2)] | None = None
     max_batch: Annotated[int, Field(ge=1)] | None = None
     memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    checkpoint: str | None = Field(default=None, min_length=3, max_length=200)
     output_tok_s: Positive | None = None
     ttft_ms: Positive | None = None
     tpot_ms: Positive | None = None

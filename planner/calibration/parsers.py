@@ -46,6 +46,7 @@ CSV_OPTIONAL = (
     "token_budget",
     "max_batch",
     "memory_utilization",
+    "checkpoint",
     "id",
     "source",
     "note",

@@ -60,8 +60,8 @@ def _worker(
     m: Measurement, catalog: Catalog, tp: int, ep: int | None, dp_attention: bool | None, pp: int
 ) -> rl.Replica:
     """``m``'s model on ``m``'s GPU at ``tp``/``ep``/``pp`` (DP attention: ``dp = tp``),
-    in its dtypes and on its engine, with the memory share the run stated (else the
-    engine's)."""
+    in its dtypes and on its engine, with the memory share and the FP8 checkpoint the run
+    stated (else the engine's, and FP8 quantized on load)."""
     return rl.build_replica(
         catalog,
         m.model,
@@ -74,6 +74,7 @@ def _worker(
         ep=ep or 1,
         dp=tp if dp_attention else 1,
         memory_utilization=m.memory_utilization,
+        checkpoint=m.checkpoint,
     )
 
 
@@ -125,19 +126,20 @@ def with_factors(replica: rl.Replica, factors: Sequence[float]) -> rl.Replica:
 
 def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     """One transformer layer's linear layers (QKV, O, MLP) on ``tokens`` tokens, per GPU
-    shard (ms): ``max(tokens x 2 x params / (F_eff x g), params x b_w / W_eff)`` with
-    ``params`` the layer's attention-projection and MLP parameters (dense models) and
-    ``g`` the GPU's measured GEMM rate gain at ``tokens`` tokens
+    shard (ms): ``max(tokens x 2 x params / (F_eff x g), bytes / W_eff)`` with
+    ``params`` the layer's attention-projection and MLP parameters (dense models),
+    ``bytes`` theirs as the checkpoint holds them
+    (:func:`planner.architecture.layer_linear_bytes`) and ``g`` the GPU's measured GEMM
+    rate gain at ``tokens`` tokens
     (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them."""
     model = replica.model
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
     # F_eff x the gain: the step's dense GEMM rate (FLOP/ms -> FLOP/s)
     compute = tokens * 2.0 * params / (replica.coefficients.dense_gemm_per_ms(tokens) * 1e3)
-    memory = (
-        params
-        * arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
-        / rl.effective_bandwidth_bytes_per_s(replica)
+    layer_bytes = arch.layer_linear_bytes(
+        model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers
     )
+    memory = layer_bytes / rl.effective_bandwidth_bytes_per_s(replica)
     return max(compute, memory) * 1e3
 
 

@@ -67,6 +67,10 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
 def _ttft_caveat(
     c: Mapping[str, Any], mode: str, extra_ms: float, what: str, measured: str
 ) -> str | None:
@@ -172,6 +176,11 @@ def assumed_notes(classes: Iterable[Any], assumptions: Mapping[str, Any]) -> lis
             + (
                 f"; the weights of {_s(_map(c).get('weights_of'))}, the same architecture"
                 if _map(c).get("weights_of")
+                else ""
+            )
+            + (
+                "; " + ", ".join(_s(g) for g in _list(_map(c).get("bf16_layers"))) + " kept in BF16"
+                if _list(_map(c).get("bf16_layers"))
                 else ""
             )
             + ")"

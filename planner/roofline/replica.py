@@ -19,7 +19,9 @@ from catalog.schema import (
     Gpu,
     Link,
     LinkKind,
+    MeasuredCheckpoint,
     Model,
+    WeightGroup,
 )
 from planner import architecture as arch
 from planner import engines
@@ -104,6 +106,11 @@ class Replica:
     #: user (an analysis's ``mfu``, a request's ``efficiency.prefill_mfu``), which is taken
     #: as the rate their GEMMs run at.
     kernel_gemm_rate: bool = True
+    #: A published checkpoint a measurement ran that plans do not launch
+    #: (:class:`catalog.schema.MeasuredCheckpoint`: its BF16 layers and FP4 format price
+    #: the replica); None: the checkpoint plans load (FP8 quantized on load, or the
+    #: model's FP4 checkpoint in the GPU's format).
+    measured_checkpoint: MeasuredCheckpoint | None = None
 
     @property
     def gpus(self) -> int:
@@ -121,9 +128,20 @@ class Replica:
 
     @property
     def fp4_format(self) -> Fp4Format | None:
-        """The block format of :attr:`fp4_checkpoint` (None unless fp4)."""
+        """The block format of the FP4 checkpoint loaded (None unless fp4): the measured
+        checkpoint's, else :attr:`fp4_checkpoint`'s."""
+        if self.measured_checkpoint is not None and self.measured_checkpoint.format:
+            return self.measured_checkpoint.format
         ckpt = self.fp4_checkpoint
         return ckpt.format if ckpt is not None else None
+
+    @property
+    def bf16_layers(self) -> tuple[WeightGroup, ...]:
+        """Layers the loaded checkpoint keeps in BF16 beyond those every checkpoint keeps
+        (:func:`planner.architecture.bf16_param_count`): the measured checkpoint's, else
+        the FP4 checkpoint's; none for FP8 quantized on load or BF16."""
+        ckpt = self.measured_checkpoint or self.fp4_checkpoint
+        return tuple(ckpt.bf16_layers) if ckpt is not None else ()
 
     @property
     def attention_tp(self) -> int:
@@ -160,6 +178,11 @@ class Replica:
         if not (0.0 <= self.overlap_factor <= 1.0):
             raise PlanningError.for_field(
                 "overlap_factor", f"must be in [0, 1], got {self.overlap_factor}"
+            )
+        ckpt = self.measured_checkpoint
+        if ckpt is not None and ckpt.dtype != Dtype(self.weight_dtype).value:
+            raise PlanningError.for_field(
+                "checkpoint", f"{ckpt.repo} is {ckpt.dtype} but the weights are {self.weight_dtype}"
             )
         if not (self.step_overhead_ms >= 0.0 and math.isfinite(self.step_overhead_ms)):
             raise PlanningError.for_field(
@@ -367,6 +390,30 @@ def server_tp_link(gpu: Gpu, link: Link) -> Link:
     return link.model_copy(update={"pcie_tp8_bus_gb_per_s": fit.tp8_bus_gb_per_s})
 
 
+def _measured_checkpoint(
+    model: Model, gpu: Gpu, dtype: Dtype, repo: str | None
+) -> MeasuredCheckpoint | None:
+    """The model's measured checkpoint ``repo`` (None when not given); a
+    :class:`PlanningError` on field ``checkpoint`` when the model lists no such
+    checkpoint, it is in another dtype than the weights, or in an FP4 format ``gpu`` does
+    not run."""
+    if repo is None:
+        return None
+    try:
+        ckpt = model.measured_checkpoint(repo)
+    except ValueError as exc:
+        raise PlanningError.for_field("checkpoint", str(exc)) from None
+    if ckpt.dtype != dtype.value:
+        raise PlanningError.for_field(
+            "checkpoint", f"{repo} is {ckpt.dtype} but the weights are {dtype.value}"
+        )
+    if ckpt.format is not None and ckpt.format not in gpu.fp4_formats:
+        raise PlanningError.for_field(
+            "checkpoint", f"{repo} is {ckpt.format.value}, a format {gpu.id} does not run"
+        )
+    return ckpt
+
+
 def build_replica(
     catalog: Catalog,
     model_id: str,
@@ -386,6 +433,7 @@ def build_replica(
     dp: int = 1,
     ep: int = 1,
     kernel_gemm_rate: bool | None = None,
+    checkpoint: str | None = None,
 ) -> Replica:
     """Validate the arguments against the catalog and build a :class:`Replica`.
 
@@ -400,7 +448,9 @@ def build_replica(
     exceed the scale-up domain up to a whole server (TP over PCIe); ``pp`` pipeline
     stages of ``tp`` GPUs each split the layers (:func:`pp_link_id` between them); ``dp``
     data-parallel attention ranks and ``ep``-way expert parallelism (MoE models) within
-    the ``tp`` GPUs (:class:`Replica`). Raises
+    the ``tp`` GPUs (:class:`Replica`). ``checkpoint`` names a published checkpoint of the model a
+    measurement ran (``measured_checkpoints``), priced with its BF16 layers and FP4 format
+    (:attr:`Replica.measured_checkpoint`). Raises
     :class:`UnknownEntryError` (fields ``model``, ``gpu``) or
     :class:`PlanningError` (``tp``, ``dtype``, ``kv_dtype``, ``mfu``, ``mbu``,
     ``step_overhead_ms``, ``overlap_factor``) and, with ``check_fit``,
@@ -448,6 +498,7 @@ def build_replica(
     fmt_error = fp4_format_error(model, gpu) if w_dtype == Dtype.FP4 else None
     if fmt_error:
         raise PlanningError.for_field("dtype", fmt_error)
+    measured = _measured_checkpoint(model, gpu, w_dtype, checkpoint)
     k_dtype = Dtype.BF16 if kv_dtype is None else _parse_dtype(kv_dtype, "kv_dtype")
     if k_dtype not in KV_DTYPES:
         raise PlanningError.for_field(
@@ -486,6 +537,7 @@ def build_replica(
         dp=dp,
         ep=ep,
         kernel_gemm_rate=(mfu is None) if kernel_gemm_rate is None else kernel_gemm_rate,
+        measured_checkpoint=measured,
     )
     if memory_utilization is None:  # the engine's own share (fixed, sized or free-based)
         share = engines.memory_utilization(
@@ -531,11 +583,8 @@ def replica_weight_bytes(replica: Replica) -> float:
     ``weight_bytes + (dp - 1) x dense (non-expert) weight bytes`` (every data-parallel
     attention rank holds its own copy of the non-expert weights; conservative, as
     engines may shard the dense MLPs over the ranks)."""
-    extra = (replica.dp - 1) * arch.dense_weight_param_count(replica.model)
-    per_param = arch.weight_bytes_per_param(replica.model, replica.weight_dtype, replica.fp4_format)
-    return arch.weight_bytes(replica.model, replica.weight_dtype, replica.fp4_format) + (
-        extra * per_param
-    )
+    layout = (replica.model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers)
+    return arch.weight_bytes(*layout) + (replica.dp - 1) * arch.dense_weight_bytes(*layout)
 
 
 def kv_capacity_bytes(replica: Replica) -> float:

@@ -191,16 +191,18 @@ def with_speculation(
             kernel_gemm_rate=replica.kernel_gemm_rate,
         )
         draft_coeffs = draft.coefficients
-        weights = arch.weight_bytes(d_model, d_dtype, draft.fp4_format)
+        weights = arch.weight_bytes(d_model, d_dtype, draft.fp4_format, draft.bf16_layers)
     else:
-        per_layer = arch.total_param_count(model) / model.num_layers
         # EAGLE-3 heads are published in BF16; an MTP module ships in the checkpoint's dtype
-        b_w = (
-            DTYPE_BYTES[Dtype.BF16]
+        # (a layer's share of the checkpoint's bytes, its BF16 layers included)
+        total = (
+            arch.total_param_count(model) * DTYPE_BYTES[Dtype.BF16]
             if m == kn.SpecMethod.EAGLE3
-            else arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
+            else arch.weight_bytes(
+                model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers
+            )
         )
-        weights = kn.DRAFT_TARGET_LAYERS[m] * per_layer * b_w
+        weights = kn.DRAFT_TARGET_LAYERS[m] * total / model.num_layers
     spec = kn.Speculation(
         method=m,
         draft_tokens=draft_tokens,

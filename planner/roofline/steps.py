@@ -47,14 +47,18 @@ def peak_bandwidth_bytes_per_s(replica: Replica) -> float:
 def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     """Weight bytes one forward step over ``tokens`` tokens reads (bytes).
 
-    Dense: all weights. MoE: everything but the routed experts, plus per MoE layer
+    Dense: all weights (the checkpoint's BF16 layers at 2 bytes,
+    :func:`planner.architecture.weight_bytes`) but the input embedding table, which a step
+    gathers one row per token of (:func:`planner.architecture.input_embedding_bytes`).
+    MoE: everything but the routed experts (at the quantized width), plus per MoE layer
     the expected number of distinct routed experts the step touches,
     ``E x (1 - (1 - k/E)^tokens)`` (each token picks k of E uniformly), times one
     expert's bytes. At large ``tokens`` every expert is read once.
     """
     model = replica.model
     b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
-    total = arch.weight_bytes(model, replica.weight_dtype, replica.fp4_format)
+    total = arch.weight_bytes(model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers)
+    total -= arch.input_embedding_bytes(model)  # gathered by row, never read whole
     if model.moe is None:
         return total
     e, k = model.moe.num_experts, model.moe.experts_per_token
@@ -82,9 +86,12 @@ def tp_comm_ms(replica: Replica, tokens: float) -> float:
 
 
 def weight_read_ms(replica: Replica) -> float:
-    """Time to read all weights once: ``weight_bytes / (W_eff x read derate)`` (ms); the
-    derate is 1 except for unmeasured FP4 weights (:func:`planner.kernels.weight_dtype_derates`)."""
-    return replica_weight_bytes(replica) / replica.coefficients.w_weights_per_ms
+    """Time to read all weights once: ``(weight_bytes - dp x input embedding bytes) /
+    (W_eff x read derate)`` (ms; the embedding table is gathered by row,
+    :func:`planner.architecture.input_embedding_bytes`); the derate is 1 except for
+    unmeasured FP4 weights (:func:`planner.kernels.weight_dtype_derates`)."""
+    read = replica_weight_bytes(replica) - replica.dp * arch.input_embedding_bytes(replica.model)
+    return read / replica.coefficients.w_weights_per_ms
 
 
 def prefill_ms(
