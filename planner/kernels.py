@@ -599,9 +599,7 @@ def coefficients_of(replica) -> StepCoefficients:
         w_weights_per_ms=w_per_ms * read_derate,
         dense_flops_per_token=2.0 * arch.dense_weight_param_count(model),
         # what a step reads of them: the input embedding table is gathered by row
-        dense_weight_bytes=arch.dense_weight_bytes(
-            model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers
-        )
+        dense_weight_bytes=arch.dense_weight_bytes(*replica.weight_layout)
         - arch.input_embedding_bytes(model),
         routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
         num_experts=moe.num_experts if moe else 0,

@@ -136,9 +136,7 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
     # F_eff x the gain: the step's dense GEMM rate (FLOP/ms -> FLOP/s)
     compute = tokens * 2.0 * params / (replica.coefficients.dense_gemm_per_ms(tokens) * 1e3)
-    layer_bytes = arch.layer_linear_bytes(
-        model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers
-    )
+    layer_bytes = arch.layer_linear_bytes(*replica.weight_layout)
     memory = layer_bytes / rl.effective_bandwidth_bytes_per_s(replica)
     return max(compute, memory) * 1e3
 

@@ -144,6 +144,12 @@ class Replica:
         return tuple(ckpt.bf16_layers) if ckpt is not None else ()
 
     @property
+    def weight_layout(self) -> tuple[Model, Dtype, Fp4Format | None, tuple[WeightGroup, ...]]:
+        """The arguments :func:`planner.architecture.weight_bytes` and its kin price this
+        replica's weights with: model, weight dtype, FP4 format and BF16 layers."""
+        return self.model, self.weight_dtype, self.fp4_format, self.bf16_layers
+
+    @property
     def attention_tp(self) -> int:
         """GPUs one attention rank spans: ``tp / dp`` (KV replication follows it)."""
         return self.tp // self.dp
@@ -393,20 +399,16 @@ def server_tp_link(gpu: Gpu, link: Link) -> Link:
 def _measured_checkpoint(
     model: Model, gpu: Gpu, dtype: Dtype, repo: str | None
 ) -> MeasuredCheckpoint | None:
-    """The model's measured checkpoint ``repo`` (None when not given); a
+    """The model's checkpoint ``repo`` a measurement ran (None when not given); a
     :class:`PlanningError` on field ``checkpoint`` when the model lists no such
-    checkpoint, it is in another dtype than the weights, or in an FP4 format ``gpu`` does
-    not run."""
+    checkpoint or it is in an FP4 format ``gpu`` does not run (one in another dtype than
+    the weights is refused by :class:`Replica` itself)."""
     if repo is None:
         return None
     try:
         ckpt = model.measured_checkpoint(repo)
     except ValueError as exc:
         raise PlanningError.for_field("checkpoint", str(exc)) from None
-    if ckpt.dtype != dtype.value:
-        raise PlanningError.for_field(
-            "checkpoint", f"{repo} is {ckpt.dtype} but the weights are {dtype.value}"
-        )
     if ckpt.format is not None and ckpt.format not in gpu.fp4_formats:
         raise PlanningError.for_field(
             "checkpoint", f"{repo} is {ckpt.format.value}, a format {gpu.id} does not run"
@@ -583,7 +585,7 @@ def replica_weight_bytes(replica: Replica) -> float:
     ``weight_bytes + (dp - 1) x dense (non-expert) weight bytes`` (every data-parallel
     attention rank holds its own copy of the non-expert weights; conservative, as
     engines may shard the dense MLPs over the ranks)."""
-    layout = (replica.model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers)
+    layout = replica.weight_layout
     return arch.weight_bytes(*layout) + (replica.dp - 1) * arch.dense_weight_bytes(*layout)
 
 

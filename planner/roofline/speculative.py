@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from catalog.schema import DTYPE_BYTES, Catalog, Dtype, Model
+from catalog.schema import Catalog, Dtype, Model
 from planner import architecture as arch
 from planner import kernels as kn
 from planner.errors import PlanningError
@@ -191,16 +191,14 @@ def with_speculation(
             kernel_gemm_rate=replica.kernel_gemm_rate,
         )
         draft_coeffs = draft.coefficients
-        weights = arch.weight_bytes(d_model, d_dtype, draft.fp4_format, draft.bf16_layers)
+        weights = arch.weight_bytes(*draft.weight_layout)
     else:
         # EAGLE-3 heads are published in BF16; an MTP module ships in the checkpoint's dtype
         # (a layer's share of the checkpoint's bytes, its BF16 layers included)
         total = (
-            arch.total_param_count(model) * DTYPE_BYTES[Dtype.BF16]
+            arch.weight_bytes(model, Dtype.BF16)
             if m == kn.SpecMethod.EAGLE3
-            else arch.weight_bytes(
-                model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers
-            )
+            else arch.weight_bytes(*replica.weight_layout)
         )
         weights = kn.DRAFT_TARGET_LAYERS[m] * total / model.num_layers
     spec = kn.Speculation(

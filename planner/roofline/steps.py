@@ -57,7 +57,7 @@ def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     """
     model = replica.model
     b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
-    total = arch.weight_bytes(model, replica.weight_dtype, replica.fp4_format, replica.bf16_layers)
+    total = arch.weight_bytes(*replica.weight_layout)
     total -= arch.input_embedding_bytes(model)  # gathered by row, never read whole
     if model.moe is None:
         return total
