@@ -279,6 +279,19 @@ def bf16_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) ->
     return count
 
 
+def bf16_gemm_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) -> int:
+    """GEMM parameters a quantized (fp8 or fp4) checkpoint keeps in BF16 (a count):
+    :func:`bf16_param_count` less what no GEMM multiplies, the norms and an untied input
+    embedding table (a step gathers one row per token); so the lm_head, the MoE routers and
+    the checkpoint's ``bf16_layers``. Their GEMMs run at the BF16 rate, not the weight
+    dtype's (planner.kernels). From the checkpoints' quantization configs, as
+    :func:`bf16_param_count`. Llama-3.1-8B: 525,336,576 (its lm_head, 128,256 x 4,096);
+    Llama-3.1-405B with attention and edge MLPs in BF16 (Meta's FP8 checkpoint):
+    79,209,431,040 (attention 126 x 570M, two MLPs 5.23B, lm_head 2.10B)."""
+    count = bf16_param_count(model, bf16_layers) - _norm_param_count(model)
+    return count - input_embedding_param_count(model)
+
+
 def _mixed_bytes(
     model: Model,
     params: int,
@@ -319,14 +332,20 @@ def dense_weight_bytes(
     return _mixed_bytes(model, dense_weight_param_count(model), dtype, fp4_format, bf16_layers)
 
 
+def input_embedding_param_count(model: Model) -> int:
+    """Parameters of an untied input embedding table (a count): ``vocab x hidden``, 0 when
+    the table is tied to the lm_head. A step gathers one row of it per token: no GEMM
+    multiplies it and no step reads it whole (planner.kernels prices neither).
+    Llama-3.1-8B: 525,336,576."""
+    return 0 if model.tie_word_embeddings else model.vocab_size * model.hidden_size
+
+
 def input_embedding_bytes(model: Model) -> float:
     """Bytes of the input embedding table a step never reads whole (it gathers one row per
     token): ``vocab x hidden x 2`` (bytes; every checkpoint keeps it in BF16), 0 when tied
     to the lm_head, which every step reads. Llama-3.1-8B: 1.05 GB of its 16.06 GB in BF16.
     The weights a step reads are the weights held less this (planner.roofline.steps)."""
-    if model.tie_word_embeddings:
-        return 0.0
-    return model.vocab_size * model.hidden_size * DTYPE_BYTES[Dtype.BF16]
+    return float(input_embedding_param_count(model) * DTYPE_BYTES[Dtype.BF16])
 
 
 def layer_linear_bytes(
@@ -570,6 +589,7 @@ __all__ = [
     "attention_flops_per_token",
     "attention_output_param_count_per_layer",
     "attention_param_count_per_layer",
+    "bf16_gemm_param_count",
     "bf16_param_count",
     "context_layer_tokens",
     "decode_attention_flops_per_context_token",
@@ -580,6 +600,7 @@ __all__ = [
     "expert_param_count",
     "flops_per_token",
     "input_embedding_bytes",
+    "input_embedding_param_count",
     "kv_bytes_for_sequence",
     "kv_bytes_per_token",
     "kv_bytes_per_token_held",

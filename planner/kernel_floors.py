@@ -577,6 +577,36 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
     return SERVING_GEMM_SHARE * share / (mfu_a * e_fp8)
 
 
+def bf16_gemm_time_ratio(
+    gpu: Gpu, engine: str | None, dtype: Dtype | str, mfu: float, kernel_rate: bool = True
+) -> float:
+    """How many times longer a BF16 GEMM FLOP takes than a FLOP of a GEMM in the weight
+    ``dtype`` on ``gpu`` under ``engine`` (dimensionless, >= 1; 1 for BF16 weights): the
+    ratio of their rates ``(P_q x e_q x l_q) / (P_bf16 x l_bf16)``, ``P`` the dtype's dense
+    peak (catalog), ``e_q`` the weight dtype's GEMM derate (:func:`weight_dtype_derates`,
+    measured or assumed) and ``l`` each dtype's measured kernel lift
+    (:func:`dense_gemm_lift`, when ``kernel_rate``; else 1), capped as the step's GEMMs
+    are, at ``1 / (mfu x e)`` (no GEMM past its peak); the MFU ``mfu`` (the replica's
+    fitted level) is common to both. What a quantized checkpoint keeps in BF16 (its lm_head,
+    and layers such as Meta's FP8 405B attention) runs at this rate
+    (:func:`planner.architecture.bf16_gemm_param_count`). The rates compared are those at
+    512 tokens (the token gains of the two dtypes are taken as equal; assumed). H100 with
+    TensorRT-LLM, FP8 weights at MFU 0.4872: 1,979 x 0.741 x 1.173 / (989 x 1.319) = 1.32.
+    """
+    d = Dtype(dtype)
+    peak_q, peak_b = gpu.peak_tflops(d), gpu.bf16_dense_tflops
+    if d == Dtype.BF16 or not peak_q or not peak_b or mfu <= 0:
+        return 1.0
+    derate = weight_dtype_derates(gpu, d, engine)[0]
+
+    def lift(dt: Dtype, e: float) -> float:
+        measured = dense_gemm_lift(gpu, engine, dt) if kernel_rate else 1.0
+        return min(measured, 1.0 / (mfu * e))
+
+    rate_q = peak_q * derate * lift(d, derate)
+    return max(1.0, rate_q / (peak_b * lift(Dtype.BF16, 1.0)))
+
+
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:
 #: ``g(m) = m / (m + this)``. Assumed (a 16-token tile is half-empty at 16 tokens); not fitted.
 MOE_HALF_EFFICIENCY_TOKENS = 16.0

@@ -101,6 +101,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     MOE_HALF_EFFICIENCY_TOKENS,
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
+    bf16_gemm_time_ratio,
     decode_attention_rate,
     decode_sequence_ms,
     dense_gemm_lift,
@@ -186,9 +187,10 @@ class StepKernels:
 class StepCoefficients:
     """A replica's cost-model constants, computed once (see the module docstring).
 
-    Rates are per millisecond: ``f_gemm_per_ms``/``f_attn_per_ms`` FLOP/ms,
-    ``w_per_ms`` bytes/ms.
-    """
+    Rates are per millisecond: ``f_gemm_per_ms``/``f_attn_per_ms`` FLOP/ms, ``w_per_ms``
+    bytes/ms. ``dense_flops_per_token``: weight-dtype FLOPs, ``2 (N_dense + N_bf16 (rho -
+    1))``, ``N_dense`` the non-routed weights (2 N, DOMAIN.md section 1), ``N_bf16`` the GEMM
+    weights a quantized checkpoint keeps in BF16, ``rho`` :func:`bf16_gemm_time_ratio`."""
 
     f_gemm_per_ms: float
     f_attn_per_ms: float
@@ -580,6 +582,8 @@ def coefficients_of(replica) -> StepCoefficients:
             "draft_steps": spec.draft_tokens if spec.draft is not None else 0,
             "draft_kv_held": per_layer * layers,
         }
+    r = replica  # BF16 GEMMs of a quantized checkpoint: rho x a weight-dtype FLOP's time
+    rho = bf16_gemm_time_ratio(gpu, r.engine, r.weight_dtype, r.prefill_mfu, r.kernel_gemm_rate)
     # measured dense GEMMs never run past the peak (MFU x derate x lift x gain <= 1)
     measured = dense_gemm_lift(gpu, replica.engine, replica.weight_dtype)
     lift = min(
@@ -597,7 +601,8 @@ def coefficients_of(replica) -> StepCoefficients:
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
         w_per_ms=w_per_ms,
         w_weights_per_ms=w_per_ms * read_derate,
-        dense_flops_per_token=2.0 * arch.dense_weight_param_count(model),
+        dense_flops_per_token=2.0 * arch.dense_weight_param_count(model)
+        + 2.0 * arch.bf16_gemm_param_count(model, replica.bf16_layers) * (rho - 1.0),
         # what a step reads of them: the input embedding table is gathered by row
         dense_weight_bytes=arch.dense_weight_bytes(*replica.weight_layout)
         - arch.input_embedding_bytes(model),

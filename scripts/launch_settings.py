@@ -4,7 +4,10 @@
 the settings their launch script gives them (``memory_utilization``: vLLM's
 ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``; ``kv_dtype``: the KV-cache
 format; ``checkpoint``: the published checkpoint loaded, one of the model's
-``measured_checkpoints``) and the script cited at a commit. :func:`apply_launch_settings` writes the
+``measured_checkpoints``; ``token_budget``: the tokens one step may hold, vLLM's
+``max_num_batched_tokens``; ``max_batch``: the running-sequence cap, vLLM's
+``max_num_seqs``, where the engine version the run used had other defaults than the
+current one) and the script cited at a commit. :func:`apply_launch_settings` writes the
 settings into the imported rows of those ids, so the point is priced at the memory its
 engine was given instead of the engine's default (SGLang sizes its own share from the
 device when not told: ``planner.engines.sglang_memory_share``).
@@ -27,8 +30,12 @@ from planner import roofline as rl
 from planner.calibration import _array_entry_lines
 
 #: The settings a group may carry: the memory share, a number in (0, 1]; the KV-cache
-#: format, one of these (SGLang's ``--kv-cache-dtype fp8_e4m3`` is ``fp8``).
-SETTINGS = ("memory_utilization", "kv_dtype", "checkpoint")
+#: format, one of these (SGLang's ``--kv-cache-dtype fp8_e4m3`` is ``fp8``); the checkpoint;
+#: the token budget per step (an integer >= 2) and the running-sequence cap (>= 1).
+SETTINGS = ("memory_utilization", "kv_dtype", "checkpoint", "token_budget", "max_batch")
+#: The least each integer setting may be (a step holds at least one decode and one prompt
+#: token; a replica runs at least one sequence), as the measurement schema requires.
+INTEGER_SETTINGS = {"token_budget": 2, "max_batch": 1}
 KV_DTYPES = tuple(d.value for d in rl.KV_DTYPES)
 
 
@@ -39,6 +46,10 @@ def _setting_error(key: str, value: Any) -> str | None:
     if key == "checkpoint":
         ok = isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+", value)
         return None if ok else f"checkpoint must be a repository owner/name, not {value!r}"
+    if key in INTEGER_SETTINGS:
+        least = INTEGER_SETTINGS[key]
+        whole = isinstance(value, int) and not isinstance(value, bool) and value >= least
+        return None if whole else f"{key} must be an integer >= {least}, not {value!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         return f"{key} must be a number in (0, 1], not {value!r}"
     return None

@@ -261,6 +261,11 @@ def test_launch_settings_reach_the_points_their_scripts_launched(tmp_path, capsy
         return cb._array_entry_lines(settings.read_text(), "settings")
 
     good = {"ids": ["a1"], "memory_utilization": 0.82, "kv_dtype": "fp8", "source": script}
+    write({**good, "token_budget": 512, "max_batch": 256})
+    assert IMPORTER.main(args) == 0
+    by_id = {m["id"]: m for m in json.loads(out.read_text())["measurements"]}
+    assert (by_id["a1"]["token_budget"], by_id["a1"]["max_batch"]) == (512, 256)
+    out.unlink()
     write(good)
     assert IMPORTER.main(args) == 0
     by_id = {m["id"]: m for m in json.loads(out.read_text())["measurements"]}
@@ -275,6 +280,9 @@ def test_launch_settings_reach_the_points_their_scripts_launched(tmp_path, capsy
         ([good, good], "a1 is already set by the group at"),
         ([{**good, "memory_utilization": 1.5}], "memory_utilization must be a number in (0, 1]"),
         ([{**good, "kv_dtype": "int4"}], "kv_dtype must be one of ('bf16', 'fp8')"),
+        ([{**good, "token_budget": 512.5}], "token_budget must be an integer >= 2, not 512.5"),
+        ([{**good, "max_batch": 0}], "max_batch must be an integer >= 1, not 0"),
+        ([{**good, "max_batch": True}], "max_batch must be an integer >= 1, not True"),
         ([{**good, "source": "the script"}], "source must cite the launch script"),
         ([{"ids": ["a1"], "source": script}], "no setting given"),
         ([{**good, "ids": ["a2"]}], "a2 states memory_utilization 0.9, not the group's 0.82"),

@@ -366,3 +366,101 @@ def test_nvidias_v2_fp4_deepseek_quantizes_the_attention_output_too():
     out = arch.attention_output_param_count_per_layer(m)
     mlp = arch.dense_mlp_param_count(m)
     assert layer == pytest.approx((attn - out) * 2 + (out + mlp) * 0.5625)
+
+
+# --------------------------------------------------------------------------- BF16 GEMM rate
+
+
+def test_bf16_gemm_weights_are_the_wide_ones_a_gemm_multiplies():
+    """What runs as a BF16 GEMM in a quantized checkpoint: its wide weights less the norms
+    and the untied input table (gathered by row). Llama-3.1-8B: the lm_head alone,
+    128,256 x 4,096; Meta's FP8 405B: attention 71,873,593,344 + the edge MLPs
+    5,234,491,392 + the lm_head 2,101,346,304; tied tables are the lm_head and count."""
+    m8 = CAT.models["llama-3.1-8b"]
+    assert arch.input_embedding_param_count(m8) == 128_256 * 4_096
+    assert arch.bf16_gemm_param_count(m8) == 525_336_576
+    m405 = CAT.models["llama-3.1-405b"]
+    layers = m405.measured_checkpoint(META_FP8).bf16_layers
+    assert arch.bf16_gemm_param_count(m405, layers) == (
+        71_873_593_344 + 5_234_491_392 + 2_101_346_304
+    )
+    tied = m8.model_copy(update={"tie_word_embeddings": True})
+    assert arch.input_embedding_param_count(tied) == 0
+    assert arch.bf16_gemm_param_count(tied) == 525_336_576
+
+
+def test_a_bf16_gemm_flop_costs_the_ratio_of_the_two_measured_rates():
+    """H100 under TensorRT-LLM at MFU 0.4872: an FP8 GEMM runs at 1,979 x e_fp8 x lift_fp8,
+    a BF16 one at 989 x lift_bf16 (their measured kernel shares at 512 tokens): a BF16 FLOP
+    takes 1.32x an FP8 one. Without measured kernel rates it is the peak ratio times the
+    FP8 derate (2 x 0.741 = 1.48); BF16 weights and a GPU without an FP8 peak: 1."""
+    from planner.kernel_floors import (
+        bf16_gemm_time_ratio,
+        dense_gemm_lift,
+        weight_dtype_derates,
+    )
+
+    gpu = CAT.gpus[H100]
+    mfu = gpu.efficiency.prefill_mfu
+    e = weight_dtype_derates(gpu, "fp8", "trtllm")[0]
+    lq = min(dense_gemm_lift(gpu, "trtllm", "fp8"), 1 / (mfu * e))
+    lb = min(dense_gemm_lift(gpu, "trtllm", "bf16"), 1 / mfu)
+    rho = bf16_gemm_time_ratio(gpu, "trtllm", "fp8", mfu)
+    assert rho == pytest.approx(gpu.peak_tflops("fp8") * e * lq / (gpu.bf16_dense_tflops * lb))
+    assert rho == pytest.approx(1.32, abs=0.01)
+    plain = bf16_gemm_time_ratio(gpu, "trtllm", "fp8", mfu, kernel_rate=False)
+    assert plain == pytest.approx(gpu.peak_tflops("fp8") / gpu.bf16_dense_tflops * e)
+    assert bf16_gemm_time_ratio(gpu, "trtllm", "bf16", mfu) == 1.0
+    assert bf16_gemm_time_ratio(CAT.gpus["a100-sxm-80gb"], "trtllm", "fp8", mfu) == 1.0
+
+
+def test_metas_bf16_attention_slows_the_405b_prefill_by_its_share_of_the_flops():
+    """On 8 x H100 a prefill chunk of Meta's FP8 405B spends its 79.2B BF16 GEMM weights'
+    FLOPs at the BF16 rate: the dense FLOPs per token are 2 (N + 79.2e9 (rho - 1)), and
+    the chunk's compute grows by that much over FP8 quantized on load (same rates)."""
+    from planner.kernel_floors import bf16_gemm_time_ratio
+
+    plain = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8")
+    meta = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8", checkpoint=META_FP8)
+    m = meta.model
+    wide = arch.bf16_gemm_param_count(m, meta.bf16_layers)
+    rho = bf16_gemm_time_ratio(meta.gpu, meta.engine, "fp8", meta.prefill_mfu)
+    assert rho > 1.2
+    n = arch.dense_weight_param_count(m)
+    assert meta.coefficients.dense_flops_per_token == pytest.approx(2 * (n + wide * (rho - 1)))
+    assert plain.coefficients.dense_flops_per_token == pytest.approx(
+        2 * (n + arch.bf16_gemm_param_count(m) * (rho - 1))
+    )
+    gemm = meta.coefficients.dense_flops_per_token / plain.coefficients.dense_flops_per_token
+    ratio = rl.chunk_compute_ms(meta, 4096, 0) / rl.chunk_compute_ms(plain, 4096, 0)
+    assert 1.0 < ratio < gemm  # attention FLOPs are the same on both
+    # a BF16 replica has no narrower GEMMs to slow
+    bf16 = rl.build_replica(CAT, "llama-3.1-8b", H100, tp=1, dtype="bf16")
+    assert bf16.coefficients.dense_flops_per_token == 2 * arch.dense_weight_param_count(bf16.model)
+
+
+def test_dstacks_405b_runs_are_priced_at_the_vllm_defaults_of_their_day():
+    """dstack launched vLLM (Nov 2024) without a memory share or KV dtype: the default 0.9
+    and the checkpoint's BF16 KV cache; its server ran with max_model_len 91,680, so
+    chunked prefill was on at that version's 512 tokens per step. Priced so, a serving
+    run's steps hold 512 tokens, not the modern default's 8,192: a shorter predicted TPOT
+    (the measured one, about 110 ms, lies between the two)."""
+    points = {m.id: m for m in cb.load_reference_measurements(CAT)}
+    for mid in ("p0194", "p0200", "p0203"):
+        run = points[mid]
+        assert (run.kv_dtype, run.memory_utilization, run.token_budget) == (
+            Dtype.BF16,
+            0.9,
+            None,
+        )
+    serving = points["p0205"]
+    assert (serving.kv_dtype, serving.memory_utilization, serving.token_budget) == (
+        Dtype.BF16,
+        0.9,
+        512,
+    )
+    assert serving.max_batch == 512  # what the entry states itself
+    shipped = cb.predict(serving, CAT)
+    modern = cb.predict(serving.model_copy(update={"token_budget": None}), CAT)
+    assert shipped.tpot_ms is not None and modern.tpot_ms is not None
+    assert shipped.tpot_ms < modern.tpot_ms
