@@ -200,7 +200,7 @@ class StepModel:
         dc, dm, cc, cm = self._attention_parts(batch, chunk_tokens)
         n = batch + chunk_tokens
         weights = self.weight_bytes(n) / c.w_weights_per_ms if n > 0 else 0.0
-        dense_per_token = c.dense_flops_per_token / c.dense_gemm_per_ms(n) if n > 0 else 0.0
+        dense_per_token = c.dense_ms_per_token(n) if n > 0 else 0.0
         gemm_per_token = dense_per_token + c.routed_flops_per_token / c.f_gemm_per_ms
         return (weights + dm + cm, batch * gemm_per_token + dc, chunk_tokens * gemm_per_token + cc)
 

@@ -577,34 +577,47 @@ def dense_gemm_lift(gpu: Gpu, engine: str | None, dtype: Dtype | str) -> float:
     return SERVING_GEMM_SHARE * share / (mfu_a * e_fp8)
 
 
-def bf16_gemm_time_ratio(
+def bf16_gemm_rates(
     gpu: Gpu, engine: str | None, dtype: Dtype | str, mfu: float, kernel_rate: bool = True
-) -> float:
-    """How many times longer a BF16 GEMM FLOP takes than a FLOP of a GEMM in the weight
-    ``dtype`` on ``gpu`` under ``engine`` (dimensionless, >= 1; 1 for BF16 weights): the
-    ratio of their rates ``(P_q x e_q x l_q) / (P_bf16 x l_bf16)``, ``P`` the dtype's dense
-    peak (catalog), ``e_q`` the weight dtype's GEMM derate (:func:`weight_dtype_derates`,
-    measured or assumed) and ``l`` each dtype's measured kernel lift
-    (:func:`dense_gemm_lift`, when ``kernel_rate``; else 1), capped as the step's GEMMs
-    are, at ``1 / (mfu x e)`` (no GEMM past its peak); the MFU ``mfu`` (the replica's
-    fitted level) is common to both. What a quantized checkpoint keeps in BF16 (its lm_head,
-    and layers such as Meta's FP8 405B attention) runs at this rate
-    (:func:`planner.architecture.bf16_gemm_param_count`). The rates compared are those at
-    512 tokens (the token gains of the two dtypes are taken as equal; assumed). H100 with
-    TensorRT-LLM, FP8 weights at MFU 0.4872: 1,979 x 0.741 x 1.173 / (989 x 1.319) = 1.32.
-    """
+) -> tuple[float, tuple[float, ...]]:
+    """How a quantized checkpoint's BF16 GEMMs run beside those in its weight ``dtype`` on
+    ``gpu`` under ``engine``: ``(rho, gains)``. ``rho`` (dimensionless, >= 1; 1 for BF16
+    weights) is how many times longer a BF16 GEMM FLOP takes than a ``dtype`` one at 512
+    tokens, the ratio of their rates ``(P_q x m_q x e_q x l_q) / (P_bf16 x m_bf16 x
+    l_bf16)``: each dtype's dense peak ``P`` (catalog), fitted MFU ``m`` (the GPU's factors
+    for that dtype, :meth:`catalog.schema.Gpu.efficiency_for`, scaled like the replica's
+    ``mfu``), GEMM derate ``e_q`` (:func:`weight_dtype_derates`, measured or assumed) and
+    measured kernel lift ``l`` (:func:`dense_gemm_lift` when ``kernel_rate``, else 1), each
+    lift capped as the step's GEMMs are, at ``1 / (m x e)`` (no GEMM past its peak).
+    ``gains``: the BF16 GEMMs' own measured gain with the tokens per step
+    (:func:`gemm_token_gain` in BF16), capped at the BF16 peak. What the checkpoint keeps in
+    BF16 (its lm_head; layers such as Meta's FP8 405B attention,
+    :func:`planner.architecture.bf16_gemm_param_count`) runs at the BF16 rate and gains
+    (planner.kernels). H100 with TensorRT-LLM, FP8 weights at MFU 0.4873: rho = 1,979 x
+    0.741 x 1.173 / (989 x 1.319) = 1.32."""
     d = Dtype(dtype)
     peak_q, peak_b = gpu.peak_tflops(d), gpu.bf16_dense_tflops
     if d == Dtype.BF16 or not peak_q or not peak_b or mfu <= 0:
-        return 1.0
+        return 1.0, ()
     derate = weight_dtype_derates(gpu, d, engine)[0]
+    mfu_b = mfu * gpu.efficiency_for(Dtype.BF16).prefill_mfu / gpu.efficiency_for(d).prefill_mfu
 
-    def lift(dt: Dtype, e: float) -> float:
+    def lift(dt: Dtype, m: float, e: float) -> float:
         measured = dense_gemm_lift(gpu, engine, dt) if kernel_rate else 1.0
-        return min(measured, 1.0 / (mfu * e))
+        return min(measured, 1.0 / (m * e))
 
-    rate_q = peak_q * derate * lift(d, derate)
-    return max(1.0, rate_q / (peak_b * lift(Dtype.BF16, 1.0)))
+    lift_b = lift(Dtype.BF16, mfu_b, 1.0)
+    rho = max(1.0, peak_q * mfu * derate * lift(d, mfu, derate) / (peak_b * mfu_b * lift_b))
+    cap = max(1.0, 1.0 / (mfu_b * lift_b))
+    return rho, tuple(min(g, cap) for g in gemm_token_gain(gpu, engine, Dtype.BF16))
+
+
+def bf16_gemm_time_ratio(
+    gpu: Gpu, engine: str | None, dtype: Dtype | str, mfu: float, kernel_rate: bool = True
+) -> float:
+    """``rho`` of :func:`bf16_gemm_rates`: a BF16 GEMM FLOP's time over one in the weight
+    ``dtype`` at 512 tokens (dimensionless, >= 1). H100 with TensorRT-LLM, FP8: 1.32."""
+    return bf16_gemm_rates(gpu, engine, dtype, mfu, kernel_rate)[0]
 
 
 #: Tokens per expert at which a grouped expert GEMM reaches half of the dense MFU:

@@ -101,6 +101,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
     MOE_HALF_EFFICIENCY_TOKENS,
     MOE_LAYER_FLOOR_ASSUMED_US,
     MOE_LAYER_FLOOR_OTHER_ENGINES_US,
+    bf16_gemm_rates,
     bf16_gemm_time_ratio,
     decode_attention_rate,
     decode_sequence_ms,
@@ -119,6 +120,7 @@ from planner.kernel_floors import (  # re-exported: the measured kernel floors
 from planner.spec_steps import (  # re-exported: speculative decoding's step arithmetic
     DRAFT_TARGET_LAYERS,
     SpecMethod,
+    Speculation,
     decode_tokens_per_s,
     effective_tpot_ms,
     tokens_per_verification_step,
@@ -133,31 +135,6 @@ ACTIVATION_BYTES = arch.ACTIVATION_BYTES
 #: waits for it). Assumed: routing skew at decode batches with an expert-placement
 #: balancer is commonly reported at 1.1-1.3x; 1.25 errs high. Not fitted.
 EP_LOAD_IMBALANCE = 1.25
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """Speculative decoding on a replica (per traffic class; the user's assumption).
-
-    ``draft_tokens`` k proposed per verification step; ``acceptance_length`` a = mean
-    tokens each sequence advances per verification step (accepted drafts + the bonus
-    token), 1 <= a <= k + 1, assumed by the user (measured acceptance depends on the
-    traffic: code-like agent turns reach 2-3 at k = 3); ``draft_repo`` what the engine
-    loads as the drafter; ``draft`` the draft model's :class:`StepCoefficients` on the
-    same GPUs (method ``draft_model`` only); ``draft_weight_bytes`` the drafter's
-    weights held next to the target's (bytes)."""
-
-    method: SpecMethod
-    draft_tokens: int
-    acceptance_length: float
-    draft_repo: str | None = None
-    draft: StepCoefficients | None = None
-    draft_weight_bytes: float = 0.0
-
-    @property
-    def tokens_per_step(self) -> int:
-        """Query tokens per sequence in one verification step: ``k + 1``."""
-        return self.draft_tokens + 1
 
 
 @dataclass(frozen=True)
@@ -188,15 +165,18 @@ class StepCoefficients:
     """A replica's cost-model constants, computed once (see the module docstring).
 
     Rates are per millisecond: ``f_gemm_per_ms``/``f_attn_per_ms`` FLOP/ms, ``w_per_ms``
-    bytes/ms. ``dense_flops_per_token``: weight-dtype FLOPs, ``2 (N_dense + N_bf16 (rho -
-    1))``, ``N_dense`` the non-routed weights (2 N, DOMAIN.md section 1), ``N_bf16`` the GEMM
-    weights a quantized checkpoint keeps in BF16, ``rho`` :func:`bf16_gemm_time_ratio`."""
+    bytes/ms. ``dense_flops_per_token``: ``2 (N_dense - N_bf16)``, the non-routed weights'
+    FLOPs (2 N, DOMAIN.md section 1) less those of the GEMM weights a quantized checkpoint
+    keeps in BF16; ``wide_flops_per_token``: ``2 N_bf16 x rho``, those in weight-dtype FLOPs
+    at 512 tokens, gaining ``wide_gain`` with the tokens (:func:`bf16_gemm_rates`)."""
 
     f_gemm_per_ms: float
     f_attn_per_ms: float
     w_per_ms: float
     w_weights_per_ms: float  # weight reads: w_per_ms x the dtype's read derate
     dense_flops_per_token: float
+    wide_flops_per_token: float
+    wide_gain: tuple[float, ...]
     dense_weight_bytes: float
     routed_flops_per_token: float
     num_experts: int
@@ -297,6 +277,16 @@ class StepCoefficients:
         g = gain_at_tokens(self.gemm_gain, tokens / self.dp)
         return self.f_gemm_per_ms * self.dense_lift * g
 
+    def dense_ms_per_token(self, tokens: float) -> float:
+        """Dense GEMM compute per token in a step of ``tokens`` tokens (ms): ``2 (N_dense -
+        N_bf16) /`` :meth:`dense_gemm_per_ms` ``+ 2 N_bf16 rho / (F_gemm x lift x g_bf16)``,
+        the BF16 GEMMs at their own measured gain ``g_bf16`` (``wide_gain``)."""
+        t = self.dense_flops_per_token / self.dense_gemm_per_ms(tokens)
+        if self.wide_flops_per_token:
+            g = gain_at_tokens(self.wide_gain, tokens / self.dp)
+            t += self.wide_flops_per_token / (self.f_gemm_per_ms * self.dense_lift * g)
+        return t
+
     def gemm_ms(self, tokens: float) -> float:
         """Dense weight GEMMs over ``tokens`` tokens and the elementwise kernels between
         them: ``max(tokens x 2 N_dense /`` :meth:`dense_gemm_per_ms` ``, dp x dense bytes /
@@ -306,7 +296,7 @@ class StepCoefficients:
             return 0.0
         return (
             max(
-                tokens * self.dense_flops_per_token / self.dense_gemm_per_ms(tokens),
+                tokens * self.dense_ms_per_token(tokens),
                 self.dp * self.dense_weight_bytes / self.w_weights_per_ms,
             )
             + tokens * self.elementwise_bytes_per_token / self.w_per_ms
@@ -511,7 +501,7 @@ class StepCoefficients:
         weight-read floor, no overhead)."""
         if chunk <= 0:
             return 0.0
-        t = chunk * self.dense_flops_per_token / self.dense_gemm_per_ms(chunk)
+        t = chunk * self.dense_ms_per_token(chunk)
         if self.num_experts:
             t += chunk * self.routed_flops_per_token * self.grouped_time_per_flop(chunk)
         return t + self.chunk_attention_parts_ms(chunk, start)[0]
@@ -582,8 +572,11 @@ def coefficients_of(replica) -> StepCoefficients:
             "draft_steps": spec.draft_tokens if spec.draft is not None else 0,
             "draft_kv_held": per_layer * layers,
         }
-    r = replica  # BF16 GEMMs of a quantized checkpoint: rho x a weight-dtype FLOP's time
-    rho = bf16_gemm_time_ratio(gpu, r.engine, r.weight_dtype, r.prefill_mfu, r.kernel_gemm_rate)
+    r = replica  # a quantized checkpoint's BF16 GEMMs: rho x a weight-dtype FLOP's time
+    rho, wide_gain = bf16_gemm_rates(
+        gpu, r.engine, r.weight_dtype, r.prefill_mfu, r.kernel_gemm_rate
+    )
+    wide = 0 if r.weight_dtype == "bf16" else arch.bf16_gemm_param_count(model, r.bf16_layers)
     # measured dense GEMMs never run past the peak (MFU x derate x lift x gain <= 1)
     measured = dense_gemm_lift(gpu, replica.engine, replica.weight_dtype)
     lift = min(
@@ -601,8 +594,9 @@ def coefficients_of(replica) -> StepCoefficients:
         f_attn_per_ms=tp * peak_a * 1e12 * replica.prefill_mfu / 1e3,
         w_per_ms=w_per_ms,
         w_weights_per_ms=w_per_ms * read_derate,
-        dense_flops_per_token=2.0 * arch.dense_weight_param_count(model)
-        + 2.0 * arch.bf16_gemm_param_count(model, replica.bf16_layers) * (rho - 1.0),
+        dense_flops_per_token=2.0 * (arch.dense_weight_param_count(model) - wide),
+        wide_flops_per_token=2.0 * wide * rho,
+        wide_gain=wide_gain,
         # what a step reads of them: the input embedding table is gathered by row
         dense_weight_bytes=arch.dense_weight_bytes(*replica.weight_layout)
         - arch.input_embedding_bytes(model),
@@ -677,6 +671,8 @@ __all__ = [
     "all_to_all_ms",
     "allreduce_ms",
     "allreduce_slowdown",
+    "bf16_gemm_rates",
+    "bf16_gemm_time_ratio",
     "coefficients_of",
     "decode_attention_rate",
     "decode_sequence_ms",

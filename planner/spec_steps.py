@@ -1,9 +1,10 @@
 """Speculative decoding's step arithmetic (split from :mod:`planner.kernels`, which
 re-exports it): the draft methods, the target layers a draft token costs, and the tokens
-a verification step advances."""
+a verification step advances, and :class:`Speculation`, a replica's speculative decoding."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
@@ -13,6 +14,13 @@ class _Accepting(Protocol):
 
     @property
     def acceptance_length(self) -> float: ...
+
+
+class _Drafter(Protocol):
+    """What a verification step reads of a draft model's step coefficients
+    (:class:`planner.kernels.StepCoefficients`)."""
+
+    def step_ms(self, batch: float, context: float) -> float: ...
 
 
 class SpecMethod(StrEnum):
@@ -39,6 +47,32 @@ DRAFT_TARGET_LAYERS: dict[SpecMethod, float] = {
     SpecMethod.NGRAM: 0.0,
     SpecMethod.DRAFT_MODEL: 0.0,
 }
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding on a replica (per traffic class; the user's assumption).
+
+    ``draft_tokens`` k proposed per verification step; ``acceptance_length`` a = mean
+    tokens each sequence advances per verification step (accepted drafts + the bonus
+    token), 1 <= a <= k + 1, assumed by the user (measured acceptance depends on the
+    traffic: code-like agent turns reach 2-3 at k = 3); ``draft_repo`` what the engine
+    loads as the drafter; ``draft`` the draft model's step coefficients
+    (:class:`planner.kernels.StepCoefficients`) on the same GPUs (method ``draft_model``
+    only); ``draft_weight_bytes`` the drafter's
+    weights held next to the target's (bytes)."""
+
+    method: SpecMethod
+    draft_tokens: int
+    acceptance_length: float
+    draft_repo: str | None = None
+    draft: _Drafter | None = None
+    draft_weight_bytes: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Query tokens per sequence in one verification step: ``k + 1``."""
+        return self.draft_tokens + 1
 
 
 def tokens_per_verification_step(spec: _Accepting | None) -> float:

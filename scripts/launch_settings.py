@@ -145,5 +145,8 @@ def apply_launch_settings(
         return 0
     for row, key, value, source in changes:
         row[key] = value
-        row["note"] = f"{row.get('note', '')} Launched with {key} {value} ({source}).".strip()
+        note = str(row.get("note", "")).rstrip()
+        if note and not note.endswith("."):
+            note += "."
+        row["note"] = f"{note} Launched with {key} {value} ({source}).".strip()
     return len({id(row) for row, *_ in changes})

@@ -390,13 +390,17 @@ def test_bf16_gemm_weights_are_the_wide_ones_a_gemm_multiplies():
 
 
 def test_a_bf16_gemm_flop_costs_the_ratio_of_the_two_measured_rates():
-    """H100 under TensorRT-LLM at MFU 0.4872: an FP8 GEMM runs at 1,979 x e_fp8 x lift_fp8,
-    a BF16 one at 989 x lift_bf16 (their measured kernel shares at 512 tokens): a BF16 FLOP
-    takes 1.32x an FP8 one. Without measured kernel rates it is the peak ratio times the
-    FP8 derate (2 x 0.741 = 1.48); BF16 weights and a GPU without an FP8 peak: 1."""
+    """H100 under TensorRT-LLM at its MFU: an FP8 GEMM runs at 1,979 x e_fp8 x lift_fp8, a
+    BF16 one at 989 x lift_bf16 (their measured kernel shares at 512 tokens): a BF16 FLOP
+    takes 1.32x an FP8 one, and gains less with the step's tokens (its own measured
+    curve). Without measured kernel rates it is the peak ratio times the FP8 derate (2 x
+    0.741 = 1.48); BF16 weights and a GPU without an FP8 peak: 1 and no gains. A GPU whose
+    factors differ per dtype compares the two dtypes' MFUs too."""
     from planner.kernel_floors import (
+        bf16_gemm_rates,
         bf16_gemm_time_ratio,
         dense_gemm_lift,
+        gemm_token_gain,
         weight_dtype_derates,
     )
 
@@ -405,38 +409,63 @@ def test_a_bf16_gemm_flop_costs_the_ratio_of_the_two_measured_rates():
     e = weight_dtype_derates(gpu, "fp8", "trtllm")[0]
     lq = min(dense_gemm_lift(gpu, "trtllm", "fp8"), 1 / (mfu * e))
     lb = min(dense_gemm_lift(gpu, "trtllm", "bf16"), 1 / mfu)
-    rho = bf16_gemm_time_ratio(gpu, "trtllm", "fp8", mfu)
+    rho, gains = bf16_gemm_rates(gpu, "trtllm", "fp8", mfu)
     assert rho == pytest.approx(gpu.peak_tflops("fp8") * e * lq / (gpu.bf16_dense_tflops * lb))
     assert rho == pytest.approx(1.32, abs=0.01)
+    assert bf16_gemm_time_ratio(gpu, "trtllm", "fp8", mfu) == rho
+    assert gains == gemm_token_gain(gpu, "trtllm", "bf16")
+    assert max(gains) < max(gemm_token_gain(gpu, "trtllm", "fp8"))
     plain = bf16_gemm_time_ratio(gpu, "trtllm", "fp8", mfu, kernel_rate=False)
     assert plain == pytest.approx(gpu.peak_tflops("fp8") / gpu.bf16_dense_tflops * e)
-    assert bf16_gemm_time_ratio(gpu, "trtllm", "bf16", mfu) == 1.0
-    assert bf16_gemm_time_ratio(CAT.gpus["a100-sxm-80gb"], "trtllm", "fp8", mfu) == 1.0
+    assert bf16_gemm_rates(gpu, "trtllm", "bf16", mfu) == (1.0, ())
+    assert bf16_gemm_rates(CAT.gpus["a100-sxm-80gb"], "trtllm", "fp8", mfu) == (1.0, ())
+    # FP8 factors fitted apart at half the BF16 MFU: an FP8 FLOP is half as fast, rho halves
+    doc = gpu.model_dump()
+    doc["efficiency"]["by_dtype"] = {
+        "fp8": {
+            "prefill_mfu": gpu.efficiency.prefill_mfu / 2,
+            "decode_mbu": gpu.efficiency.decode_mbu,
+            "step_overhead_ms": gpu.efficiency.step_overhead_ms,
+            "reason": "a test: FP8 fitted apart",
+        }
+    }
+    split = type(gpu).model_validate(doc)
+    halved = bf16_gemm_time_ratio(split, "trtllm", "fp8", mfu / 2)
+    assert halved == pytest.approx(max(1.0, rho / 2), rel=0.02)
 
 
 def test_metas_bf16_attention_slows_the_405b_prefill_by_its_share_of_the_flops():
     """On 8 x H100 a prefill chunk of Meta's FP8 405B spends its 79.2B BF16 GEMM weights'
-    FLOPs at the BF16 rate: the dense FLOPs per token are 2 (N + 79.2e9 (rho - 1)), and
-    the chunk's compute grows by that much over FP8 quantized on load (same rates)."""
-    from planner.kernel_floors import bf16_gemm_time_ratio
+    FLOPs at the BF16 rate: 2 (N - W) FLOPs per token at the FP8 rate and 2 W rho in FP8
+    FLOPs at the BF16 gain, so the chunk takes longer than FP8 quantized on load (whose
+    BF16 GEMM is its lm_head alone)."""
+    from planner.kernel_floors import bf16_gemm_rates
 
     plain = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8")
     meta = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8", checkpoint=META_FP8)
     m = meta.model
     wide = arch.bf16_gemm_param_count(m, meta.bf16_layers)
-    rho = bf16_gemm_time_ratio(meta.gpu, meta.engine, "fp8", meta.prefill_mfu)
+    rho, gains = bf16_gemm_rates(meta.gpu, meta.engine, "fp8", meta.prefill_mfu)
     assert rho > 1.2
     n = arch.dense_weight_param_count(m)
-    assert meta.coefficients.dense_flops_per_token == pytest.approx(2 * (n + wide * (rho - 1)))
-    assert plain.coefficients.dense_flops_per_token == pytest.approx(
-        2 * (n + arch.bf16_gemm_param_count(m) * (rho - 1))
+    c = meta.coefficients
+    assert c.dense_flops_per_token == pytest.approx(2 * (n - wide))
+    assert c.wide_flops_per_token == pytest.approx(2 * wide * rho)
+    assert c.wide_gain == gains
+    lm_head = arch.bf16_gemm_param_count(m)
+    assert plain.coefficients.wide_flops_per_token == pytest.approx(2 * lm_head * rho)
+    assert c.dense_ms_per_token(512) == pytest.approx(
+        2 * (n + wide * (rho - 1)) / (c.f_gemm_per_ms * c.dense_lift)
     )
-    gemm = meta.coefficients.dense_flops_per_token / plain.coefficients.dense_flops_per_token
     ratio = rl.chunk_compute_ms(meta, 4096, 0) / rl.chunk_compute_ms(plain, 4096, 0)
-    assert 1.0 < ratio < gemm  # attention FLOPs are the same on both
+    per_token = c.dense_ms_per_token(4096) / plain.coefficients.dense_ms_per_token(4096)
+    assert 1.0 < ratio < per_token  # attention FLOPs are the same on both
     # a BF16 replica has no narrower GEMMs to slow
-    bf16 = rl.build_replica(CAT, "llama-3.1-8b", H100, tp=1, dtype="bf16")
-    assert bf16.coefficients.dense_flops_per_token == 2 * arch.dense_weight_param_count(bf16.model)
+    bf16 = rl.build_replica(CAT, "llama-3.1-8b", H100, tp=1, dtype="bf16").coefficients
+    assert bf16.wide_flops_per_token == 0.0
+    assert bf16.dense_flops_per_token == 2 * arch.dense_weight_param_count(
+        CAT.models["llama-3.1-8b"]
+    )
 
 
 def test_dstacks_405b_runs_are_priced_at_the_vllm_defaults_of_their_day():

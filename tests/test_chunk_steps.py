@@ -172,19 +172,22 @@ def test_chunked_ttft_by_hand() -> None:
     weights / W)`` and their elementwise kernels over ``n = 16 + T`` tokens, attention
     ``max(a_d, a_c) + (1 - o) min(a_d, a_c)`` (at least the two computes), the step
     overhead; ``F`` with H100's measured GEMM gain at ``n``
-    tokens (vLLM, fp8: 1.027 at 1,024, linear in log2 from 1 at 512)."""
+    tokens (vLLM, fp8: 1.027 at 1,024, linear in log2 from 1 at 512), the BF16 lm_head's
+    FLOPs (``wide_flops_per_token``, in FP8 FLOPs) at the BF16 gain (1.043 at 1,024)."""
     replica = REPLICAS["dense"]
     c = replica.coefficients
     o = replica.overlap_factor
     assert c.tp == 1 and c.num_experts == 0 and not c.windowed_layers
-    assert c.gemm_gain[0] == 1.027
+    assert c.gemm_gain[0] == 1.027 and c.wide_gain[0] == 1.043
 
     def by_hand(t: float, s: float) -> float:
         n = 16 + t
         gain = 1.0 + 0.027 * max(0.0, math.log2(n / 512))  # n <= 1,024 here
+        wide_gain = 1.0 + 0.043 * max(0.0, math.log2(n / 512))
+        rate = c.f_gemm_per_ms * c.dense_lift
         gemm = (
             max(
-                n * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift * gain),
+                n * (c.dense_flops_per_token / gain + c.wide_flops_per_token / wide_gain) / rate,
                 c.dense_weight_bytes / c.w_weights_per_ms,
             )
             + n * c.elementwise_bytes_per_token / c.w_per_ms

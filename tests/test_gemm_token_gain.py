@@ -149,19 +149,23 @@ def test_gain_is_monotone_where_the_measured_gains_are(a: float, b: float):
 
 
 def test_step_dense_gemm_compute_is_divided_by_the_gain():
-    # Llama-3.1-8B FP8 on one H100 with TensorRT-LLM: a 2,048-token prefill chunk's dense
-    # GEMMs run 1.213x faster than at 512 tokens (the measured rate, F_gemm x lift); a
-    # 256-token step reads weights; the elementwise kernels come on top of either
+    # Llama-3.1-8B FP8 on one H100 with TensorRT-LLM: a 2,048-token prefill chunk's FP8
+    # GEMMs run 1.213x faster than at 512 tokens (the measured rate, F_gemm x lift), its
+    # BF16 lm_head at the BF16 GEMMs' own gain; a 256-token step reads weights; the
+    # elementwise kernels come on top of either
     r = rl.build_replica(CAT, "llama-3.1-8b", "h100-sxm5-80gb", dtype="fp8", engine="trtllm")
     c = r.coefficients
     assert c.gemm_gain == (1.14, 1.213, 1.242, 1.257)
-    flat = dataclasses.replace(c, gemm_gain=())
+    g_b = gain_at_tokens(c.wide_gain, 2048)
+    assert 1.0 < g_b < 1.213  # BF16 GEMMs gain less
+    flat = dataclasses.replace(c, gemm_gain=(), wide_gain=())
     compute = 2048 * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
+    wide = 2048 * c.wide_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
     ew = 2048 * c.elementwise_bytes_per_token / c.w_per_ms
-    assert flat.gemm_ms(2048) == pytest.approx(compute + ew)
-    assert c.gemm_ms(2048) == pytest.approx(compute / 1.213 + ew)
+    assert flat.gemm_ms(2048) == pytest.approx(compute + wide + ew)
+    assert c.gemm_ms(2048) == pytest.approx(compute / 1.213 + wide / g_b + ew)
     assert c.chunk_compute_ms(2048, 0) == pytest.approx(
-        flat.chunk_compute_ms(2048, 0) - compute + compute / 1.213
+        flat.chunk_compute_ms(2048, 0) - compute - wide + compute / 1.213 + wide / g_b
     )
     assert c.gemm_ms(500) == flat.gemm_ms(500)  # no gain at 512 tokens or fewer
     # the step sums it: 2,048 chunk tokens and 64 decodes at a 1,000-token context
@@ -177,7 +181,9 @@ def test_a_gpu_nothing_measures_is_priced_at_its_mfu_at_every_step_size():
     c = r.coefficients
     assert c.gemm_gain == () and c.dense_lift == 1.0
     ew = 8192 * c.elementwise_bytes_per_token / c.w_per_ms
-    assert c.gemm_ms(8192) == pytest.approx(8192 * c.dense_flops_per_token / c.f_gemm_per_ms + ew)
+    assert c.wide_gain == ()  # nor its BF16 lm_head
+    flops = c.dense_flops_per_token + c.wide_flops_per_token
+    assert c.gemm_ms(8192) == pytest.approx(8192 * flops / c.f_gemm_per_ms + ew)
 
 
 @pytest.mark.parametrize(
@@ -239,14 +245,16 @@ def test_with_data_parallel_attention_the_gain_is_a_ranks():
     )
     c = r.coefficients
     assert c.dp == 8 and c.gemm_gain == (1.126, 1.146, 1.145, 1.066)
-    flat = dataclasses.replace(c, gemm_gain=())
+    flat = dataclasses.replace(c, gemm_gain=(), wide_gain=())
     assert c.gemm_ms(4096) == flat.gemm_ms(4096)
     assert c.chunk_compute_ms(4096, 0) == flat.chunk_compute_ms(4096, 0)
-    # 16,384 tokens: 2,048 per rank, gain 1.146
+    # 16,384 tokens: 2,048 per rank, gain 1.146 (the BF16 lm_head its own gain there)
     compute = 16384 * c.dense_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
+    wide = 16384 * c.wide_flops_per_token / (c.f_gemm_per_ms * c.dense_lift)
     weights = 8 * c.dense_weight_bytes / c.w_weights_per_ms
     ew = 16384 * c.elementwise_bytes_per_token / c.w_per_ms
-    assert c.gemm_ms(16384) == pytest.approx(max(compute / 1.146, weights) + ew)
+    g_b = gain_at_tokens(c.wide_gain, 2048)
+    assert c.gemm_ms(16384) == pytest.approx(max(compute / 1.146 + wide / g_b, weights) + ew)
     assert c.gemm_ms(16384) < flat.gemm_ms(16384)
 
 

@@ -199,6 +199,10 @@ def test_budget_too_small_is_an_answer_with_the_shortfall():
     assert p["status"] == "infeasible"
     assert "budget" in p["relaxation"]
     assert any("short by" in r for r in p["infeasible_reasons"])
+    # no GPU type "costs more" than a fleet that does not exist
+    assert p["why_not"] and "more_expensive" not in {w["reason"] for w in p["why_not"]}
+    priced = [w for w in p["why_not"] if w["reason"] == "no_feasible_fleet"]
+    assert priced and all(w["detail"].startswith("no fleet meets") for w in priced)
 
 
 def test_impossible_slo_is_an_answer_naming_the_class():

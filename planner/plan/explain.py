@@ -185,7 +185,9 @@ def _derate_note(c: Candidate) -> str:
 
 
 def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
-    """Per class and GPU type not in the plan: why (rejected, or dominated on cost)."""
+    """Per class and GPU type not in the plan: why (rejected, or dominated on cost). With
+    no pools at all (no feasible fleet) a candidate was not beaten on cost: its reason is
+    ``no_feasible_fleet`` (the plan's ``infeasible_reasons`` say which class binds)."""
     used = {(p.class_name, p.gpu) for p in pools}
     out: dict[tuple[str, str], WhyNot] = {}
     for c in screening.candidates + screening.pruned:
@@ -196,9 +198,12 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
         out[key] = WhyNot(
             class_name=c.class_name,
             gpu=c.config.gpu,
-            reason="more_expensive" if in_model else "dominated",
+            reason=(
+                "no_feasible_fleet" if not pools else "more_expensive" if in_model else "dominated"
+            ),
             detail=(
-                f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
+                ("no fleet meets the whole request (see why no fleet does); " if not pools else "")
+                + f"best config {c.config.key} costs ${c.usd_per_rps:,.2f}/h per req/s "
                 "at full utilization"
                 + _derate_note(c)
                 + (

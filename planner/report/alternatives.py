@@ -76,6 +76,7 @@ def alternatives_table(plan: Mapping[str, Any]) -> Table | None:
 WHY_NOT = {
     "dominated": "beaten on cost",
     "more_expensive": "costs more",
+    "no_feasible_fleet": "no feasible fleet",
     "does_not_fit": "does not fit",
     "kv_exceeds_memory": "KV cache does not fit",
     "tpot_unreachable": "TPOT out of reach",

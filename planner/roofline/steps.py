@@ -166,10 +166,7 @@ def decode_compute_ms(replica: Replica, batch: float, context_tokens: float) -> 
     attention FLOPs(s) / F_attn`` (MLA absorbed; dense GEMMs at the gain of ``B`` tokens,
     :func:`planner.kernels.gain_at_tokens`). A bound for reports."""
     c = replica.coefficients
-    gemm = batch * (
-        c.dense_flops_per_token / c.dense_gemm_per_ms(batch)
-        + c.routed_flops_per_token / c.f_gemm_per_ms
-    )
+    gemm = batch * (c.dense_ms_per_token(batch) + c.routed_flops_per_token / c.f_gemm_per_ms)
     return gemm + c.decode_attention_parts_ms(batch, context_tokens)[0]
 
 
