@@ -59,8 +59,8 @@ class Speculation:
     traffic: code-like agent turns reach 2-3 at k = 3); ``draft_repo`` what the engine
     loads as the drafter; ``draft`` the draft model's step coefficients
     (:class:`planner.kernels.StepCoefficients`) on the same GPUs (method ``draft_model``
-    only); ``draft_weight_bytes`` the drafter's
-    weights held next to the target's (bytes)."""
+    only); ``draft_weight_bytes`` the drafter's weights held next to the target's
+    (bytes)."""
 
     method: SpecMethod
     draft_tokens: int
