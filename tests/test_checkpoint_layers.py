@@ -493,3 +493,29 @@ def test_dstacks_405b_runs_are_priced_at_the_vllm_defaults_of_their_day():
     modern = cb.predict(serving.model_copy(update={"token_budget": None}), CAT)
     assert shipped.tpot_ms is not None and modern.tpot_ms is not None
     assert shipped.tpot_ms < modern.tpot_ms
+
+
+def test_analyze_capacity_says_what_runs_in_bf16(capsys):
+    """`fleetplan analyze capacity` names the GEMM weights a quantized checkpoint keeps in
+    BF16 and how much longer their FLOPs take: Llama-3.1-8B FP8 on an H100 under
+    TensorRT-LLM, its 0.53B lm_head at x1.32; nothing for BF16 weights."""
+    from api.cli import main
+    from planner.analyses.common import ReplicaSummary
+    from planner.kernel_floors import bf16_gemm_time_ratio
+
+    r = rl.build_replica(CAT, "llama-3.1-8b", H100, dtype="fp8", engine="trtllm")
+    summary = ReplicaSummary.of(r)
+    assert summary.bf16_gemm_params_b == pytest.approx(0.525336576)
+    assert summary.bf16_gemm_time_ratio == bf16_gemm_time_ratio(
+        r.gpu, "trtllm", "fp8", r.prefill_mfu
+    )
+    args = ["analyze", "capacity", "--model", "llama-3.1-8b", "--gpu", H100]
+    args += ["--prompt-tokens", "1000", "--output-tokens", "200"]
+    assert main([*args, "--dtype", "fp8", "--engine", "trtllm"]) == 0
+    out = capsys.readouterr().out
+    assert "BF16 GEMMs  0.53B GEMM parameters kept in BF16 by the fp8 checkpoint" in out
+    assert "each FLOP x1.32 a fp8 FLOP's time" in out
+    assert main(args) == 0
+    assert "BF16 GEMMs" not in capsys.readouterr().out
+    bf16 = ReplicaSummary.of(rl.build_replica(CAT, "llama-3.1-8b", H100))
+    assert (bf16.bf16_gemm_params_b, bf16.bf16_gemm_time_ratio) == (0.0, 1.0)

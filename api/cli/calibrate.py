@@ -100,6 +100,15 @@ def render_capacity(a: CapacityAnalysis) -> str:
         "dense GEMMs " + gemm_gain_text(r.gemm_gain, r.gemm_lift),
         *(
             [
+                f"BF16 GEMMs  {r.bf16_gemm_params_b:.2f}B GEMM parameters kept in BF16 by the "
+                f"{r.dtype} checkpoint (its lm_head and any BF16 layers): each FLOP "
+                f"x{r.bf16_gemm_time_ratio:.2f} a {r.dtype} FLOP's time"
+            ]
+            if r.bf16_gemm_params_b
+            else []
+        ),
+        *(
+            [
                 f"each decoding sequence adds {r.decode_sequence_ms:.3f} ms to a step beyond "
                 "its KV read (fitted to batch sweeps, this GPU's or a sibling's as the catalog's "
                 "decode_sequence_cost.source says)"

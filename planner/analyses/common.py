@@ -7,6 +7,8 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog, Dtype, Model
+from planner import architecture as arch
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import KV_STREAM_OVERLAP
 from planner.errors import PlanningError, UnknownEntryError
@@ -38,7 +40,12 @@ class ReplicaSummary(_Result):
     ``decode_sequence_max_batch``: the largest batch it was fitted at (None: unrecorded);
     ``step_layer_floor_ms``: what every step pays beyond its kernels and
     ``step_overhead_ms`` (fitted to the same sweeps, :func:`planner.kernels.step_layer_floor_ms`,
-    as the replica's step coefficients carry it; 0: none).
+    as the replica's step coefficients carry it; 0: none);
+    ``bf16_gemm_params_b``: the GEMM weights a quantized checkpoint keeps in BF16, in
+    billions (its lm_head and any BF16 layers,
+    :func:`planner.architecture.bf16_gemm_param_count`; 0 with BF16 weights), whose FLOPs
+    take ``bf16_gemm_time_ratio`` x a weight-dtype FLOP's time at 512 tokens
+    (:func:`planner.kernel_floors.bf16_gemm_rates`).
     """
 
     model: str
@@ -58,6 +65,8 @@ class ReplicaSummary(_Result):
     decode_sequence_ms: float = 0.0
     decode_sequence_max_batch: int | None = None
     step_layer_floor_ms: float = 0.0
+    bf16_gemm_params_b: float = 0.0
+    bf16_gemm_time_ratio: float = 1.0
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -83,6 +92,18 @@ class ReplicaSummary(_Result):
                 else None
             ),
             step_layer_floor_ms=replica.coefficients.layer_floor_ms,
+            bf16_gemm_params_b=(
+                0.0
+                if replica.weight_dtype == Dtype.BF16
+                else arch.bf16_gemm_param_count(replica.model, replica.bf16_layers) / 1e9
+            ),
+            bf16_gemm_time_ratio=kn.bf16_gemm_time_ratio(
+                replica.gpu,
+                replica.engine,
+                replica.weight_dtype,
+                replica.prefill_mfu,
+                replica.kernel_gemm_rate,
+            ),
         )
 
 
