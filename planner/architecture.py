@@ -348,29 +348,37 @@ def input_embedding_bytes(model: Model) -> float:
     return float(input_embedding_param_count(model) * DTYPE_BYTES[Dtype.BF16])
 
 
+def layer_bf16_gemm_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) -> int:
+    """Parameters of one dense layer's attention projections and MLP that a checkpoint
+    keeping ``bf16_layers`` holds in BF16 (a count): the attention projections for
+    ``attention``, all but the output projection for ``attention_qkv``, the MLP for
+    ``dense_mlp`` (``edge_mlp``, two layers of many, is left out here). Llama-3.1-405B in
+    Meta's FP8 (attention): 570,425,344 of the layer's 3,187,671,040."""
+    count = 0
+    if WeightGroup.ATTENTION in bf16_layers:
+        count += attention_param_count_per_layer(model)
+    elif WeightGroup.ATTENTION_QKV in bf16_layers:
+        count += attention_param_count_per_layer(model) - attention_output_param_count_per_layer(
+            model
+        )
+    if WeightGroup.DENSE_MLP in bf16_layers:
+        count += dense_mlp_param_count(model)
+    return count
+
+
 def layer_linear_bytes(
     model: Model,
     dtype: Dtype | str,
     fp4_format: Fp4Format | str | None = None,
     bf16_layers: Collection[WeightGroup] = (),
 ) -> float:
-    """Bytes of one dense layer's attention projections and MLP (bytes): each at 2 bytes
-    when its group is in ``bf16_layers`` (``attention``, ``attention_qkv`` but the output
-    projection, ``dense_mlp``), else at
-    :func:`weight_bytes_per_param` (edge_mlp, two layers of many, is left at the
-    quantized width here)."""
+    """Bytes of one dense layer's attention projections and MLP (bytes): those
+    :func:`layer_bf16_gemm_param_count` counts at 2 bytes, the rest at
+    :func:`weight_bytes_per_param`."""
+    params = attention_param_count_per_layer(model) + dense_mlp_param_count(model)
+    wide = layer_bf16_gemm_param_count(model, bf16_layers)
     b_q = weight_bytes_per_param(model, dtype, fp4_format)
-    wide = DTYPE_BYTES[Dtype.BF16]
-    b_mlp = wide if WeightGroup.DENSE_MLP in bf16_layers else b_q
-    attn = attention_param_count_per_layer(model)
-    out = attention_output_param_count_per_layer(model)
-    if WeightGroup.ATTENTION in bf16_layers:
-        attn_bytes = attn * wide
-    elif WeightGroup.ATTENTION_QKV in bf16_layers:
-        attn_bytes = (attn - out) * wide + out * b_q
-    else:
-        attn_bytes = attn * b_q
-    return attn_bytes + dense_mlp_param_count(model) * b_mlp
+    return (params - wide) * b_q + wide * DTYPE_BYTES[Dtype.BF16]
 
 
 def kv_bytes_per_token_per_layer(model: Model, kv_dtype: Dtype | str) -> float:
@@ -606,6 +614,7 @@ __all__ = [
     "kv_bytes_per_token_held",
     "kv_bytes_per_token_per_layer",
     "kv_replication",
+    "layer_bf16_gemm_param_count",
     "layer_linear_bytes",
     "moe_layer_count",
     "params_billions",

@@ -519,3 +519,36 @@ def test_analyze_capacity_says_what_runs_in_bf16(capsys):
     assert "BF16 GEMMs" not in capsys.readouterr().out
     bf16 = ReplicaSummary.of(rl.build_replica(CAT, "llama-3.1-8b", H100))
     assert (bf16.bf16_gemm_params_b, bf16.bf16_gemm_time_ratio) == (0.0, 1.0)
+
+
+def test_a_kernel_layer_of_metas_fp8_405b_runs_its_attention_at_the_bf16_rate():
+    """A per-layer kernel point is priced as the steps are: of one 405B layer's
+    3,187,671,040 projection and MLP parameters Meta's FP8 checkpoint keeps the 570,425,344
+    of attention in BF16, at rho x an FP8 FLOP's time and the BF16 gain; its bytes hold
+    them at 2 bytes. A BF16 layer has nothing narrower."""
+    from planner.calibration.predict import kernel_layer_ms
+    from planner.kernel_floors import bf16_gemm_time_ratio, gain_at_tokens
+
+    m = CAT.models["llama-3.1-405b"]
+    layers = m.measured_checkpoint(META_FP8).bf16_layers
+    assert arch.layer_bf16_gemm_param_count(m, layers) == 570_425_344
+    assert arch.layer_bf16_gemm_param_count(m, [WeightGroup.ATTENTION_QKV]) == 570_425_344 - (
+        16_384 * 16_384
+    )
+    params = arch.attention_param_count_per_layer(m) + arch.dense_mlp_param_count(m)
+    assert params == 3_187_671_040
+    assert arch.layer_linear_bytes(m, "fp8", bf16_layers=layers) == params + 570_425_344
+    meta = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8", checkpoint=META_FP8)
+    c = meta.coefficients
+    rho = bf16_gemm_time_ratio(meta.gpu, meta.engine, "fp8", meta.prefill_mfu)
+    tokens = 8192
+    wide_rate = c.f_gemm_per_ms * c.dense_lift * gain_at_tokens(c.wide_gain, tokens)
+    compute_ms = (
+        tokens
+        * 2
+        * ((params - 570_425_344) / c.dense_gemm_per_ms(tokens) + 570_425_344 * rho / wide_rate)
+    )
+    assert kernel_layer_ms(meta, tokens) == pytest.approx(compute_ms)  # compute-bound here
+    plain = rl.build_replica(CAT, "llama-3.1-405b", H100, tp=8, dtype="fp8")
+    assert kernel_layer_ms(plain, tokens) < kernel_layer_ms(meta, tokens)
+    assert arch.layer_bf16_gemm_param_count(m) == 0

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
+from planner import kernels as kn
 from planner import roofline as rl
 from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
@@ -131,11 +132,32 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     ``bytes`` theirs as the checkpoint holds them
     (:func:`planner.architecture.layer_linear_bytes`) and ``g`` the GPU's measured GEMM
     rate gain at ``tokens`` tokens
-    (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them."""
-    model = replica.model
+    (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them: the
+    params a quantized checkpoint keeps in BF16
+    (:func:`planner.architecture.layer_bf16_gemm_param_count`) at ``rho`` x a weight-dtype
+    FLOP's time and the BF16 gain (:func:`planner.kernel_floors.bf16_gemm_rates`)."""
+    model, c = replica.model, replica.coefficients
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
-    # F_eff x the gain: the step's dense GEMM rate (FLOP/ms -> FLOP/s)
-    compute = tokens * 2.0 * params / (replica.coefficients.dense_gemm_per_ms(tokens) * 1e3)
+    wide = (
+        0
+        if replica.weight_dtype == Dtype.BF16
+        else arch.layer_bf16_gemm_param_count(model, replica.bf16_layers)
+    )
+    rho = kn.bf16_gemm_time_ratio(
+        replica.gpu,
+        replica.engine,
+        replica.weight_dtype,
+        replica.prefill_mfu,
+        replica.kernel_gemm_rate,
+    )
+    wide_rate = c.f_gemm_per_ms * c.dense_lift * kn.gain_at_tokens(c.wide_gain, tokens / c.dp)
+    # FLOP/ms rates: the step's dense GEMM rate x the gain, and the BF16 GEMMs' (ms -> s)
+    compute = (
+        tokens
+        * 2.0
+        * ((params - wide) / c.dense_gemm_per_ms(tokens) + wide * rho / wide_rate)
+        / 1e3
+    )
     layer_bytes = arch.layer_linear_bytes(*replica.weight_layout)
     memory = layer_bytes / rl.effective_bandwidth_bytes_per_s(replica)
     return max(compute, memory) * 1e3
