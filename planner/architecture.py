@@ -247,6 +247,18 @@ def weight_bytes_per_param(
 _BF16_CACHE: dict[tuple[int, frozenset[WeightGroup]], tuple[Model, int]] = {}
 
 
+def _bf16_attention_param_count(model: Model, bf16_layers: Collection[WeightGroup]) -> int:
+    """One layer's attention parameters kept in BF16: all of its projections for
+    ``attention``, all but the output projection for ``attention_qkv``, else none."""
+    if WeightGroup.ATTENTION in bf16_layers:
+        return attention_param_count_per_layer(model)
+    if WeightGroup.ATTENTION_QKV in bf16_layers:
+        return attention_param_count_per_layer(model) - attention_output_param_count_per_layer(
+            model
+        )
+    return 0
+
+
 def bf16_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) -> int:
     """Parameters a quantized (fp8 or fp4) checkpoint keeps in BF16 (a count): those every
     checkpoint keeps, the embedding table and lm_head (:func:`embedding_param_count`), the
@@ -264,11 +276,7 @@ def bf16_param_count(model: Model, bf16_layers: Collection[WeightGroup] = ()) ->
         return hit[1]
     count = embedding_param_count(model) + _norm_param_count(model)
     count += moe_layer_count(model) * router_param_count(model)
-    if WeightGroup.ATTENTION in groups:
-        count += model.num_layers * attention_param_count_per_layer(model)
-    if WeightGroup.ATTENTION_QKV in groups:
-        qkv = attention_param_count_per_layer(model) - attention_output_param_count_per_layer(model)
-        count += model.num_layers * qkv
+    count += model.num_layers * _bf16_attention_param_count(model, groups)
     if WeightGroup.DENSE_MLP in groups:
         count += _dense_mlp_layer_count(model) * dense_mlp_param_count(model)
     if WeightGroup.EDGE_MLP in groups:
@@ -354,13 +362,7 @@ def layer_bf16_gemm_param_count(model: Model, bf16_layers: Collection[WeightGrou
     ``attention``, all but the output projection for ``attention_qkv``, the MLP for
     ``dense_mlp`` (``edge_mlp``, two layers of many, is left out here). Llama-3.1-405B in
     Meta's FP8 (attention): 570,425,344 of the layer's 3,187,671,040."""
-    count = 0
-    if WeightGroup.ATTENTION in bf16_layers:
-        count += attention_param_count_per_layer(model)
-    elif WeightGroup.ATTENTION_QKV in bf16_layers:
-        count += attention_param_count_per_layer(model) - attention_output_param_count_per_layer(
-            model
-        )
+    count = _bf16_attention_param_count(model, bf16_layers)
     if WeightGroup.DENSE_MLP in bf16_layers:
         count += dense_mlp_param_count(model)
     return count

@@ -168,7 +168,7 @@ class StepCoefficients:
     bytes/ms. ``dense_flops_per_token``: ``2 (N_dense - N_bf16)``, the non-routed weights'
     FLOPs (2 N, DOMAIN.md section 1) less those of the GEMM weights a quantized checkpoint
     keeps in BF16; ``wide_flops_per_token``: ``2 N_bf16 x rho``, those in weight-dtype FLOPs
-    at 512 tokens, gaining ``wide_gain`` with the tokens (:func:`bf16_gemm_rates`)."""
+    at 512 tokens (``wide_rho`` = rho, ``wide_gain``: :func:`bf16_gemm_rates`)."""
 
     f_gemm_per_ms: float
     f_attn_per_ms: float
@@ -177,6 +177,7 @@ class StepCoefficients:
     dense_flops_per_token: float
     wide_flops_per_token: float
     wide_gain: tuple[float, ...]
+    wide_rho: float
     dense_weight_bytes: float
     routed_flops_per_token: float
     num_experts: int
@@ -277,14 +278,18 @@ class StepCoefficients:
         g = gain_at_tokens(self.gemm_gain, tokens / self.dp)
         return self.f_gemm_per_ms * self.dense_lift * g
 
+    def bf16_gemm_per_ms(self, tokens: float) -> float:
+        """A quantized checkpoint's BF16 GEMMs' rate at ``tokens`` tokens (BF16 FLOP/ms):
+        ``F_gemm x lift x g_bf16 / rho``, ``g_bf16`` their own gain (``wide_gain``)."""
+        g = gain_at_tokens(self.wide_gain, tokens / self.dp)
+        return self.f_gemm_per_ms * self.dense_lift * g / self.wide_rho
+
     def dense_ms_per_token(self, tokens: float) -> float:
         """Dense GEMM compute per token in a step of ``tokens`` tokens (ms): ``2 (N_dense -
-        N_bf16) /`` :meth:`dense_gemm_per_ms` ``+ 2 N_bf16 rho / (F_gemm x lift x g_bf16)``,
-        the BF16 GEMMs at their own measured gain ``g_bf16`` (``wide_gain``)."""
+        N_bf16) /`` :meth:`dense_gemm_per_ms` ``+ 2 N_bf16 /`` :meth:`bf16_gemm_per_ms`."""
         t = self.dense_flops_per_token / self.dense_gemm_per_ms(tokens)
         if self.wide_flops_per_token:
-            g = gain_at_tokens(self.wide_gain, tokens / self.dp)
-            t += self.wide_flops_per_token / (self.f_gemm_per_ms * self.dense_lift * g)
+            t += self.wide_flops_per_token / self.wide_rho / self.bf16_gemm_per_ms(tokens)
         return t
 
     def gemm_ms(self, tokens: float) -> float:
@@ -597,9 +602,9 @@ def coefficients_of(replica) -> StepCoefficients:
         dense_flops_per_token=2.0 * (arch.dense_weight_param_count(model) - wide),
         wide_flops_per_token=2.0 * wide * rho,
         wide_gain=wide_gain,
-        # what a step reads of them: the input embedding table is gathered by row
+        wide_rho=rho,
         dense_weight_bytes=arch.dense_weight_bytes(*replica.weight_layout)
-        - arch.input_embedding_bytes(model),
+        - arch.input_embedding_bytes(model),  # a step gathers the input table by row
         routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
         num_experts=moe.num_experts if moe else 0,
         experts_per_token=moe.experts_per_token if moe else 0,

@@ -7,8 +7,6 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from catalog.schema import Catalog, Dtype, Model
-from planner import architecture as arch
-from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import KV_STREAM_OVERLAP
 from planner.errors import PlanningError, UnknownEntryError
@@ -70,6 +68,7 @@ class ReplicaSummary(_Result):
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
+        c = replica.coefficients
         return cls(
             model=replica.model.id,
             gpu=replica.gpu.id,
@@ -92,18 +91,9 @@ class ReplicaSummary(_Result):
                 else None
             ),
             step_layer_floor_ms=replica.coefficients.layer_floor_ms,
-            bf16_gemm_params_b=(
-                0.0
-                if replica.weight_dtype == Dtype.BF16
-                else arch.bf16_gemm_param_count(replica.model, replica.bf16_layers) / 1e9
-            ),
-            bf16_gemm_time_ratio=kn.bf16_gemm_time_ratio(
-                replica.gpu,
-                replica.engine,
-                replica.weight_dtype,
-                replica.prefill_mfu,
-                replica.kernel_gemm_rate,
-            ),
+            # the step's own figures: 2 N_bf16 rho FLOPs per token at rho
+            bf16_gemm_params_b=c.wide_flops_per_token / (2.0 * c.wide_rho) / 1e9,
+            bf16_gemm_time_ratio=c.wide_rho,
         )
 
 

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict
 from catalog.schema import Catalog, Dtype
 from planner import architecture as arch
 from planner import engines
-from planner import kernels as kn
 from planner import roofline as rl
 from planner.calibration.disagg import disaggregated_closed_loop
 from planner.calibration.measurements import Measurement, MeasurementKind
@@ -135,29 +134,13 @@ def kernel_layer_ms(replica: rl.Replica, tokens: float) -> float:
     (:func:`planner.kernels.gain_at_tokens`), as the cost model's steps price them: the
     params a quantized checkpoint keeps in BF16
     (:func:`planner.architecture.layer_bf16_gemm_param_count`) at ``rho`` x a weight-dtype
-    FLOP's time and the BF16 gain (:func:`planner.kernel_floors.bf16_gemm_rates`)."""
+    FLOP's time and the BF16 gain (:meth:`planner.kernels.StepCoefficients.bf16_gemm_per_ms`)."""
     model, c = replica.model, replica.coefficients
     params = arch.attention_param_count_per_layer(model) + arch.dense_mlp_param_count(model)
-    wide = (
-        0
-        if replica.weight_dtype == Dtype.BF16
-        else arch.layer_bf16_gemm_param_count(model, replica.bf16_layers)
-    )
-    rho = kn.bf16_gemm_time_ratio(
-        replica.gpu,
-        replica.engine,
-        replica.weight_dtype,
-        replica.prefill_mfu,
-        replica.kernel_gemm_rate,
-    )
-    wide_rate = c.f_gemm_per_ms * c.dense_lift * kn.gain_at_tokens(c.wide_gain, tokens / c.dp)
+    wide = arch.layer_bf16_gemm_param_count(model, replica.bf16_layers)  # none in BF16 weights
     # FLOP/ms rates: the step's dense GEMM rate x the gain, and the BF16 GEMMs' (ms -> s)
-    compute = (
-        tokens
-        * 2.0
-        * ((params - wide) / c.dense_gemm_per_ms(tokens) + wide * rho / wide_rate)
-        / 1e3
-    )
+    per_token = (params - wide) / c.dense_gemm_per_ms(tokens) + wide / c.bf16_gemm_per_ms(tokens)
+    compute = tokens * 2.0 * per_token / 1e3
     layer_bytes = arch.layer_linear_bytes(*replica.weight_layout)
     memory = layer_bytes / rl.effective_bandwidth_bytes_per_s(replica)
     return max(compute, memory) * 1e3
