@@ -61,6 +61,11 @@ def table(headers, rows):
     print()
 
 
+#: The longest p90 prompt a synthetic workload is scaled to (tokens): llama-3.1-8b's
+#: 131,072-token context less room for the output.
+MAX_SYNTHETIC_P90_TOKENS = 120_000
+
+
 def synthetic_catalog(base: Catalog, n_gpus: int, n_classes: int, seed: int = 7) -> Catalog:
     """Clone GPUs and workloads with perturbed figures until there are enough."""
     rng = random.Random(seed)
@@ -89,7 +94,9 @@ def synthetic_catalog(base: Catalog, n_gpus: int, n_classes: int, seed: int = 7)
         data = w.model_dump()
         data["id"] = f"{w.id}-syn{j}"
         data["name"] = f"{w.name} (synthetic {j})"
-        s = rng.uniform(0.6, 1.5)
+        # no longer than the 8B model's context allows at the p90 (the planner refuses a
+        # class whose requests often exceed it): 128K tokens less the longest output
+        s = min(rng.uniform(0.6, 1.5), MAX_SYNTHETIC_P90_TOKENS / w.prompt_tokens.p90_tokens)
         data["prompt_tokens"] = {
             "mean_tokens": w.prompt_tokens.mean_tokens * s,
             "p90_tokens": w.prompt_tokens.p90_tokens * s,

@@ -35,6 +35,11 @@ class SolveFn(Protocol):
     ) -> SolveResult: ...
 
 
+#: Most pairing cases :func:`solve_pair_cases` solves one by one (reach sets and their
+#: intersections); past it the MILP with the pairing rows is solved instead.
+MAX_PAIR_CASES = 32
+
+
 def solve_pair_cases(
     problem: Problem,
     options: SolverOptions,
@@ -44,23 +49,33 @@ def solve_pair_cases(
     solve: SolveFn,
 ) -> SolveResult | None:
     """One class with KV pairing rules, solved exactly by cases instead of with the
-    pairing rows: either no prefill pool priced on a link restricted to some decode
-    GPU types is used (drop those candidates), or one such set R is used (keep
-    only decode candidates on GPU types in R and restricted prefill candidates
-    whose set is R). Each case has no pairing left to enforce; the cheapest
-    feasible case is the optimum. None when a case runs out of time."""
+    pairing rows. A fleet that uses restricted prefill pools (each priced on a link that
+    reaches only the decode GPU types ``pairs_with``) may use decode pools only on the
+    types in the intersection I of their sets. So: either no restricted prefill pool is
+    used (drop those candidates), or, for each set R in the closure of the sets under
+    intersection, decode candidates on types in R and the restricted prefill candidates
+    whose set contains R. The optimum lies in the case R = I of its own restricted
+    pools, and every case's fleet pairs over its priced links; the cheapest feasible
+    case is the optimum. None when a case runs out of time, or when the closure exceeds
+    :data:`MAX_PAIR_CASES` (the caller then solves with the pairing rows)."""
     from dataclasses import replace as _replace
 
-    restricted = sorted(
-        {c.pairs_with for c in problem.candidates if c.pairs_with is not None}, key=sorted
-    )
+    restricted = {c.pairs_with for c in problem.candidates if c.pairs_with is not None}
+    closure = set(restricted)
+    frontier = set(restricted)
+    while frontier:
+        new = {a & b for a in frontier for b in restricted} - closure - {frozenset()}
+        closure |= new
+        frontier = new
+        if len(closure) > MAX_PAIR_CASES:
+            return None
     cases = [tuple(c for c in problem.candidates if c.pairs_with is None)]
-    for reach in restricted:
+    for reach in sorted(closure, key=sorted):
         cases.append(
             tuple(
                 c
                 for c in problem.candidates
-                if (c.pairs_with is None or c.pairs_with == reach)
+                if (c.pairs_with is None or c.pairs_with >= reach)
                 and (c.role != PoolRole.DECODE or c.gpu in reach)
             )
         )

@@ -14,6 +14,8 @@ reaches.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from solver.problem import PoolCandidate, PoolRole
@@ -52,6 +54,29 @@ def capacity_table(pc: PoolCandidate) -> np.ndarray:
     return np.maximum.accumulate(caps) if len(caps) else caps
 
 
+def may_replace(
+    a_pairs: frozenset[str] | None,
+    b_pairs: frozenset[str] | None,
+    b_role: PoolRole,
+    a_gpu: str,
+    b_gpu: str,
+    reach: Iterable[frozenset[str]],
+) -> bool:
+    """Whether pool candidate A may stand in for B (same class, role and checkpoint)
+    without breaking KV pairing: a prefill restricted to some decode GPU types
+    (``a_pairs``) only for one restricted to a subset of them; an unrestricted one for
+    any; a decode candidate only by one on a GPU type that every prefill reach set in
+    ``reach`` containing B's type also contains. The one rule of
+    :func:`prune_by_cost` and the planner's ``prune_by_cost_curves``."""
+    if a_pairs is not None:
+        return b_pairs is not None and a_pairs >= b_pairs
+    if b_pairs is not None:
+        return True
+    if b_role == PoolRole.DECODE and a_gpu != b_gpu:
+        return all(a_gpu in r for r in reach if b_gpu in r)
+    return True
+
+
 def prune_by_cost(
     cands: tuple[PoolCandidate, ...],
     rate_rps: float,
@@ -68,11 +93,7 @@ def prune_by_cost(
     reach = [c.pairs_with for c in cands if c.pairs_with is not None]
 
     def swappable(a: PoolCandidate, b: PoolCandidate) -> bool:
-        if b.pairs_with is not None:
-            return a.pairs_with is not None and a.pairs_with >= b.pairs_with
-        if b.role == PoolRole.DECODE and a.gpu != b.gpu:
-            return all(a.gpu in r for r in reach if b.gpu in r)
-        return True
+        return may_replace(a.pairs_with, b.pairs_with, b.role, a.gpu, b.gpu, reach)
 
     groups: dict[tuple, list[PoolCandidate]] = {}
     for c in cands:

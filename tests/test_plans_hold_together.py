@@ -4,8 +4,11 @@ infeasibility and bad input explained."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 from api_support import api_client, small
 
 from catalog.loader import load_catalog
@@ -28,6 +31,7 @@ from solver.problem import (
     CapacityCut,
     ClassDemand,
     Limits,
+    Mode,
     Operations,
     PoolCandidate,
     PoolRole,
@@ -38,6 +42,7 @@ from solver.problem import (
 from solver.solve import solve
 
 CAT = load_catalog()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def request(**changes):
@@ -416,3 +421,117 @@ def test_cheap_class_bound_never_exceeds_the_class_optimum():
         lb = class_lower_bound(cls, cands, p.operations, {})
         assert lb <= opt + 1e-9
         assert lb == pytest.approx(5 * 1.0 + 5.0)  # 50 rps at $1 per 10 rps, one configuration
+
+
+def test_prefill_link_options_price_a_fleet_of_one_type_on_its_own_nic():
+    # MI300X prefill (eth-400g) offered L4 (eth-25g) and H100 (ib-ndr-400) decode too
+    opts = prefill_link_options(CAT, "mi300x", ["mi300x", "l4", "h100-sxm5-80gb"])
+    assert [(link.id, reach) for link, reach in opts] == [
+        ("eth-25g", None),  # the slowest pair link: pairs with any decode type
+        # its own NIC: pairs with the types reached at least that fast (its own among them)
+        ("eth-400g", frozenset({"mi300x", "h100-sxm5-80gb"})),
+    ]
+    # nothing faster than the slowest: the one unrestricted option
+    assert [r for _, r in prefill_link_options(CAT, "l4", ["l4", "mi300x"])] == [None]
+    # a rack-scale type's own NIC would pair only with itself, which NVLink already does
+    reach = [r for _, r in prefill_link_options(CAT, "gb200-per-gpu", ["gb200-per-gpu", "l4"])]
+    assert reach == [frozenset({"gb200-per-gpu"}), None]
+
+
+def test_pruning_never_lets_a_restricted_prefill_replace_one_that_pairs_with_any_type():
+    from solver.prune import prune_by_cost
+
+    cands = (
+        # cheaper prefill priced on a fast link that reaches decode on "a" only
+        _cand("pre-own", "k", PoolRole.PREFILL, "a", 1.0, 10.0, frozenset({"a"})),
+        # dearer prefill priced on the slowest link: pairs with decode on any type
+        _cand("pre-net", "k", PoolRole.PREFILL, "a", 1.5, 10.0, None),
+        _cand("dec-a", "k", PoolRole.DECODE, "a", 3.0, 10.0),
+        _cand("dec-b", "k", PoolRole.DECODE, "b", 1.0, 10.0),
+    )
+    kept = {c.id for c in prune_by_cost(cands, 10.0)}
+    assert {"pre-own", "pre-net", "dec-b"} <= kept
+    # an unrestricted prefill may replace a restricted one it beats on cost
+    wide = _cand("pre-wide", "k", PoolRole.PREFILL, "a", 0.9, 10.0, None)
+    assert "pre-own" not in {c.id for c in prune_by_cost((wide, cands[0]), 10.0)}
+    # the GPU-type-set decomposition (operations costs) finds pre-net + dec-b: $2.5/h + ops
+    p = Problem(
+        classes=(ClassDemand("k", 10.0),),
+        candidates=cands,
+        operations=Operations(usd_per_hour_per_gpu_type=0.1),
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.OPTIMAL
+    assert set(r.replicas) == {"pre-net", "dec-b"}
+
+
+def test_screened_candidate_ids_are_unique_with_own_nic_prefill_options():
+    # the 80/20 fleet offers every GPU type: MI300X prefill gets an unrestricted option
+    # (re-priced on the slowest link to the decode types screened) and one on its own
+    # NIC; where the two land on the same link only the unrestricted one is kept
+    example = yaml.safe_load((ROOT / "examples" / "chat-agent-80-20.yaml").read_text())
+    cands = screen_candidates(resolve_request(parse_request(example), CAT), CAT).candidates
+    ids = [c.id for c in cands]
+    assert len(ids) == len(set(ids))
+    restricted = [c for c in cands if c.config.role == PoolRole.PREFILL and c.pairs_with]
+    assert any(c.kv_transfer_link == "eth-400g" and "mi300x" in c.pairs_with for c in restricted)
+
+
+def test_pair_cases_are_exact_when_reach_sets_overlap():
+    # two restricted prefill pools whose reach sets overlap on decode type "b": the
+    # cheapest fleet uses both with decode on "b" only (their intersection)
+    def cand(cid, role, gpu, cost, pairs_with=None, most=50):
+        return replace(_cand(cid, "k", role, gpu, cost, 10.0, pairs_with), max_replicas=most)
+
+    cands = (
+        cand("pre-a", PoolRole.PREFILL, "a", 1.0, frozenset({"a", "b"}), most=1),
+        cand("pre-c", PoolRole.PREFILL, "c", 1.0, frozenset({"b", "c"}), most=1),
+        cand("pre-net", PoolRole.PREFILL, "a", 5.0),
+        cand("dec-a", PoolRole.DECODE, "a", 0.5),
+        cand("dec-b", PoolRole.DECODE, "b", 1.0),
+    )
+    demand = (ClassDemand("k", 20.0, modes=(Mode.DISAGGREGATED,)),)
+    for options in (SolverOptions(), SolverOptions(decompose=False)):
+        r = solve(Problem(classes=demand, candidates=cands), options)
+        assert r.status == SolveStatus.OPTIMAL
+        assert r.objective == pytest.approx(4.0)
+        assert r.replicas == {"pre-a": 1, "pre-c": 1, "dec-b": 2}
+
+
+def test_removing_operations_costs_never_makes_the_gpu_bill_dearer():
+    # cost-curve pruning runs only without operations costs: it must keep every
+    # prefill pool that pairs with any decode type (three-class-70b's GB200 agent prefill)
+    example = yaml.safe_load((ROOT / "examples" / "three-class-70b.yaml").read_text())
+    example["verify"] = {"enabled": False}
+    priced = make_plan(example, CAT, alternatives=False)
+    free = make_plan(
+        {
+            **example,
+            "operations": {"usd_per_hour_per_gpu_type": 0, "usd_per_hour_per_configuration": 0},
+        },
+        CAT,
+        alternatives=False,
+    )
+    assert free.cost_usd_per_hour <= priced.cost_usd_per_hour * (1 + 1e-3)
+
+
+def test_a_prefill_pool_keeps_one_percent_of_the_ttft_slo_to_queue_in():
+    # MI355X agent prefill (tp 8, fp8) in three-class-70b-consistency: its p90 prompt
+    # takes 796 ms and 2 ms to ship of the 800 ms SLO, which the simulation showed the
+    # queueing formulas cannot hold (89.4% attainment of 90%)
+    doc = yaml.safe_load((ROOT / "examples" / "three-class-70b-consistency.yaml").read_text())
+    sc = screen_candidates(resolve_request(parse_request(doc), CAT), CAT)
+    assert not any(
+        c.class_name == "agent" and c.config.role == PoolRole.PREFILL and c.config.gpu == "mi355x"
+        for c in sc.candidates
+    )
+    room = [
+        r
+        for r in sc.rejections
+        if r.class_name == "agent" and r.gpu == "mi355x" and "to queue in" in r.detail
+    ]
+    assert room and all(r.reason == "ttft_unreachable" for r in room)
+    assert "under the 1% a pool keeps" in room[0].detail
+    for c in sc.candidates:
+        if c.config.role == PoolRole.PREFILL:
+            assert c.queue_room_ms > 0

@@ -115,6 +115,11 @@ def kv_link_for(catalog: Catalog, gpu_id: str):
     return kv_pair_link(catalog, gpu_id, gpu_id)
 
 
+def _speed(link: Link) -> tuple[float, float]:
+    """A link's order from slow to fast: bandwidth, then less latency."""
+    return (link.bandwidth_gb_per_s, -link.latency_us)
+
+
 def prefill_link_options(
     catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[str]
 ) -> list[tuple[Link, frozenset[str] | None]]:
@@ -125,16 +130,28 @@ def prefill_link_options(
       decode too: pairs only with decode pools of the same GPU type;
     * the network: the slowest :func:`kv_pair_link` to any decode GPU type offered
       (narrowed to those with screened decode candidates by
-      :func:`restrict_prefill_links`), so every pairing is at least that fast.
+      :func:`restrict_prefill_links`), so every pairing is at least that fast;
+    * the GPU's own NIC, when faster than that: pairs only with the decode GPU types it
+      reaches at that speed (those whose NIC is at least as fast, its own type among
+      them). A fleet of one GPU type is then priced on that type's own link whatever else
+      is offered, so offering more GPU types never makes such a plan dearer (MI300X's
+      eth-400g, not another type's eth-100g). One option, not one per link speed: each
+      adds a copy of the GPU's prefill candidates to the MILP.
     """
     decode_gpus = list(decode_gpus)
     out: list[tuple[Link, frozenset[str] | None]] = []
     same = kv_pair_link(catalog, prefill_gpu, prefill_gpu)
     if prefill_gpu in decode_gpus and same.kind.value == "scale_up":
         out.append((same, frozenset([prefill_gpu])))
-    net = [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
-    net.append(_slower(*[catalog.links[catalog.gpus[prefill_gpu].network_link]] * 2))
-    out.append((min(net, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us)), None))
+    own = catalog.links[catalog.gpus[prefill_gpu].network_link]
+    pair = {
+        d: own if d == prefill_gpu else kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus
+    }
+    slowest = min([*pair.values(), own], key=_speed)
+    out.append((slowest, None))
+    reach = frozenset(d for d, x in pair.items() if _speed(x) >= _speed(own))
+    if _speed(own) > _speed(slowest) and reach and reach not in {r for _, r in out}:
+        out.append((own, reach))  # (not when NVLink already serves that reach, faster)
     return out
 
 

@@ -19,7 +19,7 @@ from planner.candidates.model import (
 )
 from planner.request import ResolvedRequest
 from solver.problem import CapacityCut, PoolRole, Segment
-from solver.prune import capacity_table
+from solver.prune import capacity_table, may_replace
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
 
@@ -102,10 +102,11 @@ def prune_by_cost_curves(
     to GPU types with a stock limit, nor when the number of configurations is
     limited (swapping configurations could break those rules), nor when GPU types
     are limited or operations costs price GPU types and configurations (then a
-    swap can add a GPU type or a configuration). A prefill candidate is only
-    replaced by one whose KV link reaches every decode GPU type it reaches; a
-    decode candidate only by one on a GPU type every prefill candidate of the
-    class that reaches it also reaches.
+    swap can add a GPU type or a configuration). KV pairing as the solver's pruning
+    keeps it (:func:`solver.prune.may_replace`): a prefill candidate is only replaced
+    by one whose KV link reaches every decode GPU type it reaches; a decode candidate
+    only by one on a GPU type every prefill candidate of the class that reaches it
+    also reaches.
     """
     lim = req.request.constraints
     ops = req.request.operations
@@ -122,11 +123,14 @@ def prune_by_cost_curves(
             reach.setdefault(c.class_name, []).append(c.pairs_with)
 
     def swappable(a: Candidate, b: Candidate) -> bool:
-        if b.pairs_with is not None:
-            return a.pairs_with is not None and a.pairs_with >= b.pairs_with
-        if b.config.role == PoolRole.DECODE and a.config.gpu != b.config.gpu:
-            return all(a.config.gpu in r for r in reach.get(b.class_name, []) if b.config.gpu in r)
-        return True
+        return may_replace(
+            a.pairs_with,
+            b.pairs_with,
+            b.config.role,
+            a.config.gpu,
+            b.config.gpu,
+            reach.get(b.class_name, []),
+        )
 
     limited = set(lim.max_gpus)
     power = lim.power_kw is not None
@@ -413,8 +417,10 @@ def restrict_prefill_links(
     """Re-price each network-priced prefill candidate on the slowest pair link to the
     decode GPU types that have a screened decode candidate of its class and format
     (:func:`network_link_for_pairs`; the exposed transfer and wait budget follow),
-    and drop NVLink-priced ones whose GPU type has no such decode candidate.
-    Returns (kept, dropped)."""
+    and drop NVLink-priced ones whose GPU type has no such decode candidate, and
+    candidates priced on a faster link for fewer decode GPU types (``pairs_with``) that
+    reach none of them or that their unrestricted sibling now matches (the same link:
+    it pairs with more). Returns (kept, dropped)."""
     decode_gpus: dict[tuple, set[str]] = {}
     for c in cands:
         if c.config.role == PoolRole.DECODE:
@@ -442,5 +448,11 @@ def restrict_prefill_links(
                 c.replica, c.service_q_ms or 0.0, c.kv_q_tokens, link
             )
             c.kv_transfer_link = link.id
-        (keep if c.wait_budget_ms > 0 else drop).append(c)
+        (keep if c.queue_room_ms > 0 else drop).append(c)
+    unrestricted = {c.id for c in keep if c.config.role == PoolRole.PREFILL and not c.pairs_with}
+    matched = [c for c in keep if c.pairs_with is not None and c.id in unrestricted]
+    if matched:
+        gone = set(map(id, matched))
+        keep = [c for c in keep if id(c) not in gone]
+        drop += matched
     return keep, drop

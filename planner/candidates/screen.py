@@ -178,13 +178,13 @@ def _screen_config(
         exposed = kv_exposed_ms(replica, s_q, p_q, link)
         cand.service_mean_ms, cand.service_cv2, cand.service_q_ms = mean, cv2, s_q
         cand.transfer_exposed_ms, cand.kv_transfer_link = exposed, link.id
-        if cand.wait_budget_ms <= 0:
+        if cand.queue_room_ms <= 0:
             return reject(
                 "ttft_unreachable",
                 f"prefill of a p{slo.percentile:g} prompt ({p_q:,.0f} tokens) takes "
                 f"{s_q:.0f} ms + {exposed:.0f} ms KV transfer"
                 + cand.stack_text
-                + f", over the TTFT SLO {slo.ttft_ms:g} ms",
+                + cand.over_slo_text,
             )
         return cand
 
