@@ -9,8 +9,8 @@ hardware and model names to catalog ids, converts it to a
 :class:`planner.calibration.Measurement` (keeping its id and source) and writes
 the usable subset with the counts of what was skipped and why. Entries whose
 configuration the planner does not model (expert parallelism, DP attention,
-disaggregated prefill/decode, multi-token prediction, prefix caching) are kept with
-their fields and a ``skip_reason``: recorded, never fitted. Every point gets a
+disaggregated prefill/decode, multi-token prediction, prefix caching, eager launches)
+are kept with their fields and a ``skip_reason``: recorded, never fitted. Every point gets a
 ``split`` (fit / holdout) from :func:`planner.calibration.assign_splits`. Settings a
 run was launched with that its entry does not state (its engine's memory share) come from
 ``catalog/measurements/sources/launch-settings.json`` (``--launch-settings``; each group
@@ -53,6 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launch_settings import apply_launch_settings, published_checkpoints  # noqa: E402
 from reference_fields import (  # noqa: E402  (re-exported for the tests)
     AMBIGUOUS_MIN_OUTPUT_SHARE,
+    HARDWARE_MORE,
+    MODELS_MORE,
+    PRECISION_MORE,
     BadEntry,
     kv_dtype_more,
     output_share,
@@ -210,81 +213,6 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     return None, f"metric {entry['metric']!r} not used"
 
 
-#: measurements-more.json hardware names -> catalog GPU id, with what the mapping assumes.
-HARDWARE_MORE = {
-    "AMD Instinct MI300X": ("mi300x", ""),
-    "AMD Instinct MI300X (192GB)": ("mi300x", ""),
-    "AMD Instinct MI300X (192GB HBM3, 750W)": ("mi300x", ""),
-    "AMD Instinct MI325X": ("mi325x", ""),
-    "AMD Instinct MI355X": ("mi355x", ""),
-    "NVIDIA B300": ("b300", ""),
-    "NVIDIA GB300 NVL72": ("gb300-per-gpu", "one GB300 GPU of an NVL72 rack"),
-    "NVIDIA B200": ("b200", ""),
-    "NVIDIA GB200 NVL72": ("gb200-per-gpu", "one GB200 GPU of an NVL72 rack"),
-    "NVIDIA H100 (SXM)": ("h100-sxm5-80gb", ""),
-    "NVIDIA H100 SXM5 80GB": ("h100-sxm5-80gb", ""),
-    "NVIDIA H100 SXM 80GB": ("h100-sxm5-80gb", ""),
-    "NVIDIA H200 (SXM)": ("h200-sxm-141gb", ""),
-    "NVIDIA H200 SXM5 (141GB)": ("h200-sxm-141gb", ""),
-    "NVIDIA A10G 24GB (AWS ml.g5.2xlarge)": ("a10g", ""),
-    "NVIDIA A10G 24GB (AWS ml.g5.48xlarge)": ("a10g", ""),
-    "NVIDIA L4 24GB": ("l4", ""),
-    "NVIDIA L4 24GB (GKE)": ("l4", ""),
-    "Intel Gaudi 3 (HL-325L, 128 GiB)": ("gaudi3", ""),
-    "NVIDIA A100-SXM4-40GB": ("a100-40gb", ""),
-    "NVIDIA H100 PCIe 80GB": ("h100-pcie-80gb", ""),
-}
-
-#: measurements-more.json model names -> catalog model id, with what the mapping assumes.
-MODELS_MORE = {
-    "DeepSeek-R1-0528 (deepseek-v3 architecture)": (
-        "deepseek-v3",
-        "DeepSeek-R1-0528 mapped to deepseek-v3 (same architecture and weights layout)",
-    ),
-    "DeepSeek-V3/R1 671B (deepseek-v3)": ("deepseek-v3", ""),
-    "DeepSeek-V3-0324 (deepseek-v3)": ("deepseek-v3", ""),
-    "amd/Llama-3.1-405B-Instruct-FP8-KV (llama-3.1-405b)": ("llama-3.1-405b", ""),
-    "meta-llama/Llama-3.1-405B-FP8 (llama-3.1-405b)": ("llama-3.1-405b", ""),
-    "Llama 3.1 405B (amd/Llama-3.1-405B-Instruct-FP8-KV)": ("llama-3.1-405b", ""),
-    "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)": ("llama-3.1-70b", ""),
-    "openai/gpt-oss-120b": ("gpt-oss-120b", ""),
-    "Llama-2-70B (JumpStart meta-textgeneration-llama-2-70b)": ("llama-2-70b", ""),
-    "Mistral-7B (JumpStart huggingface-llm-mistral-7b, v0.1 base)": ("mistral-7b-v0.1", ""),
-    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
-    "LLaMA 2 7b (Intel Gaudi page; llama-2-7b)": ("llama-2-7b", ""),
-    "LLaMA 2 70b (Intel Gaudi page; llama-2-70b)": ("llama-2-70b", ""),
-    "LLaMA 3.1 8B (Intel Gaudi page; llama-3.1-8b)": ("llama-3.1-8b", ""),
-    "LLaMA 3.1 70B (Intel Gaudi page; llama-3.1-70b)": ("llama-3.1-70b", ""),
-    "Mistral 7b (Intel Gaudi page, version not stated; mistral-7b-v0.1 architecture)": (
-        "mistral-7b-v0.1",
-        "Mistral 7B version not stated on the page; mapped to mistral-7b-v0.1 (same layer shapes)",
-    ),
-    "meta-llama/Meta-Llama-3-8B-Instruct (llama-3.1-8b architecture)": (
-        "llama-3.1-8b",
-        "Llama-3-8B mapped to llama-3.1-8b (same layer shapes; 8K native context)",
-    ),
-    "meta-llama/Meta-Llama-3-70B-Instruct (llama-3.1-70b architecture)": (
-        "llama-3.1-70b",
-        "Llama-3-70B mapped to llama-3.1-70b (same layer shapes; 8K native context)",
-    ),
-    "meta-llama/Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""),
-    "nvidia/Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
-}
-
-#: measurements-more.json precision -> catalog dtype (weights).
-PRECISION_MORE = {
-    "FP8": "fp8",
-    "FP8 (block-scaled)": "fp8",
-    "FP8 (block-scaled MoE/GEMM)": "fp8",
-    "FP8 (W8A8)": "fp8",
-    "FP4 (NVFP4)": "fp4",
-    "FP4 (MXFP4)": "fp4",
-    "FP4 (NVFP4 MoE/o_proj; FP8 attention)": "fp4",
-    "MXFP4 (native checkpoint)": "fp4",
-    "FP16": "bf16",  # same tensor-core peak and bytes as bf16
-    "BF16": "bf16",
-}
-
 REQUIRED_MORE = ("id", "hardware", "model", "precision", "tp", "metric", "value", "source")
 
 #: An open-loop rate at or above this is "all at once" in the source (vLLM's 1000).
@@ -346,6 +274,19 @@ def disaggregated_layout(entry: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+#: Why an eager run is not fitted: every step launches its kernels one by one, which the
+#: planner never launches. dstack's MI300X 405B runs (Nov 2024) also differ from AMD's
+#: graph-captured runs of the same shapes in their KV cache (FP8 against BF16), vLLM
+#: version and harness; the 6 of 15 that pair with one (tests/test_calibration_data.py)
+#: take 5-17 ms more per step, more with longer prompts, so not launches alone.
+EAGER_REASON = (
+    "eager launches (--enforce-eager, no CUDA/HIP graphs) with one scheduler step, which "
+    "the planner's launch commands never use; the runs that pair with graph-captured runs "
+    "of the same GPU, model and shape (which differ in KV dtype, engine version and "
+    "harness too) take 5-17 ms more per step, the gap growing with the prompt"
+)
+
+
 def _skip_reason_more(entry: dict[str, Any]) -> str | None:
     """Why the planner cannot price this entry's configuration (None: it can)."""
     notes = entry.get("notes") or ""
@@ -370,6 +311,8 @@ def _skip_reason_more(entry: dict[str, Any]) -> str | None:
         reasons.append("multi-token prediction (speculative decoding) on")
     if re.search(r"enable-prefix-caching|prefix-cache hits", notes):
         reasons.append("prefix-cache hits of unknown share")
+    if "--enforce-eager" in notes:  # dstack's MI300X 405B runs (Nov 2024)
+        reasons.append(EAGER_REASON)
     if entry.get("osl") == 0 or "DECODE-ONLY" in notes or "PREFILL-ONLY" in notes:
         reasons.append("phase-isolated (prefill-only or decode-only) throughput")
     parts = ["not modelled by the planner: " + "; ".join(reasons)] if reasons else []

@@ -1,7 +1,7 @@
 """Field readers for measurements-more.json entries (split from
-``scripts/import_reference_measurements.py``, which imports them): the output share of an
-ambiguous throughput, the KV-cache dtype and the engine's stated running-sequence cap and
-memory share."""
+``scripts/import_reference_measurements.py``, which imports them): the hardware, model and
+precision names mapped to catalog ids, the output share of an ambiguous throughput, the
+KV-cache dtype and the engine's stated running-sequence cap and memory share."""
 
 from __future__ import annotations
 
@@ -10,6 +10,82 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T", int, float)
+
+
+#: measurements-more.json hardware names -> catalog GPU id, with what the mapping assumes.
+HARDWARE_MORE = {
+    "AMD Instinct MI300X": ("mi300x", ""),
+    "AMD Instinct MI300X (192GB)": ("mi300x", ""),
+    "AMD Instinct MI300X (192GB HBM3, 750W)": ("mi300x", ""),
+    "AMD Instinct MI325X": ("mi325x", ""),
+    "AMD Instinct MI355X": ("mi355x", ""),
+    "NVIDIA B300": ("b300", ""),
+    "NVIDIA GB300 NVL72": ("gb300-per-gpu", "one GB300 GPU of an NVL72 rack"),
+    "NVIDIA B200": ("b200", ""),
+    "NVIDIA GB200 NVL72": ("gb200-per-gpu", "one GB200 GPU of an NVL72 rack"),
+    "NVIDIA H100 (SXM)": ("h100-sxm5-80gb", ""),
+    "NVIDIA H100 SXM5 80GB": ("h100-sxm5-80gb", ""),
+    "NVIDIA H100 SXM 80GB": ("h100-sxm5-80gb", ""),
+    "NVIDIA H200 (SXM)": ("h200-sxm-141gb", ""),
+    "NVIDIA H200 SXM5 (141GB)": ("h200-sxm-141gb", ""),
+    "NVIDIA A10G 24GB (AWS ml.g5.2xlarge)": ("a10g", ""),
+    "NVIDIA A10G 24GB (AWS ml.g5.48xlarge)": ("a10g", ""),
+    "NVIDIA L4 24GB": ("l4", ""),
+    "NVIDIA L4 24GB (GKE)": ("l4", ""),
+    "Intel Gaudi 3 (HL-325L, 128 GiB)": ("gaudi3", ""),
+    "NVIDIA A100-SXM4-40GB": ("a100-40gb", ""),
+    "NVIDIA H100 PCIe 80GB": ("h100-pcie-80gb", ""),
+}
+
+#: measurements-more.json model names -> catalog model id, with what the mapping assumes.
+MODELS_MORE = {
+    "DeepSeek-R1-0528 (deepseek-v3 architecture)": (
+        "deepseek-v3",
+        "DeepSeek-R1-0528 mapped to deepseek-v3 (same architecture and weights layout)",
+    ),
+    "DeepSeek-V3/R1 671B (deepseek-v3)": ("deepseek-v3", ""),
+    "DeepSeek-V3-0324 (deepseek-v3)": ("deepseek-v3", ""),
+    "amd/Llama-3.1-405B-Instruct-FP8-KV (llama-3.1-405b)": ("llama-3.1-405b", ""),
+    "meta-llama/Llama-3.1-405B-FP8 (llama-3.1-405b)": ("llama-3.1-405b", ""),
+    "Llama 3.1 405B (amd/Llama-3.1-405B-Instruct-FP8-KV)": ("llama-3.1-405b", ""),
+    "Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV)": ("llama-3.1-70b", ""),
+    "openai/gpt-oss-120b": ("gpt-oss-120b", ""),
+    "Llama-2-70B (JumpStart meta-textgeneration-llama-2-70b)": ("llama-2-70b", ""),
+    "Mistral-7B (JumpStart huggingface-llm-mistral-7b, v0.1 base)": ("mistral-7b-v0.1", ""),
+    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
+    "LLaMA 2 7b (Intel Gaudi page; llama-2-7b)": ("llama-2-7b", ""),
+    "LLaMA 2 70b (Intel Gaudi page; llama-2-70b)": ("llama-2-70b", ""),
+    "LLaMA 3.1 8B (Intel Gaudi page; llama-3.1-8b)": ("llama-3.1-8b", ""),
+    "LLaMA 3.1 70B (Intel Gaudi page; llama-3.1-70b)": ("llama-3.1-70b", ""),
+    "Mistral 7b (Intel Gaudi page, version not stated; mistral-7b-v0.1 architecture)": (
+        "mistral-7b-v0.1",
+        "Mistral 7B version not stated on the page; mapped to mistral-7b-v0.1 (same layer shapes)",
+    ),
+    "meta-llama/Meta-Llama-3-8B-Instruct (llama-3.1-8b architecture)": (
+        "llama-3.1-8b",
+        "Llama-3-8B mapped to llama-3.1-8b (same layer shapes; 8K native context)",
+    ),
+    "meta-llama/Meta-Llama-3-70B-Instruct (llama-3.1-70b architecture)": (
+        "llama-3.1-70b",
+        "Llama-3-70B mapped to llama-3.1-70b (same layer shapes; 8K native context)",
+    ),
+    "meta-llama/Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""),
+    "nvidia/Llama-3.1-8B-Instruct-FP8 (llama-3.1-8b)": ("llama-3.1-8b", ""),
+}
+
+#: measurements-more.json precision -> catalog dtype (weights).
+PRECISION_MORE = {
+    "FP8": "fp8",
+    "FP8 (block-scaled)": "fp8",
+    "FP8 (block-scaled MoE/GEMM)": "fp8",
+    "FP8 (W8A8)": "fp8",
+    "FP4 (NVFP4)": "fp4",
+    "FP4 (MXFP4)": "fp4",
+    "FP4 (NVFP4 MoE/o_proj; FP8 attention)": "fp4",
+    "MXFP4 (native checkpoint)": "fp4",
+    "FP16": "bf16",  # same tensor-core peak and bytes as bf16
+    "BF16": "bf16",
+}
 
 
 class BadEntry(ValueError):

@@ -99,21 +99,24 @@ def test_importer_prices_expert_parallelism_and_keeps_unmodelled_runs_recorded(t
         more_entry("a2", ep=8, notes="decode TP8/EP8/dp-attn=False."),
         more_entry("a3", hardware="AMD Instinct MI455X"),
         more_entry("a4", framework="SGLang disagg", notes="PD-disaggregated"),
+        more_entry("a5", notes="MI300X run used --enforce-eager (no HIP graphs)."),
     ]
     base, more, out = write_sources(tmp_path, entries)
     args = [str(base), "--more", str(more), "--mlperf", "", "--dli", "", "--out", str(out)]
     assert IMPORTER.main([*args, "--launch-settings", ""]) == 0
     doc = json.loads(out.read_text())
     by_id = {m["id"]: m for m in doc["measurements"]}
-    assert set(by_id) == {"a1", "a2", "a4"}
+    assert set(by_id) == {"a1", "a2", "a4", "a5"}
     assert doc["skipped"] == {"hardware 'AMD Instinct MI455X' not in the catalog": 1}
     assert by_id["a1"]["model"] == "deepseek-v3" and "skip_reason" not in by_id["a1"]
     assert (by_id["a1"]["isl"], by_id["a1"]["concurrency"]) == (922, 4)
     assert by_id["a2"]["ep"] == 8 and "skip_reason" not in by_id["a2"]
     assert "disaggregated" in by_id["a4"]["skip_reason"]
+    # an eager run (every kernel launched one by one) is not what the planner launches
+    assert by_id["a5"]["skip_reason"] == "not modelled by the planner: " + IMPORTER.EAGER_REASON
     assert all(m["split"] in ("fit", "holdout") for m in doc["measurements"])
     got = cb.load_measurements([out], CAT)
-    assert [m.usable for m in got] == [True, True, False]
+    assert [m.usable for m in got] == [True, True, False, False]
     # a re-import keeps every point's split (held-out data stays held out)
     doc["measurements"][0]["split"] = "holdout"
     doc["measurements"][1]["split"] = "fit"
@@ -884,3 +887,30 @@ def test_mi300x_held_out_error_stays_bounded():
     n, _, after = _holdout_medians([r for r in rows if r.gpu == "mi300x"])
     assert n >= 20
     assert after <= 0.53
+
+
+def test_eager_runs_are_recorded_not_fitted_and_pay_what_their_reason_says():
+    """dstack's MI300X 405B runs launched vLLM with --enforce-eager. 6 of the 15 pair with
+    an AMD graph-captured run of the same GPU, model, tp, shape and batch: all prompts at
+    once, so a step is about ``1000 x prompts / output_tok_s`` ms. The eager steps are the
+    5-17 ms longer that the recorded reason states, the gap growing with the prompt (the
+    pairs also differ in KV dtype, vLLM version and harness: not launches alone)."""
+    everything = cb.load_reference_measurements(CAT, include_skipped=True)
+    eager = [m for m in everything if "--enforce-eager" in (m.note or "")]
+    assert len(eager) == 15
+    assert all(not m.usable and IMPORTER.EAGER_REASON in (m.skip_reason or "") for m in eager)
+
+    def key(m):
+        return (m.gpu, m.model, m.tp, m.isl, m.osl, m.num_requests)
+
+    graph = {key(m): m for m in everything if m.usable and m.id.startswith("x")}
+    pairs = [(m, graph[key(m)]) for m in eager if key(m) in graph]
+    assert len(pairs) == 6
+    extra = {}
+    for e, g in pairs:
+        assert (e.kv_dtype, g.kv_dtype) == (Dtype.FP8, Dtype.BF16)
+        extra[(e.isl, e.num_requests)] = (
+            1000 * e.num_requests * (1 / e.output_tok_s - 1 / g.output_tok_s)
+        )
+    assert all(5.0 <= ms <= 17.0 for ms in extra.values()), extra
+    assert extra[(2048, 64)] > 2 * extra[(128, 64)]  # longer prompts, a larger gap
