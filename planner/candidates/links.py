@@ -84,9 +84,14 @@ def tp_options(catalog: Catalog, gpu_id: str, wanted: tuple[int, ...] | None) ->
 RACK_SCALE_DOMAIN = 16
 
 
+def _speed(link: Link) -> tuple[float, float]:
+    """A link's order from slow to fast: bandwidth, then less latency."""
+    return (link.bandwidth_gb_per_s, -link.latency_us)
+
+
 def _slower(a: Link, b: Link) -> Link:
     """The slower of two links: less bandwidth, then more latency."""
-    return min((a, b), key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
+    return min((a, b), key=_speed)
 
 
 def kv_pair_link(catalog: Catalog, prefill_gpu: str, decode_gpu: str) -> Link:
@@ -113,11 +118,6 @@ def kv_link_for(catalog: Catalog, gpu_id: str):
     """Link between a prefill and a decode replica of the same GPU type
     (:func:`kv_pair_link` of the GPU with itself)."""
     return kv_pair_link(catalog, gpu_id, gpu_id)
-
-
-def _speed(link: Link) -> tuple[float, float]:
-    """A link's order from slow to fast: bandwidth, then less latency."""
-    return (link.bandwidth_gb_per_s, -link.latency_us)
 
 
 def prefill_link_options(
@@ -160,7 +160,7 @@ def network_link_for_pairs(catalog: Catalog, prefill_gpu: str, decode_gpus: Iter
     (:func:`kv_pair_link` across types; the GPU's own NIC for its own type)."""
     links = [catalog.links[catalog.gpus[prefill_gpu].network_link]]
     links += [kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus if d != prefill_gpu]
-    return min(links, key=lambda x: (x.bandwidth_gb_per_s, -x.latency_us))
+    return min(links, key=_speed)
 
 
 def kv_exposed_ms(replica: rl.Replica, prefill_ms: float, prompt_tokens: float, link) -> float:

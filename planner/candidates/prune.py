@@ -449,10 +449,10 @@ def restrict_prefill_links(
             )
             c.kv_transfer_link = link.id
         (keep if c.queue_room_ms > 0 else drop).append(c)
-    unrestricted = {c.id for c in keep if c.config.role == PoolRole.PREFILL and not c.pairs_with}
-    matched = [c for c in keep if c.pairs_with is not None and c.id in unrestricted]
-    if matched:
-        gone = set(map(id, matched))
-        keep = [c for c in keep if id(c) not in gone]
-        drop += matched
-    return keep, drop
+    # a restricted copy on the link its unrestricted sibling now has: the same id, fewer partners
+    unrestricted = {
+        c.id for c in keep if c.config.role == PoolRole.PREFILL and c.pairs_with is None
+    }
+    copies = [c for c in keep if c.pairs_with is not None and c.id in unrestricted]
+    keep = [c for c in keep if c.pairs_with is None or c.id not in unrestricted]
+    return keep, drop + copies
