@@ -76,6 +76,7 @@ from catalog.kernel_floors import (
     MlaLayerFloor,
     MoeLayerFloor,
 )
+from catalog.layers import Mla, Moe, MoeRouting, SlidingWindow  # noqa: F401  (re-exported)
 from catalog.links import (  # noqa: F401  (re-exported)
     AllReduceKernel,
     AllToAllKernel,
@@ -429,42 +430,6 @@ class Gpu(Frozen):
 
 
 # --------------------------------------------------------------------------- models
-
-
-class Moe(Frozen):
-    """Mixture-of-experts layout. ``expert_intermediate_size`` is per expert."""
-
-    num_experts: Annotated[int, Field(ge=2, le=MAX_EXPERTS, strict=True)]
-    experts_per_token: Annotated[int, Field(ge=1, le=MAX_EXPERTS, strict=True)]
-    expert_intermediate_size: Width
-    num_shared_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)] = 0
-    first_dense_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS, strict=True)] = 0
-    router_bias: bool = False
-    expert_bias: bool = False
-
-    @model_validator(mode="after")
-    def _topk(self) -> Moe:
-        if self.experts_per_token > self.num_experts:
-            raise ValueError("experts_per_token must not exceed num_experts")
-        return self
-
-
-class Mla(Frozen):
-    """Multi-head latent attention (DeepSeek-V2/V3): the KV cache holds a latent."""
-
-    q_lora_rank: Width
-    kv_lora_rank: Width
-    qk_nope_head_dim: HeadDim
-    qk_rope_head_dim: HeadDim
-    v_head_dim: HeadDim
-
-
-class SlidingWindow(Frozen):
-    """Sliding-window attention on some layers: those layers keep at most
-    ``window_tokens`` of KV per sequence."""
-
-    window_tokens: Annotated[int, Field(ge=1, le=MAX_CONTEXT_TOKENS, strict=True)]
-    windowed_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS, strict=True)]
 
 
 class ReferenceFigures(Frozen):

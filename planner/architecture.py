@@ -36,6 +36,9 @@ include the embedding tables, as the reference figures do (DeepSeek-V3 computed
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import lru_cache
+
+import numpy as np
 
 from catalog.schema import DTYPE_BYTES, Dtype, Fp4Format, Model, WeightGroup
 
@@ -117,6 +120,48 @@ def moe_layer_count(model: Model) -> int:
     if model.moe is None:
         return 0
     return model.num_layers - model.moe.first_dense_layers
+
+
+def routing_exponent(model: Model, ep: int = 1) -> float:
+    """The Zipf exponent of ``model``'s routing as the cost model prices it
+    (dimensionless): its ``moe.routing.exponent`` (catalog, with its source) on a
+    replica without expert parallelism (``ep == 1``), else 0 (uniform routing, the
+    conservative count; with expert parallelism which GPU holds the popular experts
+    decides, see :class:`catalog.schema.MoeRouting`); 0 for dense models."""
+    if model.moe is None or model.moe.routing is None or ep != 1:
+        return 0.0
+    return model.moe.routing.exponent
+
+
+@lru_cache(maxsize=64)
+def _log_miss(num_experts: int, experts_per_token: int, exponent: float) -> np.ndarray:
+    """``ln(1 - q_i)`` per expert (:func:`distinct_experts`); ``q_i`` is kept below 1 for
+    the logarithm only (the catalog refuses exponents that push ``q_1`` to 1,
+    :func:`catalog.layers.top_expert_share`)."""
+    rank = np.arange(1, num_experts + 1, dtype=float)
+    weight = rank**-exponent
+    q = np.minimum(experts_per_token * weight / weight.sum(), 1.0 - 1e-12)
+    return np.log1p(-q)
+
+
+def distinct_experts(
+    num_experts: int, experts_per_token: int, tokens: float, exponent: float = 0.0
+) -> float:
+    """Expected distinct routed experts ``tokens`` tokens touch in one MoE layer (each
+    token picks ``k = experts_per_token`` of ``E = num_experts``):
+    ``sum_i 1 - (1 - q_i)^tokens`` with ``q_i = k i^-a / sum_j j^-a`` the chance a token
+    picks the ``i``-th most popular expert (``a = exponent``, a Zipf law over the experts'
+    rank, :func:`routing_exponent`; ``q_i`` at most 1 at the exponents the catalog
+    accepts). ``a = 0`` is uniform routing,
+    ``E (1 - (1 - k/E)^tokens)``; the more skewed the routing, the fewer experts a batch
+    touches from one token on (DeepSeek-V3, 256 experts, top 8, at 64 tokens: 222 uniform,
+    178 at ``a = 0.75``). 0 for no tokens; ``tokens`` may be fractional (a mean batch)."""
+    if tokens <= 0:
+        return 0.0
+    e, k = num_experts, experts_per_token
+    if exponent == 0:
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+    return float(e - np.exp(tokens * _log_miss(e, k, exponent)).sum())
 
 
 def _dense_mlp_layer_count(model: Model) -> int:

@@ -182,6 +182,7 @@ class StepCoefficients:
     routed_flops_per_token: float
     num_experts: int
     experts_per_token: int
+    routing_exponent: float  # arch.routing_exponent (0: uniform routing)
     expert_bytes_all_layers: float
     decode_attn_per_ctx: float
     prefill_attn_per_ctx: float
@@ -308,12 +309,9 @@ class StepCoefficients:
         )
 
     def experts_touched(self, tokens: float) -> float:
-        """Expected distinct routed experts per MoE layer for ``tokens`` tokens:
-        ``E x (1 - (1 - k/E)^tokens)`` (each token picks k of E uniformly)."""
-        if self.num_experts == 0 or tokens <= 0:
-            return 0.0
-        e, k = self.num_experts, self.experts_per_token
-        return e * (1.0 - (1.0 - k / e) ** tokens)
+        """Distinct routed experts ``tokens`` touch per MoE layer (arch.distinct_experts)."""
+        e, k, a = self.num_experts, self.experts_per_token, self.routing_exponent
+        return arch.distinct_experts(e, k, tokens, a) if e else 0.0
 
     def grouped_time_per_flop(self, tokens: float) -> float:
         """ms per routed FLOP of ``tokens`` tokens: ``max(1 / (F_gemm g(m)), 1 /
@@ -608,6 +606,7 @@ def coefficients_of(replica) -> StepCoefficients:
         routed_flops_per_token=2.0 * arch.routed_active_param_count(model),
         num_experts=moe.num_experts if moe else 0,
         experts_per_token=moe.experts_per_token if moe else 0,
+        routing_exponent=arch.routing_exponent(model, replica.ep),
         expert_bytes_all_layers=arch.moe_layer_count(model) * arch.expert_param_count(model) * b_w,
         decode_attn_per_ctx=arch.decode_attention_flops_per_context_token(model),
         prefill_attn_per_ctx=arch.attention_flops_per_context_token(model),

@@ -29,8 +29,8 @@ data/<system>/<op>/<engine>/<version>/*.parquet``). The cost model reads from it
   4,096-16,384 x 4,096-16,384 weights reaches at the same ``m = n`` (the median over such
   shapes): the median of that ratio over the token counts (:func:`expert_read_vs_dense`).
   The cost model's ``expert_read_efficiency`` is this ratio's least value over the
-  engines, capped at 1 (the ratio's excess over 1 is routing skew, which touches fewer
-  experts than the uniform count, and is not priced).
+  engines, capped at 1 (the excess is mostly routing skew, fewer experts than the uniform
+  count: priced as the model's ``moe.routing``, ``scripts/moe_routing.py``).
 
 * **grouped expert GEMMs' saturated rate** (``moe_perf``): the rate (FLOP/s) a
   routed-expert layer reaches once every expert has enough tokens (``m = n k / E >=

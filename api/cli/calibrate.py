@@ -31,11 +31,12 @@ from api.services import calibrations as cb
 from api.services.analyses import replica_capacity
 from api.services.catalog import shipped_catalog
 from api.services.reports import render_table
+from planner import architecture as arch
 from planner.errors import PlanningError
 
 if TYPE_CHECKING:
     pass
-    from api.schemas.analyses import CapacityAnalysis
+    from api.schemas.analyses import CapacityAnalysis, ReplicaSummary
     from api.schemas.calibrations import Calibration
 
 CAPACITY_OPTIONS = {
@@ -125,6 +126,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
             if r.step_layer_floor_ms
             else []
         ),
+        *([experts_read_text(r, x.batch)] if r.num_experts else []),
         f"requests of {x.prompt_tokens:,} prompt + {x.output_tokens:,} output tokens, "
         f"token budget {x.token_budget:,} per step; {load}",
         "",
@@ -180,6 +182,26 @@ def render_capacity(a: CapacityAnalysis) -> str:
             )
     lines += [f"note: {n}" for n in x.notes]
     return "\n".join(lines)
+
+
+def experts_read_text(r: ReplicaSummary, batch: float) -> str:
+    """The capacity line on a MoE replica's expert reads: the distinct routed experts a
+    decode-only step of the mean decode ``batch`` (one token per sequence, at least one)
+    reads per MoE layer (:func:`planner.architecture.distinct_experts` at the replica's
+    routing exponent), against uniform routing's count. Steps with a prefill chunk, draft
+    tokens or pipeline stages price their own token counts."""
+    e, k, a = r.num_experts, r.experts_per_token, r.routing_exponent
+    n = max(batch, 1.0)
+    head = (
+        f"MoE experts {arch.distinct_experts(e, k, n, a):.0f} of {e} routed experts per MoE "
+        f"layer in a decode-only step of {n:,.0f} tokens"
+    )
+    if a == 0:
+        return head + " (uniform routing)"
+    return (
+        f"{head} ({arch.distinct_experts(e, k, n):.0f} with uniform routing; routing "
+        f"exponent {a:g}, as the catalog's moe.routing.source says)"
+    )
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from planner.analyses.common import ReplicaSummary
 from planner.capacity_analysis import CapacityAnalysis, CapacityRequest
 
-__all__ = ["CapacityAnalysis", "CapacityRequest"]
+__all__ = ["CapacityAnalysis", "CapacityRequest", "ReplicaSummary"]

@@ -43,7 +43,11 @@ class ReplicaSummary(_Result):
     billions (its lm_head and any BF16 layers,
     :func:`planner.architecture.bf16_gemm_param_count`; 0 with BF16 weights), whose FLOPs
     take ``bf16_gemm_time_ratio`` x a weight-dtype FLOP's time at 512 tokens
-    (:func:`planner.kernel_floors.bf16_gemm_rates`).
+    (:func:`planner.kernel_floors.bf16_gemm_rates`); ``num_experts`` / ``experts_per_token``:
+    a MoE model's routed experts per layer and per token (0: dense), whose expert reads
+    are priced at the routing exponent ``routing_exponent``
+    (:func:`planner.architecture.routing_exponent`: the catalog's ``moe.routing``, 0 with
+    uniform routing or expert parallelism).
     """
 
     model: str
@@ -65,6 +69,9 @@ class ReplicaSummary(_Result):
     step_layer_floor_ms: float = 0.0
     bf16_gemm_params_b: float = 0.0
     bf16_gemm_time_ratio: float = 1.0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    routing_exponent: float = 0.0
 
     @classmethod
     def of(cls, replica: rl.Replica) -> ReplicaSummary:
@@ -94,6 +101,9 @@ class ReplicaSummary(_Result):
             # the step's own figures: 2 N_bf16 rho FLOPs per token at rho
             bf16_gemm_params_b=c.wide_flops_per_token / (2.0 * c.wide_rho) / 1e9,
             bf16_gemm_time_ratio=c.wide_rho,
+            num_experts=c.num_experts,
+            experts_per_token=c.experts_per_token,
+            routing_exponent=c.routing_exponent,
         )
 
 

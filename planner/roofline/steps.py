@@ -51,9 +51,11 @@ def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     :func:`planner.architecture.weight_bytes`) but the input embedding table, which a step
     gathers one row per token of (:func:`planner.architecture.input_embedding_bytes`).
     MoE: everything but the routed experts (at the quantized width), plus per MoE layer
-    the expected number of distinct routed experts the step touches,
-    ``E x (1 - (1 - k/E)^tokens)`` (each token picks k of E uniformly), times one
-    expert's bytes. At large ``tokens`` every expert is read once.
+    the expected number of distinct routed experts the step touches
+    (:func:`planner.architecture.distinct_experts`: ``E x (1 - (1 - k/E)^tokens)`` with
+    uniform routing, fewer with the model's routing skew, priced without expert
+    parallelism only, :func:`planner.architecture.routing_exponent`), times one expert's
+    bytes. At large ``tokens`` every expert is read once.
     """
     model = replica.model
     b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
@@ -62,7 +64,7 @@ def weight_bytes_read_per_step(replica: Replica, tokens: float) -> float:
     if model.moe is None:
         return total
     e, k = model.moe.num_experts, model.moe.experts_per_token
-    distinct = e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0)) if tokens > 0 else 0.0
+    distinct = arch.distinct_experts(e, k, tokens, arch.routing_exponent(model, replica.ep))
     routed = arch.routed_expert_param_count(model) * b_w
     touched = arch.moe_layer_count(model) * distinct * arch.expert_param_count(model) * b_w
     return total - routed + touched
