@@ -40,6 +40,9 @@ from statistics import median
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration_levels import folded
 
 from catalog.layers import MAX_ROUTING_EXPONENT, top_expert_share
 from catalog.loader import DATA_DIR, load_catalog
@@ -146,14 +149,15 @@ def served_slope(
             series.setdefault(key, []).append(m)
     logs = []
     for runs in series.values():
-        runs.sort(key=lambda m: m.concurrency or 0)
-        predicted = [cb.predict(m, catalog).tpot_ms for m in runs]
-        base = runs[0]
-        for m, p in zip(runs[1:], predicted[1:], strict=True):
-            if (m.split or cb.Split.FIT) != split:
-                continue
-            assert m.tpot_ms and base.tpot_ms and p and predicted[0]
-            logs.append(math.log((p / predicted[0]) / (m.tpot_ms / base.tpot_ms)))
+        base, *rest = sorted(runs, key=lambda m: m.concurrency or 0)
+        rest = [m for m in rest if (m.split or cb.Split.FIT) == split]
+        if not rest:
+            continue
+        p0 = cb.predict(base, catalog).tpot_ms
+        for m in rest:
+            p = cb.predict(m, catalog).tpot_ms
+            assert m.tpot_ms and base.tpot_ms and p and p0
+            logs.append(math.log((p / p0) / (m.tpot_ms / base.tpot_ms)))
     return (median(logs), len(logs)) if logs else None
 
 
@@ -178,14 +182,7 @@ def write_routing(model: str, exponent: float, source: str) -> None:
     block = re.search(r"^moe:\n(?:  .*\n)+", text, flags=re.M)
     if block is None:
         raise SystemExit(f"{path}: no moe block")
-    words = source.split()
-    lines, line = [], "      "
-    for w in words:
-        if len(line) + len(w) + 1 > 94 and line.strip():
-            lines.append(line.rstrip())
-            line = "      "
-        line += w + " "
-    lines.append(line.rstrip())
+    lines = folded(source.split(), indent=6)
     routing = f"  routing:\n    exponent: {exponent:g}\n    source: >-\n" + "\n".join(lines) + "\n"
     text = text[: block.end()] + routing + text[block.end() :]
     path.write_text(text, encoding="utf-8")

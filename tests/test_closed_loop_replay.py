@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from script_support import BENCH, load_script
 
 from catalog.loader import load_catalog
 from catalog.schema import Dtype
 from planner import calibration as cb
 
-SPEC = importlib.util.spec_from_file_location(
-    "closed_loop_replay", Path(__file__).resolve().parent.parent / "bench/closed_loop_replay.py"
-)
-assert SPEC and SPEC.loader
-REPLAY = importlib.util.module_from_spec(SPEC)
-sys.modules[SPEC.name] = REPLAY  # its dataclass looks its module up
-SPEC.loader.exec_module(REPLAY)
+REPLAY = load_script("closed_loop_replay", BENCH)
 CAT = load_catalog()
 
 

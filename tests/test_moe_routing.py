@@ -102,17 +102,9 @@ def test_skew_prices_a_decode_step_cheaper_and_weight_reads_agree():
 
 
 def replica_without_routing(replica: rl.Replica) -> rl.Replica:
-    model = replica.model
-    assert model.moe is not None
-    moe = model.moe.model_copy(update={"routing": None})
+    uniform = ROUTING.with_routing(CAT, replica.model.id, 0.0)
     return rl.build_replica(
-        CAT.model_copy(
-            update={"models": {**CAT.models, model.id: model.model_copy(update={"moe": moe})}}
-        ),
-        model.id,
-        replica.gpu.id,
-        tp=replica.tp,
-        dtype=replica.weight_dtype,
+        uniform, replica.model.id, replica.gpu.id, tp=replica.tp, dtype=replica.weight_dtype
     )
 
 
