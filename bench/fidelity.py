@@ -18,7 +18,8 @@ with the signed error ``predicted / measured - 1``; then the median absolute and
 median signed error per GPU, model and dtype and overall, separately for the fit
 and held-out splits, and each GPU's throughput per GPU relative to H100 SXM on the
 same model and shape, predicted and measured (``planner.fidelity``, the functions
-``docs/calibration.md`` is written with).
+``docs/calibration.md`` is written with); and how often the values fall inside the
+uncertainty bands the catalog's spreads give (``planner.band_coverage``).
 
 Run: ``.venv/bin/python bench/fidelity.py [--summary] [--free-fit]`` (under a minute
 on 2 cores; ``--free-fit`` a few minutes).
@@ -34,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.loader import load_catalog
+from planner import band_coverage as bc
 from planner import calibration as cb
 from planner import fidelity as fd
 from planner.report.text import render_table
@@ -151,6 +153,22 @@ def main(argv: list[str] | None = None) -> int:
         show(fd.ratio_table(ratios))
     else:
         print("  (no shared model and shape)\n")
+    if not args.free_fit:
+        sigma = bc.catalog_sigma(catalog)
+        print(
+            "uncertainty bands against the measurements (planner.band_coverage): the share of"
+            " values whose capacity is at least the derated one at the default confidence,"
+            " and inside the 90% band (the claims: 80% and 90%); by the spread's kind"
+            " (measured, or the analogy prior) and value:"
+        )
+        show(
+            bc.coverage_table(
+                bc.band_coverage(rows, sigma, bc.by_spread_quantity), ["spread", "value"]
+            )
+        )
+        print("per GPU with a measured spread, every value:")
+        measured = [r for r in rows if bc.spread_kind(sigma(r)) == "measured"]
+        show(bc.coverage_table(bc.per_gpu_coverage(measured, sigma), ["gpu"]))
     no_data = fd.gpus_without_data(catalog, all_points)
     print(f"GPUs by analogy (no priceable measurement): {', '.join(no_data) or 'none'}")
     n_rec = len(all_points) - len(points)

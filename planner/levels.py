@@ -584,11 +584,14 @@ def factor_spread(
 ) -> float | None:
     """``sigma_log`` of ``factors`` (prefill MFU, decode MBU, step overhead ms) on
     ``points`` (every measured value: throughput, TTFT, TPOT, kernel times): as
-    :func:`planner.calibration.residual_sigma_log`, ``1.4826 x median |ln(measured /
-    predicted)| x sqrt(n / (n - k))`` with ``k = fitted_factors`` (1: the level of
-    :func:`level_scale`), floored at :data:`planner.calibration.MIN_SIGMA_LOG`.
+    :func:`planner.calibration.residual_sigma_log`,
+    :func:`planner.calibration.sigma_from_log_errors` of the capacity errors
+    (:func:`planner.calibration.capacity_log_error`: the largest of the normal-consistent
+    MAD, the spread whose 90% band holds 90% of the values and the one whose derate at
+    0.8 is cleared by 80%) with ``k = fitted_factors`` (1: the level of
+    :func:`level_scale`).
     Dimensionless; None when nothing is predicted."""
-    logs: list[float] = []
+    errors: list[float] = []
     for m in points:
         if not m.usable:
             continue
@@ -596,8 +599,8 @@ def factor_spread(
         for q, v in m.quantities().items():
             p = pred.get(q)
             if p is not None and p > 0 and v > 0:
-                logs.append(abs(math.log(v / p)))
-    return cb.sigma_from_log_errors(logs, fitted_factors)
+                errors.append(cb.capacity_log_error(q, v, p))
+    return cb.sigma_from_log_errors(errors, fitted_factors)
 
 
 def own_llm_ratios(

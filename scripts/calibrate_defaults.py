@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from catalog.loader import DATA_DIR, load_catalog  # noqa: E402
 from catalog.schema import ANALOGY_LEVEL_SCALE  # noqa: E402
+from planner import band_coverage as bc  # noqa: E402
 from planner import calibration as cb  # noqa: E402
 from planner import fidelity as fd  # noqa: E402
 
@@ -249,6 +250,32 @@ def gpu_dtype_table(
     return [head, *body]
 
 
+def coverage_section(rows: list[fd.Row], catalog) -> list[str]:
+    """The doc's "Uncertainty bands against the measurements" section: each value judged
+    with the spread ``catalog`` prices its GPU and dtype with (``planner.band_coverage``)."""
+    sigma = bc.catalog_sigma(catalog)
+    measured = [r for r in rows if bc.spread_kind(sigma(r)) == "measured"]
+    out = [
+        "",
+        "## Uncertainty bands against the measurements",
+        "",
+        "Plans derate each pool's capacity by `exp(-z_c sigma_log)` at the request's",
+        "confidence (0.8 by default) and show a 90% band `exp(+-1.645 sigma_log)`",
+        "(`planner.risk`). Of the values below, the share whose capacity (throughput as",
+        "measured; a time the other way round: a longer step serves less) is at least the",
+        "derated one, and the share inside the band (`planner.band_coverage`); the claims",
+        "are 80% and 90%. A spread is *measured* (the GPU's own residual spread,",
+        "`planner.calibration.sigma_from_log_errors`) or the analogy *prior*.",
+        "",
+    ]
+    out += fd.markdown(
+        bc.coverage_table(bc.band_coverage(rows, sigma, bc.by_spread_quantity), ["spread", "value"])
+    )
+    out += ["", "Per GPU with a measured spread, every value:", ""]
+    out += fd.markdown(bc.coverage_table(bc.per_gpu_coverage(measured, sigma), ["GPU"]))
+    return out
+
+
 def render_doc(
     results: dict[str, dict],
     levels: dict[str, dict],
@@ -257,6 +284,7 @@ def render_doc(
     reference: dict,
     catalog,
     wrote_catalog: bool = True,
+    sigma_catalog=None,
 ) -> str:
     usable = [m for m in all_points if m.usable]
     n_fit = len(cb.fit_points(usable))
@@ -489,6 +517,7 @@ def render_doc(
     ]
     ratios = fd.cross_vendor_ratios(rows)
     out += fd.markdown(fd.ratio_table(ratios)) if ratios else ["(no shared model and shape)"]
+    out += coverage_section(rows, sigma_catalog or catalog)
     out += ["", "## Sources", ""]
     for gpu in sorted({m.gpu for m in all_points}):
         srcs = sorted({m.source for m in all_points if m.gpu == gpu and m.source})
@@ -584,7 +613,11 @@ def main(argv: list[str] | None = None) -> int:
         for gpu, e in levels.items():
             write_level(gpu, e)
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    doc = render_doc(results, levels, rows, all_points, reference, catalog, not args.no_catalog)
+    # the spreads as written (the catalog re-read from disk), for the coverage section
+    sigma_catalog = None if args.no_catalog else load_catalog(DATA_DIR)
+    doc = render_doc(
+        results, levels, rows, all_points, reference, catalog, not args.no_catalog, sigma_catalog
+    )
     DOC.write_text(doc, encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
     return 0

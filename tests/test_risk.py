@@ -22,6 +22,7 @@ from planner.calibration import (
     GroupFit,
     Residual,
     apply_calibration,
+    capacity_log_error,
     group_sigma_log,
     residual_sigma_log,
 )
@@ -107,14 +108,40 @@ def test_residual_sigma_log_worked():
     # before, no factor fitted: 1.4826 x median(|ln(100/120)|, |ln(100/90)|)
     want = 1.4826 * (abs(math.log(100 / 120)) + abs(math.log(100 / 90))) / 2
     assert residual_sigma_log(rs, after=False) == pytest.approx(want)
-    # one outlier sweep does not set the spread: three good points and one 6x off
-    spread = residual_sigma_log(
-        [res(100.0, 100.0, x) for x in (95.0, 100.0, 105.0, 600.0)], fitted_factors=0
-    )
-    assert spread is not None and spread < 0.15
+    # one value 6x off among twenty does not set the spread: it is the MAD's
+    good = [100.0 * math.exp(e) for e in [0.05, -0.05] * 9 + [0.05]]
+    spread = residual_sigma_log([res(100.0, 100.0, x) for x in [*good, 600.0]])
+    assert spread == pytest.approx(1.4826 * 0.05)
+    # heavy tails set it: 7 values 1% off and 3 values 30% off (ln), the MAD would give
+    # 0.015, a band of which holds 7 of 10; the 90th percentile, 0.30, gives 0.30 / 1.645
+    tail = [100.0 * math.exp(e) for e in [0.01] * 7 + [0.3, -0.3, 0.3]]
+    spread = residual_sigma_log([res(100.0, 100.0, x) for x in tail])
+    assert spread == pytest.approx(0.3 / risk.Z_BAND)
+    inside = sum(abs(math.log(100.0 / x)) <= risk.Z_BAND * spread + 1e-12 for x in tail)
+    assert inside / len(tail) >= risk.BAND_CONFIDENCE
+    # a lean to one side sets it: 3 of 10 throughputs 26% under the prediction (ln 0.3)
+    # and 7 on it; the band's term gives 0.3 / 1.645, but a derate at 0.8 must be cleared
+    # by 8 of 10: exp(-0.8416 sigma) = exp(-0.3), sigma = 0.3 / 0.8416
+    lean = [100.0 * math.exp(-0.3)] * 3 + [100.0] * 7
+    spread = residual_sigma_log([res(x, 100.0, 100.0) for x in lean])
+    z_c = risk.z_for_confidence(risk.DEFAULT_CONFIDENCE)
+    assert spread == pytest.approx(0.3 / z_c)
+    cleared = sum(math.log(x / 100.0) >= -z_c * spread - 1e-12 for x in lean)
+    assert cleared / len(lean) >= risk.DEFAULT_CONFIDENCE
+    # leaning the other way (the model pessimistic) it is the band's term
+    spread = residual_sigma_log([res(100.0 * 100.0 / x, 100.0, 100.0) for x in lean])
+    assert spread == pytest.approx(0.3 / risk.Z_BAND)
     # floored, and None without values
     assert residual_sigma_log([res(100.0, 100.0, 100.0)]) == 0.05
     assert residual_sigma_log([res(100.0, None, None)]) is None
+
+
+def test_capacity_log_error_reads_times_the_other_way_round():
+    # a throughput 10% over its prediction is more capacity; a TPOT 10% over, less
+    assert capacity_log_error("output_tok_s", 110.0, 100.0) == pytest.approx(math.log(1.1))
+    assert capacity_log_error("tpot_ms", 110.0, 100.0) == pytest.approx(-math.log(1.1))
+    assert capacity_log_error("ttft_ms", 50.0, 100.0) == pytest.approx(math.log(2.0))
+    assert capacity_log_error("layer_ms", 2.0, 1.0) == pytest.approx(-math.log(2.0))
 
 
 # --------------------------------------------------------------------------- catalog
@@ -151,14 +178,12 @@ def test_shipped_provenance():
     gb = cat.gpus["gb200-per-gpu"].efficiency
     assert gb.points >= 10 and gb.sigma_log == ANALOGY_SIGMA_LOG
     # H100 PCIe rests on three points (TensorRT-LLM issue #6294, HPE's MLPerf v4.0
-    # Llama-2-70B runs): its level is measured, its spread stays the analogy's; no shipped
-    # GPU is unmeasured any more
+    # Llama-2-70B runs): its level is measured, its spread no narrower than the analogy's
+    # (its five values, MLPerf's server TTFT and TPOT 55-58% under the prediction, make
+    # it wider: 1.075); no shipped GPU is unmeasured any more
     pcie = cat.gpus["h100-pcie-80gb"].efficiency
-    assert (pcie.provenance, pcie.points, pcie.sigma_log) == (
-        Provenance.SCALED,
-        3,
-        ANALOGY_SIGMA_LOG,
-    )
+    assert (pcie.provenance, pcie.points) == (Provenance.SCALED, 3)
+    assert pcie.sigma_log >= ANALOGY_SIGMA_LOG
     assert all(p.measured for p in prov.values())
 
 

@@ -1,0 +1,162 @@
+"""Do the catalog's spreads hold? How often measured values land where the uncertainty
+bands say they should.
+
+A plan prices every pool at its predicted capacity derated by ``exp(-z_c sigma_log)``
+at the request's confidence (``planner.risk.capacity_derate``, default
+:data:`planner.risk.DEFAULT_CONFIDENCE` = 0.8) and shows a band of ``exp(+-Z_BAND
+sigma_log)`` around it (:data:`planner.risk.BAND_CONFIDENCE` = 90%), ``sigma_log`` the
+GPU's spread (``planner.risk.factor_uncertainty``: the residual spread of its measured
+factors, or the analogy prior). Both claims can be checked against the public
+measurements (``planner.fidelity.evaluate``'s rows, shipped factors):
+
+* **at the confidence**: the share of values whose capacity error (:func:`capacity_error`)
+  is at least ``-z_c sigma``: the capacity the GPU delivered was at least the derated
+  one. The claim is ``confidence`` (80%);
+* **in the band**: the share with ``|error| <= Z_BAND sigma``; the claim is 90%.
+
+A share under its claim says the spread is too narrow for that kind of value (the
+plans' margins are thinner than they state); far over it, wider than it needs to be.
+``bench/fidelity.py`` prints the table and ``docs/calibration.md`` carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype
+from planner.calibration import capacity_log_error
+from planner.fidelity import Row, pct
+from planner.risk import (
+    BAND_CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    Z_BAND,
+    factor_uncertainty,
+    z_for_confidence,
+)
+
+
+def capacity_error(r: Row) -> float | None:
+    """``ln(true capacity / predicted capacity)`` one measured value implies
+    (:func:`planner.calibration.capacity_log_error`: ``ln(measured / predicted)`` for a
+    throughput, ``ln(predicted / measured)`` for a time), with the row's *after*
+    prediction; None without one. Dimensionless."""
+    if r.after is None or r.after <= 0 or r.measured <= 0:
+        return None
+    return capacity_log_error(r.quantity, r.measured, r.after)
+
+
+def catalog_sigma(catalog: Catalog) -> Callable[[Row], float]:
+    """``sigma_log`` of the factors a row's GPU and weight dtype are priced with in
+    ``catalog`` (``planner.risk.factor_uncertainty``: FP4 without factors measured in
+    FP4 takes at least the analogy prior)."""
+
+    def sigma(r: Row) -> float:
+        return factor_uncertainty(catalog, r.gpu, Dtype(r.dtype)).sigma_log
+
+    return sigma
+
+
+def spread_kind(sigma_log: float) -> str:
+    """``measured`` when the spread is the GPU's own residual spread (narrower than the
+    analogy prior), ``prior`` when it is the prior :data:`ANALOGY_SIGMA_LOG` (a GPU by
+    analogy, FP4 without FP4 factors, or measured by too few points or publishers)."""
+    return "prior" if sigma_log >= ANALOGY_SIGMA_LOG else "measured"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Of ``values`` measured values of one group and split (those with a prediction):
+    the share at or above the derated capacity at ``confidence`` and the share inside the
+    ``BAND_CONFIDENCE`` band (fractions), and the median spread they were judged with."""
+
+    key: tuple[str, ...]
+    split: str
+    values: int
+    at_confidence: float
+    in_band: float
+    median_sigma_log: float
+
+
+def band_coverage(
+    rows: Sequence[Row],
+    sigma_of: Callable[[Row], float],
+    key: Callable[[Row, float], tuple[str, ...]],
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[Coverage]:
+    """Per ``key(row, sigma)`` and split: the share of values with capacity error ``e >=
+    -z_c sigma`` (``z_c = Phi^-1(confidence)``) and with ``|e| <= Z_BAND sigma``, each
+    value judged with its own ``sigma = sigma_of(row)`` (ln units)."""
+    z_c = z_for_confidence(confidence)
+    groups: dict[tuple[tuple[str, ...], str], list[tuple[float, float]]] = {}
+    for r in rows:
+        e = capacity_error(r)
+        if e is None:
+            continue
+        s = sigma_of(r)
+        groups.setdefault((key(r, s), r.split), []).append((e, s))
+    out = []
+    for (k, split), vals in sorted(groups.items()):
+        n = len(vals)
+        out.append(
+            Coverage(
+                key=k,
+                split=split,
+                values=n,
+                at_confidence=sum(1 for e, s in vals if e >= -z_c * s) / n,
+                in_band=sum(1 for e, s in vals if abs(e) <= Z_BAND * s) / n,
+                median_sigma_log=median(s for _, s in vals),
+            )
+        )
+    return out
+
+
+def by_spread_quantity(r: Row, sigma_log: float) -> tuple[str, ...]:
+    """The spread's kind (:func:`spread_kind`) and the measured value's name."""
+    return (spread_kind(sigma_log), r.quantity)
+
+
+def by_gpu_all(r: Row, sigma_log: float) -> tuple[str, ...]:
+    """The GPU, its values of every kind together."""
+    return (r.gpu,)
+
+
+def every_value(r: Row, sigma_log: float) -> tuple[str, ...]:
+    """One group of every value."""
+    return ("all",)
+
+
+def per_gpu_coverage(rows: Sequence[Row], sigma_of: Callable[[Row], float]) -> list[Coverage]:
+    """:func:`band_coverage` per GPU (every value of it), then of all ``rows`` together
+    (key ``all``)."""
+    return [*band_coverage(rows, sigma_of, by_gpu_all), *band_coverage(rows, sigma_of, every_value)]
+
+
+def coverage_table(
+    coverage: Sequence[Coverage],
+    key_names: Sequence[str],
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[list[str]]:
+    """Header and rows: key columns, split, values, median sigma_log, and the two shares
+    against their claims."""
+    head = [
+        *key_names,
+        "split",
+        "values",
+        "median sigma_log",
+        f"at or above the derate at {confidence:.0%}",
+        f"inside the {BAND_CONFIDENCE:.0%} band",
+    ]
+    body = [
+        [
+            *c.key,
+            c.split,
+            str(c.values),
+            f"{c.median_sigma_log:.2f}",
+            pct(c.at_confidence),
+            pct(c.in_band),
+        ]
+        for c in coverage
+    ]
+    return [head, *body]
