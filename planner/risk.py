@@ -39,13 +39,14 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Provenance
 #: by analogy competes on its median guess (the 80/20 example bought MI300X, a GPU with
 #: no measurement, on it). 0.8 (z = 0.84), the usual P80 of capacity planning, prices
 #: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.73)
-#: is derated by 46%, the well-measured ones by 15% (L40S, sigma 0.19) to 21% (H100 SXM,
-#: 0.28), so an unmeasured GPU must be 30-35% cheaper per predicted capacity than a
-#: measured one to win. The spreads are set so that the derate holds: of the public
-#: measurements of the measured GPUs, 82% of the fit values and 88% of the held-out ones
-#: clear it (planner.band_coverage; docs/calibration.md). 0.9 would derate analogy GPUs
-#: by 60%: spare capacity for errors most pools do not have, which the 90% cost band
-#: already shows and a request can still ask for.
+#: is derated by 46%, the measured ones by 16% (A100 80GB, sigma 0.21) to 22% (L40S,
+#: 0.29), so an unmeasured GPU must be 31-36% cheaper per predicted capacity than a
+#: measured one to win. The measured spreads are set so that this derate holds on each
+#: GPU's fit values (planner.calibration.sigma_from_log_errors); of the public
+#: measurements of the measured GPUs, 81.5% of the fit values and 88.0% of the held-out
+#: ones clear it (planner.band_coverage; docs/calibration.md). 0.9 would derate analogy
+#: GPUs by 61%: spare capacity for errors most pools do not have, which the 90% cost
+#: band already shows and a request can still ask for.
 DEFAULT_CONFIDENCE = 0.8
 MIN_CONFIDENCE = 0.5
 MAX_CONFIDENCE = 0.999

@@ -59,7 +59,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
 
     A GPU with saturated-throughput fit points keeps the analogy's MFU / MBU split
     scaled to its measured level (``planner.fidelity.level_scale``, provenance
-    ``scaled``, spread of the scaled factors on its fit points, no narrower than
+    ``scaled``, spread of the scaled factors on its fit points, or
     :data:`ANALOGY_SIGMA_LOG` with fewer than ``MIN_POINTS`` fit points or fewer than
     ``MIN_SOURCES`` publishers). Any other GPU
     keeps the
@@ -94,11 +94,15 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
         sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
         # the points the level rests on: FP4 runs measure the FP4 ratio, not the level
         base = [m for m in pts if m.dtype != Dtype.FP4] or pts
-        if len(pts) < MIN_POINTS or len(fd.source_roots(base)) < MIN_SOURCES:
+        few = len(pts) < MIN_POINTS or len(fd.source_roots(base)) < MIN_SOURCES
+        if few:
             # a few points, or one publisher's runs, cannot show a spread narrower than
             # a guess's (B200's four DeepSeek points alone gave 0.28; one MLPerf FP4 run
-            # beside one sweep of FP8 runs does not make its level better known)
-            sigma = max(sigma, ANALOGY_SIGMA_LOG)
+            # beside one sweep of FP8 runs does not make its level better known), nor,
+            # with the spread's quantiles over a handful of values, a wider one (H100
+            # PCIe's five values gave 1.075 from one MLPerf server run's latencies): the
+            # guess's
+            sigma = ANALOGY_SIGMA_LOG
         levels[gpu] = lv.scale
         plan[gpu] = {
             "provenance": "scaled",
@@ -107,6 +111,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             "level": lv,
             "points": len(pts),
             "sigma_log": sigma,
+            "few": few,
             "moe_ratio": lv.moe_ratio,
             "fp4_ratio": lv.fp4_ratio,
         }
@@ -275,7 +280,7 @@ def borrow_dense_levels(
             borrowed_from=("sibling" if catalog.gpus[sibling].arch == arch else "predecessor"),
             held=held,
             dense_from=sibling,
-            sigma_log=max(sigma, e["sigma_log"]),
+            sigma_log=ANALOGY_SIGMA_LOG if e.get("few") else max(sigma, e["sigma_log"]),
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
 

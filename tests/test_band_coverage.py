@@ -84,25 +84,23 @@ def test_keys_and_table():
     assert body[-1] == ["all", "fit", "2", "0.20", "100.0%", "100.0%"]
 
 
-def test_catalog_sigma_is_what_plans_derate_with():
-    sigma = bc.catalog_sigma(CAT)
-    r = row("output_tok_s", 1.0, 1.0, gpu="h100-sxm5-80gb")
-    assert sigma(r) == risk.factor_uncertainty(CAT, "h100-sxm5-80gb", "bf16").sigma_log
-    # FP4 without FP4 factors: the prior, however well the GPU is measured in FP8
-    fp4 = fd.Row(**{**r.__dict__, "gpu": "b200", "dtype": "fp4"})
-    assert sigma(fp4) >= ANALOGY_SIGMA_LOG or "fp4" in CAT.gpus["b200"].efficiency.by_dtype
-
-
 def test_the_shipped_spreads_hold_on_the_values_they_were_fitted_to():
-    """The spreads of the measured GPUs (sigma_from_log_errors: the larger of the MAD and
-    the spread whose 90% band holds 90% of a GPU's values) keep their claims on the fit
-    split: with the MAD alone (the spread before) the band held 79% of these values and
-    the derate at 0.8 was cleared by 74%."""
+    """The spreads of the measured GPUs (sigma_from_log_errors: the largest of the MAD,
+    the spread whose 90% band holds 90% of a GPU's fit values and the one whose derate at
+    0.8 is cleared by 80% of them) keep both claims on the fit split, pooled: with the
+    MAD alone (the spreads before) the band held 79% of these values and the derate was
+    cleared by 74%. (The catalog's spreads are written by make calibrate-defaults.)"""
     rows = fd.evaluate(cb.load_reference_measurements(CAT), CAT, fd.shipped_factors(CAT))
     sigma = bc.catalog_sigma(CAT)
     measured = [r for r in rows if bc.spread_kind(sigma(r)) == "measured"]
     by_split = {c.split: c for c in bc.band_coverage(measured, sigma, bc.every_value)}
     fit = by_split["fit"]
     assert fit.values > 300
-    assert fit.in_band >= 0.88
-    assert fit.at_confidence >= 0.78
+    assert fit.in_band >= risk.BAND_CONFIDENCE
+    assert fit.at_confidence >= risk.DEFAULT_CONFIDENCE
+    # and each measured GPU on its own fit values (L40S's 18 held 88.9% of them in its
+    # band when the band's term was an interpolated quantile)
+    for c in bc.band_coverage(measured, sigma, bc.by_gpu_all):
+        if c.split == "fit":
+            assert c.in_band >= risk.BAND_CONFIDENCE, c
+            assert c.at_confidence >= risk.DEFAULT_CONFIDENCE, c

@@ -12,6 +12,7 @@ from catalog.loader import load_catalog
 from catalog.schema import ANALOGY_LEVEL_SCALE, Dtype
 from planner import calibration as cb
 from planner import fidelity as fd
+from planner import risk
 
 CAT = load_catalog()
 PRIOR = (0.5, 0.7, 2.0)
@@ -126,6 +127,15 @@ def test_factor_spread_is_the_robust_log_spread():
     assert fd.factor_spread([_point(g, model, exact, concurrency=16)], CAT, PRIOR) == (
         cb.MIN_SIGMA_LOG
     )
+    # errors that lean one way: 3 of 10 throughputs 26% under the prediction (ln 0.3),
+    # 7 on it; the derate at 0.8 must be cleared by 8 of 10, so the spread is the one
+    # whose derate is exp(-0.3), 0.3 / 0.8416 x sqrt(10 / 9) (one fitted level); with
+    # absolute errors it would be the band's 0.3 / 1.645
+    lean = [_point(g, model, exact * math.exp(-0.3), concurrency=16)] * 3
+    lean += [_point(g, model, exact, concurrency=16)] * 7
+    z_c = risk.z_for_confidence(risk.DEFAULT_CONFIDENCE)
+    got = fd.factor_spread(lean, CAT, PRIOR)
+    assert got == pytest.approx(0.3 / z_c * math.sqrt(10 / 9), rel=1e-6)
 
 
 def test_source_roots_count_publishers_not_files():

@@ -103,11 +103,18 @@ def test_residual_sigma_log_worked():
         )
 
     rs = [res(100.0, 120.0, 100.0 * math.exp(-0.1)), res(100.0, 90.0, 100.0 * math.exp(0.2))]
-    # after: 1.4826 x median(0.1, 0.2) x sqrt(2 / (2 - 1)) with one fitted factor
-    assert residual_sigma_log(rs, fitted_factors=1) == pytest.approx(1.4826 * 0.15 * math.sqrt(2.0))
-    # before, no factor fitted: 1.4826 x median(|ln(100/120)|, |ln(100/90)|)
-    want = 1.4826 * (abs(math.log(100 / 120)) + abs(math.log(100 / 90))) / 2
-    assert residual_sigma_log(rs, after=False) == pytest.approx(want)
+    z_c = risk.z_for_confidence(risk.DEFAULT_CONFIDENCE)
+    # after (capacity errors +0.1 and -0.2): the MAD 1.4826 x 0.15 = 0.222, the band's
+    # 0.2 / 1.645 = 0.122, the derate's 0.2 / 0.8416 = 0.238 (both values must clear it:
+    # 80% of two), the largest x sqrt(2 / (2 - 1)) with one fitted factor
+    mad, band, derate = 1.4826 * 0.15, 0.2 / risk.Z_BAND, 0.2 / z_c
+    assert derate > mad > band
+    assert residual_sigma_log(rs, fitted_factors=1) == pytest.approx(derate * math.sqrt(2.0))
+    # before, no factor fitted (errors ln(100/120) and ln(100/90)): the MAD
+    # 1.4826 x 0.144 = 0.213 against the derate's 0.182 / 0.8416 = 0.217
+    lo, hi = math.log(100 / 120), math.log(100 / 90)
+    mad = 1.4826 * (abs(lo) + abs(hi)) / 2
+    assert residual_sigma_log(rs, after=False) == pytest.approx(max(mad, -lo / z_c))
     # one value 6x off among twenty does not set the spread: it is the MAD's
     good = [100.0 * math.exp(e) for e in [0.05, -0.05] * 9 + [0.05]]
     spread = residual_sigma_log([res(100.0, 100.0, x) for x in [*good, 600.0]])
@@ -134,6 +141,17 @@ def test_residual_sigma_log_worked():
     # floored, and None without values
     assert residual_sigma_log([res(100.0, 100.0, 100.0)]) == 0.05
     assert residual_sigma_log([res(100.0, None, None)]) is None
+
+
+def test_allowed_misses_counts_whole_values():
+    # a claim for 80% of 10 values lets 2 miss (not 1: (1 - 0.8) x 10 is 1.999...)
+    assert [cb.allowed_misses(0.8, n) for n in (1, 2, 4, 5, 10, 158)] == [0, 0, 0, 1, 2, 31]
+    assert [cb.allowed_misses(0.9, n) for n in (9, 10, 18, 20)] == [0, 1, 1, 2]
+
+
+def test_capacity_log_error_refuses_a_quantity_of_no_known_sense():
+    with pytest.raises(ValueError, match="'requests_per_s'"):
+        capacity_log_error("requests_per_s", 1.0, 1.0)
 
 
 def test_capacity_log_error_reads_times_the_other_way_round():
@@ -178,12 +196,15 @@ def test_shipped_provenance():
     gb = cat.gpus["gb200-per-gpu"].efficiency
     assert gb.points >= 10 and gb.sigma_log == ANALOGY_SIGMA_LOG
     # H100 PCIe rests on three points (TensorRT-LLM issue #6294, HPE's MLPerf v4.0
-    # Llama-2-70B runs): its level is measured, its spread no narrower than the analogy's
-    # (its five values, MLPerf's server TTFT and TPOT 55-58% under the prediction, make
-    # it wider: 1.075); no shipped GPU is unmeasured any more
+    # Llama-2-70B runs): its level is measured, its spread is the analogy's (five values
+    # show no spread, narrower or wider: their quantiles gave 1.075); no shipped GPU is
+    # unmeasured any more
     pcie = cat.gpus["h100-pcie-80gb"].efficiency
-    assert (pcie.provenance, pcie.points) == (Provenance.SCALED, 3)
-    assert pcie.sigma_log >= ANALOGY_SIGMA_LOG
+    assert (pcie.provenance, pcie.points, pcie.sigma_log) == (
+        Provenance.SCALED,
+        3,
+        ANALOGY_SIGMA_LOG,
+    )
     assert all(p.measured for p in prov.values())
 
 
@@ -340,18 +361,27 @@ def _calibration(sigma: float | None) -> Calibration:
 
 
 def test_apply_calibration_sets_fitted_with_its_spread():
-    cat = apply_calibration(load_catalog(), _calibration(0.081))
+    bare = _calibration(0.081).model_copy(update={"residuals": []})
+    cat = apply_calibration(load_catalog(), bare)
     eff = cat.gpus["b200"].efficiency_for("fp8")
     assert (eff.provenance, eff.points, eff.sigma_log) == (Provenance.FITTED, 12, 0.081)
     # other dtypes keep the catalog's own (B200: scaled to its measured level)
     assert cat.gpus["b200"].efficiency_for("bf16").provenance == Provenance.SCALED
-    # a calibration stored before sigma_log was recorded: from its residuals,
-    # 1.4826 x median |log error| (0.1) x sqrt(4 / (4 - 2)) with two factors fitted
+    # a calibration with its residuals stored: the spread recomputed from them (the
+    # estimator of today, whatever was recorded), 1.4826 x median |log error| (0.1) x
+    # sqrt(4 / (4 - 2)) with two factors fitted (errors +-0.1: the MAD term is largest)
     old = _calibration(None)
     want = 1.4826 * 0.1 * math.sqrt(2.0)
     assert group_sigma_log(old, old.factors[0]) == pytest.approx(want)
     eff = apply_calibration(load_catalog(), old).gpus["b200"].efficiency_for("fp8")
     assert eff.sigma_log == pytest.approx(want)
+    recorded = _calibration(0.081)
+    assert group_sigma_log(recorded, recorded.factors[0]) == pytest.approx(want)
+    # without stored residuals, the recorded spread; with neither, the analogy prior
+    bare = recorded.model_copy(update={"residuals": []})
+    assert group_sigma_log(bare, bare.factors[0]) == 0.081
+    none = _calibration(None).model_copy(update={"residuals": []})
+    assert group_sigma_log(none, none.factors[0]) == ANALOGY_SIGMA_LOG
 
 
 # --------------------------------------------------------------------------- requests

@@ -13,13 +13,12 @@ from planner.errors import PlanningError, UnknownEntryError
 
 
 def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
-    """The residual spread of one group of a calibration (ln units): the fit's
-    ``sigma_log``; for calibrations stored before it was recorded,
-    :func:`residual_sigma_log` of the group's stored residuals after the fit; with
-    neither, the analogy prior :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing
-    says the fit is any tighter)."""
-    if fit.sigma_log is not None:
-        return fit.sigma_log
+    """The residual spread of one group of a calibration (ln units):
+    :func:`residual_sigma_log` of the group's stored residuals after the fit (the
+    spread as the current estimator takes it, also for a calibration stored when
+    ``sigma_log`` was the MAD alone: it is recomputed, not trusted); without stored
+    residuals the fit's recorded ``sigma_log``; with neither, the analogy prior
+    :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing says the fit is any tighter)."""
     mine = [
         r
         for r in calibration.residuals
@@ -28,7 +27,9 @@ def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
         and (fit.engine is None or r.engine == fit.engine)
     ]
     got = residual_sigma_log(mine, fitted_factors=sum(fit.determined.values()))
-    return got if got is not None else ANALOGY_SIGMA_LOG
+    if got is not None:
+        return got
+    return fit.sigma_log if fit.sigma_log is not None else ANALOGY_SIGMA_LOG
 
 
 def apply_calibration(

@@ -345,17 +345,27 @@ MAD_TO_SIGMA = 1.4826
 
 
 #: Measured values whose larger value means less capacity (times: TTFT, TPOT, a kernel's
-#: layer time); any other (``output_tok_s``) means more.
+#: layer time) and those whose larger value means more (throughputs).
 TIME_QUANTITIES = frozenset({"ttft_ms", "tpot_ms", "layer_ms"})
+RATE_QUANTITIES = frozenset({"output_tok_s"})
 
 
 def capacity_log_error(quantity: str, measured: float, predicted: float) -> float:
     """``ln(true capacity / predicted capacity)`` one measured value implies
-    (dimensionless): ``ln(measured / predicted)`` for a throughput, ``ln(predicted /
-    measured)`` for a time (:data:`TIME_QUANTITIES`: a step that takes longer than
-    predicted serves less). Both values positive."""
+    (dimensionless): ``ln(measured / predicted)`` for a throughput
+    (:data:`RATE_QUANTITIES`), ``ln(predicted / measured)`` for a time
+    (:data:`TIME_QUANTITIES`: a step that takes longer than predicted serves less). Both
+    values positive; a quantity of neither kind is refused (ValueError), so a new one
+    cannot take a sign by default."""
     e = math.log(measured / predicted)
-    return -e if quantity in TIME_QUANTITIES else e
+    if quantity in TIME_QUANTITIES:
+        return -e
+    if quantity in RATE_QUANTITIES:
+        return e
+    raise ValueError(
+        f"quantity {quantity!r}: not a known time {sorted(TIME_QUANTITIES)} "
+        f"or rate {sorted(RATE_QUANTITIES)}"
+    )
 
 
 def residual_sigma_log(
@@ -382,6 +392,12 @@ def residual_sigma_log(
     return sigma_from_log_errors(errors, fitted_factors)
 
 
+def allowed_misses(share: float, n: int) -> int:
+    """How many of ``n`` values may fall outside a claim that holds for a ``share`` of
+    them (a count): ``floor((1 - share) n)``, rounding error aside (0.2 x 10 is 2)."""
+    return math.floor((1.0 - share) * n + 1e-9)
+
+
 def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> float | None:
     """The spread ``sigma_log`` of ``n`` capacity errors ``e = ln(true / predicted
     capacity)`` (:func:`capacity_log_error`; dimensionless, None without values): the
@@ -389,21 +405,24 @@ def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> f
 
     - ``1.4826 x median |e|``, the normal-consistent median absolute deviation: the spread
       if the errors were normal;
-    - ``quantile(|e|, BAND_CONFIDENCE) / Z_BAND``: the least spread whose band
-      (``planner.risk.capacity_band_rps``, ``exp(+-Z_BAND sigma)``, 90%) holds 90% of the
-      values;
-    - ``-quantile(e, 1 - c) / z_c`` with ``c = DEFAULT_CONFIDENCE`` (0.8, ``z_c`` =
-      0.8416): the least spread whose derate at that confidence
-      (``planner.risk.capacity_derate``, ``exp(-z_c sigma)``) is cleared by a share ``c``
-      of the values (0 when the model is pessimistic on more than that share);
+    - ``|e|_(n - m_b) / Z_BAND``, the ``m_b``-th largest |e| with ``m_b`` =
+      :func:`allowed_misses` ``(BAND_CONFIDENCE, n)``: the least spread whose band
+      (``planner.risk.capacity_band_rps``, ``exp(+-Z_BAND sigma)``, 90%) holds at least
+      90% of the values;
+    - ``-e_(m_c + 1) / z_c``, the ``m_c + 1``-th smallest ``e`` with ``m_c`` =
+      ``allowed_misses(c, n)``, ``c = DEFAULT_CONFIDENCE`` (0.8, ``z_c`` = 0.8416): the
+      least spread whose derate at that confidence (``planner.risk.capacity_derate``,
+      ``exp(-z_c sigma)``) is cleared by at least a share ``c`` of the values (0 when the
+      model is pessimistic on more than that share);
 
     times ``sqrt(n / (n - k))`` with ``k = fitted_factors`` (``n - k`` at least 1), floored
     at :data:`MIN_SIGMA_LOG`. The model's errors have heavier tails than a normal law and
     lean one way on some GPUs: H100 SXM's 158 fit values give 0.171 by the MAD, a band of
     which held 80% of them and a derate cleared by 72%. The quantiles still ignore the
     worst tenth (fifth, for the derate), so a sweep the model cannot represent widens the
-    spread only when it is more than that share of the values. ``planner.band_coverage``
-    checks both claims on the fit and held-out splits."""
+    spread only when it is more than that share of the values. Both claims hold on the
+    values the spread is measured on, at the default confidence; ``planner.band_coverage``
+    checks them on the fit and held-out splits."""
     if not errors:
         return None
     n = len(errors)
@@ -411,9 +430,10 @@ def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> f
     signed = np.asarray(errors, dtype=float)
     absolute = np.abs(signed)
     mad = MAD_TO_SIGMA * float(np.median(absolute))
-    band = float(np.quantile(absolute, BAND_CONFIDENCE)) / Z_BAND
+    band = float(np.sort(absolute)[n - 1 - allowed_misses(BAND_CONFIDENCE, n)]) / Z_BAND
     z_c = z_for_confidence(DEFAULT_CONFIDENCE)
-    derate = max(0.0, -float(np.quantile(signed, 1.0 - DEFAULT_CONFIDENCE))) / z_c
+    low = float(np.sort(signed)[allowed_misses(DEFAULT_CONFIDENCE, n)])
+    derate = max(0.0, -low) / z_c
     return max(max(mad, band, derate) * math.sqrt(n / dof), MIN_SIGMA_LOG)
 
 

@@ -532,10 +532,11 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                     "N measured points, scaled (the analogy's factors times the level its "
                     "measurements show; MoE LLMs and FP4 weights may have measured ratios of "
                     "their own), or set by analogy with no measurement; sigma is the "
-                    "spread of ln(measured / predicted) (the fit's residuals, wide enough "
-                    "that 80% of the GPU's measured values clear the derate at 0.8 and 90% "
-                    f"fall in the 90% band; {ANALOGY_SIGMA_LOG:.2f} assumed for analogy), "
-                    "which the plan's capacity derating and cost band use."
+                    "spread of ln(measured / predicted capacity) (the fit's residuals, set "
+                    "so that on the public measurements it was fitted to 80% of the GPU's "
+                    "values clear its derate at confidence 0.8 and 90% fall inside its "
+                    f"90% band; {ANALOGY_SIGMA_LOG:.2f} assumed for analogy or a few "
+                    "points), which the plan's capacity derating and cost band use."
                 ],
                 kind="note",
             ),
