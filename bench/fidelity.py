@@ -161,14 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             " and inside the 90% band (the claims: 80% and 90%); by the spread's kind"
             " (measured, or the analogy prior) and value:"
         )
-        show(
-            bc.coverage_table(
-                bc.band_coverage(rows, sigma, bc.by_spread_quantity), ["spread", "value"]
-            )
-        )
+        by_kind, per_gpu = bc.coverage_tables(rows, sigma)
+        show(by_kind)
         print("per GPU with a measured spread, every value:")
-        measured = [r for r in rows if bc.spread_kind(sigma(r)) == "measured"]
-        show(bc.coverage_table(bc.per_gpu_coverage(measured, sigma), ["gpu"]))
+        show(per_gpu)
     no_data = fd.gpus_without_data(catalog, all_points)
     print(f"GPUs by analogy (no priceable measurement): {', '.join(no_data) or 'none'}")
     n_rec = len(all_points) - len(points)

@@ -137,6 +137,19 @@ def per_gpu_coverage(rows: Sequence[Row], sigma_of: Callable[[Row], float]) -> l
     return [*band_coverage(rows, sigma_of, by_gpu_all), *band_coverage(rows, sigma_of, every_value)]
 
 
+def coverage_tables(
+    rows: Sequence[Row], sigma_of: Callable[[Row], float]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The two tables ``bench/fidelity.py`` prints and ``docs/calibration.md`` carries:
+    by the spread's kind and value (:func:`by_spread_quantity`), and per GPU with a
+    measured spread (:func:`per_gpu_coverage`), headers first."""
+    measured = [r for r in rows if spread_kind(sigma_of(r)) == "measured"]
+    return (
+        coverage_table(band_coverage(rows, sigma_of, by_spread_quantity), ["spread", "value"]),
+        coverage_table(per_gpu_coverage(measured, sigma_of), ["gpu"]),
+    )
+
+
 def coverage_table(
     coverage: Sequence[Coverage],
     key_names: Sequence[str],

@@ -253,8 +253,7 @@ def gpu_dtype_table(
 def coverage_section(rows: list[fd.Row], catalog) -> list[str]:
     """The doc's "Uncertainty bands against the measurements" section: each value judged
     with the spread ``catalog`` prices its GPU and dtype with (``planner.band_coverage``)."""
-    sigma = bc.catalog_sigma(catalog)
-    measured = [r for r in rows if bc.spread_kind(sigma(r)) == "measured"]
+    by_kind, per_gpu = bc.coverage_tables(rows, bc.catalog_sigma(catalog))
     out = [
         "",
         "## Uncertainty bands against the measurements",
@@ -268,11 +267,9 @@ def coverage_section(rows: list[fd.Row], catalog) -> list[str]:
         "`planner.calibration.sigma_from_log_errors`) or the analogy *prior*.",
         "",
     ]
-    out += fd.markdown(
-        bc.coverage_table(bc.band_coverage(rows, sigma, bc.by_spread_quantity), ["spread", "value"])
-    )
+    out += fd.markdown(by_kind)
     out += ["", "Per GPU with a measured spread, every value:", ""]
-    out += fd.markdown(bc.coverage_table(bc.per_gpu_coverage(measured, sigma), ["GPU"]))
+    out += fd.markdown(per_gpu)
     return out
 
 

@@ -90,8 +90,6 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
         if lv is None:
             continue  # measured but no saturated throughput: handled below
         factors = fd.scaled_factors(catalog, prior, lv.scale)
-        priced = with_ratios(catalog, gpu, lv.moe_ratio, lv.fp4_ratio)
-        sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
         # the points the level rests on: FP4 runs measure the FP4 ratio, not the level
         base = [m for m in pts if m.dtype != Dtype.FP4] or pts
         few = len(pts) < MIN_POINTS or len(fd.source_roots(base)) < MIN_SOURCES
@@ -103,6 +101,9 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             # PCIe's five values gave 1.075 from one MLPerf server run's latencies): the
             # guess's
             sigma = ANALOGY_SIGMA_LOG
+        else:
+            priced = with_ratios(catalog, gpu, lv.moe_ratio, lv.fp4_ratio)
+            sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
         levels[gpu] = lv.scale
         plan[gpu] = {
             "provenance": "scaled",
@@ -270,8 +271,11 @@ def borrow_dense_levels(
         if not held and moe_ratio < 1.0:
             at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
         moe_ratio = moe_ratio if at_cap is None else at_cap
-        priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
-        sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
+        if e.get("few"):
+            sigma = ANALOGY_SIGMA_LOG  # as level_plan: a few points show no spread
+        else:
+            priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
+            sigma = max(fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG, e["sigma_log"])
         e.update(
             factors=factors,
             moe_ratio=moe_ratio,
@@ -280,7 +284,7 @@ def borrow_dense_levels(
             borrowed_from=("sibling" if catalog.gpus[sibling].arch == arch else "predecessor"),
             held=held,
             dense_from=sibling,
-            sigma_log=ANALOGY_SIGMA_LOG if e.get("few") else max(sigma, e["sigma_log"]),
+            sigma_log=sigma,
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
 

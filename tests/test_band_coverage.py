@@ -82,6 +82,11 @@ def test_keys_and_table():
     head, *body = bc.coverage_table(cov, ["gpu"])
     assert head[-2:] == ["at or above the derate at 80%", "inside the 90% band"]
     assert body[-1] == ["all", "fit", "2", "0.20", "100.0%", "100.0%"]
+    # the two tables of the fidelity summary: by kind, and per GPU of the measured ones
+    prior = row("output_tok_s", 1.0, 1.0, gpu="a10g")
+    by_kind, per_gpu = bc.coverage_tables([r, prior], lambda x: 0.73 if x is prior else 0.2)
+    assert [b[:2] for b in by_kind[1:]] == [["measured", "tpot_ms"], ["prior", "output_tok_s"]]
+    assert [b[0] for b in per_gpu[1:]] == ["h100-sxm5-80gb", "all"]
 
 
 def test_the_shipped_spreads_hold_on_the_values_they_were_fitted_to():
