@@ -157,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         sigma = bc.catalog_sigma(catalog)
         print(
             "uncertainty bands against the measurements (planner.band_coverage): the share of"
-            " values whose capacity is at least the derated one at the default confidence,"
-            " and inside the 90% band (the claims: 80% and 90%); by the spread's kind"
+            " values whose capacity is at least the derated one at the confidences 0.8 and 0.9"
+            " (with the spread of the errors' low side), and inside the 90% band (the claims:"
+            " 80%, 90% and 90%); by the spread's kind"
             " (measured, or the analogy prior) and value:"
         )
-        by_kind, per_gpu = bc.coverage_tables(rows, sigma)
+        by_kind, per_gpu = bc.coverage_tables(rows, sigma, bc.catalog_derate_sigma(catalog))
         show(by_kind)
         print("per GPU with a measured spread, every value:")
         show(per_gpu)

@@ -82,7 +82,12 @@ class Uncertainty(Frozen):
     ``points``: measured points the factors were fitted or scaled to (0 for analogy).
     ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
     measured values (dimensionless, natural log): the fit's residual spread; for
-    analogy the prior :data:`ANALOGY_SIGMA_LOG`.
+    analogy the prior :data:`ANALOGY_SIGMA_LOG`. It sets the capacity band.
+    ``downside_sigma_log``: the spread of the errors' low side, which the derate at a
+    confidence uses (dimensionless, at most ``sigma_log``; None: ``sigma_log``). Measured
+    factors on which the model errs on the safe side (predicts less than was measured)
+    have a narrower one: their band stays wide, but the plans that buy them are not
+    derated for the model's pessimism (``planner.calibration.spreads_from_log_errors``).
     ``level_scale``: the factor the analogy guesses of MFU and MBU were multiplied by
     to give these factors (dimensionless, at most :data:`MAX_CATALOG_LEVEL_SCALE`;
     ``prefill_mfu`` and ``decode_mbu`` already include it): measured for ``scaled``
@@ -94,6 +99,7 @@ class Uncertainty(Frozen):
     provenance: Provenance = Provenance.ANALOGY
     points: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = 0
     sigma_log: SigmaLog = ANALOGY_SIGMA_LOG
+    downside_sigma_log: SigmaLog | None = None
     level_scale: Annotated[
         float, Field(gt=0, le=MAX_CATALOG_LEVEL_SCALE, allow_inf_nan=False, strict=True)
     ] = 1.0
@@ -106,7 +112,24 @@ class Uncertainty(Frozen):
             )
         if self.provenance == Provenance.ANALOGY and self.points:
             raise ValueError("provenance analogy has no measured points (points: 0)")
+        if self.downside_sigma_log is not None:
+            if self.downside_sigma_log > self.sigma_log:
+                raise ValueError(
+                    f"downside_sigma_log ({self.downside_sigma_log:g}) exceeds sigma_log "
+                    f"({self.sigma_log:g}): the band must hold the derate"
+                )
+            if self.provenance == Provenance.ANALOGY:
+                raise ValueError(
+                    "provenance analogy has no measured downside spread (downside_sigma_log: "
+                    "omit it; the prior sigma_log serves both)"
+                )
         return self
+
+    @property
+    def derate_sigma_log(self) -> float:
+        """The spread the derate at a confidence uses (dimensionless):
+        ``downside_sigma_log`` when measured, else ``sigma_log``."""
+        return self.sigma_log if self.downside_sigma_log is None else self.downside_sigma_log
 
 
 #: Most LLMs an efficiency block may carry own-run checks for (a bounded entry).

@@ -1,25 +1,26 @@
 """Do the catalog's spreads hold? How often measured values land where the uncertainty
 bands say they should.
 
-A plan prices every pool at its predicted capacity derated by ``exp(-z_c sigma_log)``
-at the request's confidence (``planner.risk.capacity_derate``, default
+A plan prices every pool at its predicted capacity derated by ``exp(-z_c
+sigma_down)`` at the request's confidence (``planner.risk.capacity_derate``, default
 :data:`planner.risk.DEFAULT_CONFIDENCE` = 0.8) and shows a band of ``exp(+-Z_BAND
-sigma_log)`` around it (:data:`planner.risk.BAND_CONFIDENCE` = 90%), ``sigma_log`` the
-GPU's spread (``planner.risk.factor_uncertainty``: the residual spread of its measured
-factors, or the analogy prior). Both claims can be checked against the public
-measurements (``planner.fidelity.evaluate``'s rows, shipped factors):
+sigma_log)`` around it (:data:`planner.risk.BAND_CONFIDENCE` = 90%); ``sigma_log`` is the
+GPU's spread and ``sigma_down`` (at most ``sigma_log``) the spread of its errors' low side
+(``planner.risk.factor_uncertainty``: measured for measured factors, the analogy prior
+for both otherwise). The claims can be checked against the public measurements
+(``planner.fidelity.evaluate``'s rows, shipped factors):
 
-* **at the confidence**: the share of values whose capacity error (:func:`capacity_error`)
-  is at least ``-z_c sigma``: the capacity the GPU delivered was at least the derated
-  one. The claim is ``confidence`` (80%);
-* **in the band**: the share with ``|error| <= Z_BAND sigma``; the claim is 90%.
+* **at each confidence** ``c`` of :data:`planner.risk.DERATE_CONFIDENCES` (0.8, 0.9): the
+  share of values whose capacity error (:func:`capacity_error`) is at least ``-z_c
+  sigma_down``: the capacity the GPU delivered was at least the derated one. The claim
+  is ``c``;
+* **in the band**: the share with ``|error| <= Z_BAND sigma_log``; the claim is 90%.
 
 A share under its claim says the spread is too narrow for that kind of value (the
 plans' margins are thinner than they state); far over it, wider than it needs to be.
-The measured spreads are set so that both claims hold on each GPU's fit values
-(``planner.calibration.sigma_from_log_errors``), so the fit split shows the estimator
-at work and the held-out split tests it; a request at another confidence than 0.8 has
-only the band's claim behind it. ``bench/fidelity.py`` prints the table and
+The measured spreads are set so that every claim holds on each GPU's fit values
+(``planner.calibration.spreads_from_log_errors``), so the fit split shows the estimator
+at work and the held-out split tests it. ``bench/fidelity.py`` prints the table and
 ``docs/calibration.md`` carries it.
 """
 
@@ -34,7 +35,7 @@ from planner.calibration import capacity_log_error
 from planner.fidelity import Row, pct
 from planner.risk import (
     BAND_CONFIDENCE,
-    DEFAULT_CONFIDENCE,
+    DERATE_CONFIDENCES,
     Z_BAND,
     factor_uncertainty,
     z_for_confidence,
@@ -62,6 +63,17 @@ def catalog_sigma(catalog: Catalog) -> Callable[[Row], float]:
     return sigma
 
 
+def catalog_derate_sigma(catalog: Catalog) -> Callable[[Row], float]:
+    """The spread the derate of a row's GPU and weight dtype uses in ``catalog``
+    (``planner.risk.FactorUncertainty.derate_sigma_log``: the errors' low side when
+    measured, else ``sigma_log``)."""
+
+    def sigma(r: Row) -> float:
+        return factor_uncertainty(catalog, r.gpu, Dtype(r.dtype)).derate_sigma_log
+
+    return sigma
+
+
 def spread_kind(sigma_log: float) -> str:
     """``measured`` when the spread is the GPU's own residual spread (narrower than the
     analogy prior), ``prior`` when it is the prior :data:`ANALOGY_SIGMA_LOG` (a GPU by
@@ -72,34 +84,45 @@ def spread_kind(sigma_log: float) -> str:
 @dataclass(frozen=True)
 class Coverage:
     """Of ``values`` measured values of one group and split (those with a prediction):
-    the share at or above the derated capacity at ``confidence`` and the share inside the
-    ``BAND_CONFIDENCE`` band (fractions), and the median spread they were judged with."""
+    per confidence of ``confidences``, the share at or above the derated capacity
+    (``at``), the share inside the ``BAND_CONFIDENCE`` band (fractions), and the median
+    spreads they were judged with (the band's and the derate's)."""
 
     key: tuple[str, ...]
     split: str
     values: int
-    at_confidence: float
+    confidences: tuple[float, ...]
+    at: tuple[float, ...]
     in_band: float
     median_sigma_log: float
+    median_derate_sigma_log: float
+
+    @property
+    def at_confidence(self) -> float:
+        """The share at or above the derate at the first confidence (the default 0.8)."""
+        return self.at[0]
 
 
 def band_coverage(
     rows: Sequence[Row],
     sigma_of: Callable[[Row], float],
     key: Callable[[Row, float], tuple[str, ...]],
-    confidence: float = DEFAULT_CONFIDENCE,
+    confidences: Sequence[float] = DERATE_CONFIDENCES,
+    derate_sigma_of: Callable[[Row], float] | None = None,
 ) -> list[Coverage]:
-    """Per ``key(row, sigma)`` and split: the share of values with capacity error ``e >=
-    -z_c sigma`` (``z_c = Phi^-1(confidence)``) and with ``|e| <= Z_BAND sigma``, each
-    value judged with its own ``sigma = sigma_of(row)`` (ln units)."""
-    z_c = z_for_confidence(confidence)
-    groups: dict[tuple[tuple[str, ...], str], list[tuple[float, float]]] = {}
+    """Per ``key(row, sigma)`` and split: per confidence ``c`` the share of values with
+    capacity error ``e >= -z_c sigma_down`` (``z_c = Phi^-1(c)``), and the share with
+    ``|e| <= Z_BAND sigma``, each value judged with its own ``sigma = sigma_of(row)`` and
+    ``sigma_down = derate_sigma_of(row)`` (ln units; None: ``sigma_of``)."""
+    down_of = derate_sigma_of or sigma_of
+    zs = [z_for_confidence(c) for c in confidences]
+    groups: dict[tuple[tuple[str, ...], str], list[tuple[float, float, float]]] = {}
     for r in rows:
         e = capacity_error(r)
         if e is None:
             continue
         s = sigma_of(r)
-        groups.setdefault((key(r, s), r.split), []).append((e, s))
+        groups.setdefault((key(r, s), r.split), []).append((e, s, down_of(r)))
     out = []
     for (k, split), vals in sorted(groups.items()):
         n = len(vals)
@@ -108,9 +131,11 @@ def band_coverage(
                 key=k,
                 split=split,
                 values=n,
-                at_confidence=sum(1 for e, s in vals if e >= -z_c * s) / n,
-                in_band=sum(1 for e, s in vals if abs(e) <= Z_BAND * s) / n,
-                median_sigma_log=median(s for _, s in vals),
+                confidences=tuple(confidences),
+                at=tuple(sum(1 for e, _, d in vals if e >= -z * d) / n for z in zs),
+                in_band=sum(1 for e, s, _ in vals if abs(e) <= Z_BAND * s) / n,
+                median_sigma_log=median(s for _, s, _ in vals),
+                median_derate_sigma_log=median(d for _, _, d in vals),
             )
         )
     return out
@@ -131,38 +156,47 @@ def every_value(r: Row, sigma_log: float) -> tuple[str, ...]:
     return ("all",)
 
 
-def per_gpu_coverage(rows: Sequence[Row], sigma_of: Callable[[Row], float]) -> list[Coverage]:
+def per_gpu_coverage(
+    rows: Sequence[Row],
+    sigma_of: Callable[[Row], float],
+    derate_sigma_of: Callable[[Row], float] | None = None,
+) -> list[Coverage]:
     """:func:`band_coverage` per GPU (every value of it), then of all ``rows`` together
     (key ``all``)."""
-    return [*band_coverage(rows, sigma_of, by_gpu_all), *band_coverage(rows, sigma_of, every_value)]
+    return [
+        *band_coverage(rows, sigma_of, by_gpu_all, derate_sigma_of=derate_sigma_of),
+        *band_coverage(rows, sigma_of, every_value, derate_sigma_of=derate_sigma_of),
+    ]
 
 
 def coverage_tables(
-    rows: Sequence[Row], sigma_of: Callable[[Row], float]
+    rows: Sequence[Row],
+    sigma_of: Callable[[Row], float],
+    derate_sigma_of: Callable[[Row], float] | None = None,
 ) -> tuple[list[list[str]], list[list[str]]]:
     """The two tables ``bench/fidelity.py`` prints and ``docs/calibration.md`` carries:
     by the spread's kind and value (:func:`by_spread_quantity`), and per GPU with a
     measured spread (:func:`per_gpu_coverage`), headers first."""
     measured = [r for r in rows if spread_kind(sigma_of(r)) == "measured"]
+    by_kind = band_coverage(rows, sigma_of, by_spread_quantity, derate_sigma_of=derate_sigma_of)
     return (
-        coverage_table(band_coverage(rows, sigma_of, by_spread_quantity), ["spread", "value"]),
-        coverage_table(per_gpu_coverage(measured, sigma_of), ["gpu"]),
+        coverage_table(by_kind, ["spread", "value"]),
+        coverage_table(per_gpu_coverage(measured, sigma_of, derate_sigma_of), ["gpu"]),
     )
 
 
-def coverage_table(
-    coverage: Sequence[Coverage],
-    key_names: Sequence[str],
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> list[list[str]]:
-    """Header and rows: key columns, split, values, median sigma_log, and the two shares
-    against their claims."""
+def coverage_table(coverage: Sequence[Coverage], key_names: Sequence[str]) -> list[list[str]]:
+    """Header and rows: key columns, split, values, median spreads (the band's and the
+    derate's), and the shares against their claims (the derate at each confidence, then
+    the band)."""
+    confidences = coverage[0].confidences if coverage else DERATE_CONFIDENCES
     head = [
         *key_names,
         "split",
         "values",
         "median sigma_log",
-        f"at or above the derate at {confidence:.0%}",
+        "median derate sigma",
+        *(f"at or above the derate at {c:.0%}" for c in confidences),
         f"inside the {BAND_CONFIDENCE:.0%} band",
     ]
     body = [
@@ -171,7 +205,8 @@ def coverage_table(
             c.split,
             str(c.values),
             f"{c.median_sigma_log:.2f}",
-            pct(c.at_confidence),
+            f"{c.median_derate_sigma_log:.2f}",
+            *(pct(a) for a in c.at),
             pct(c.in_band),
         ]
         for c in coverage

@@ -581,14 +581,15 @@ def factor_spread(
     catalog: Catalog,
     factors: Sequence[float],
     fitted_factors: int = 1,
-) -> float | None:
-    """``sigma_log`` of ``factors`` (prefill MFU, decode MBU, step overhead ms) on
-    ``points`` (every measured value: throughput, TTFT, TPOT, kernel times): as
-    :func:`planner.calibration.residual_sigma_log`,
-    :func:`planner.calibration.sigma_from_log_errors` of the capacity errors
-    (:func:`planner.calibration.capacity_log_error`: the largest of the normal-consistent
-    MAD, the spread whose 90% band holds 90% of the values and the one whose derate at
-    0.8 is cleared by 80%) with ``k = fitted_factors`` (1: the level of
+) -> cb.Spreads | None:
+    """The spreads (``sigma_log`` for the band, ``downside_sigma_log`` for the derate) of
+    ``factors`` (prefill MFU, decode MBU, step overhead ms) on ``points`` (every measured
+    value: throughput, TTFT, TPOT, kernel times): as
+    :func:`planner.calibration.residual_spreads`,
+    :func:`planner.calibration.spreads_from_log_errors` of the capacity errors
+    (:func:`planner.calibration.capacity_log_error`: the normal-consistent MAD, the
+    spread whose 90% band holds 90% of the values and those whose derates at 0.8 and 0.9
+    are cleared by 80% and 90%) with ``k = fitted_factors`` (1: the level of
     :func:`level_scale`).
     Dimensionless; None when nothing is predicted."""
     errors: list[float] = []
@@ -600,7 +601,7 @@ def factor_spread(
             p = pred.get(q)
             if p is not None and p > 0 and v > 0:
                 errors.append(cb.capacity_log_error(q, v, p))
-    return cb.sigma_from_log_errors(errors, fitted_factors)
+    return cb.spreads_from_log_errors(errors, fitted_factors)
 
 
 def own_llm_ratios(

@@ -321,8 +321,9 @@ class RiskSpec(Strict):
     ] = Field(
         default=DEFAULT_CONFIDENCE,
         description="Probability that each pool's capacity is at least what the plan "
-        "relies on: capacities are derated by exp(-z x sigma_log), z = Phi^-1(confidence), "
-        "with each GPU's own factor spread. 0.5 is the nominal plan; default 0.8.",
+        "relies on: capacities are derated by exp(-z x sigma), z = Phi^-1(confidence), "
+        "with each GPU's own factor spread (of its capacity errors' low side, "
+        "derate_sigma_log). 0.5 is the nominal plan; default 0.8.",
     )
 
 

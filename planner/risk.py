@@ -39,17 +39,22 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Provenance
 #: by analogy competes on its median guess (the 80/20 example bought MI300X, a GPU with
 #: no measurement, on it). 0.8 (z = 0.84), the usual P80 of capacity planning, prices
 #: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.73)
-#: is derated by 46%, the measured ones by 16% (A100 80GB, sigma 0.21) to 22% (L40S,
-#: 0.29), so an unmeasured GPU must be 31-36% cheaper per predicted capacity than a
-#: measured one to win. The measured spreads are set so that this derate holds on each
-#: GPU's fit values (planner.calibration.sigma_from_log_errors); of the public
-#: measurements of the measured GPUs, 81.5% of the fit values and 88.0% of the held-out
-#: ones clear it (planner.band_coverage; docs/calibration.md). 0.9 would derate analogy
-#: GPUs by 61%: spare capacity for errors most pools do not have, which the 90% cost
-#: band already shows and a request can still ask for.
+#: is derated by 46%, the measured ones by 13% (L40S, downside spread 0.17) to 22% (H100
+#: SXM, 0.30), so an unmeasured GPU must be 30-38% cheaper per predicted capacity than a
+#: measured one to win. The measured downside spreads are set so that this derate, and
+#: the one at 0.9, hold on each GPU's fit values
+#: (planner.calibration.spreads_from_log_errors); of the public measurements of the
+#: measured GPUs, 82.6% of the fit values and 88.7% of the held-out ones clear it, 90.9%
+#: and 92.7% the one at 0.9 (planner.band_coverage; docs/calibration.md). 0.9 would
+#: derate analogy GPUs by 61%: spare capacity for errors most pools do not have, which
+#: the 90% cost band already shows and a request can still ask for.
 DEFAULT_CONFIDENCE = 0.8
 MIN_CONFIDENCE = 0.5
 MAX_CONFIDENCE = 0.999
+#: The confidences the measured downside spreads are set to hold at: the derate at each
+#: is cleared by at least that share of a GPU's fit values
+#: (planner.calibration.spreads_from_log_errors; planner.band_coverage checks both).
+DERATE_CONFIDENCES = (DEFAULT_CONFIDENCE, 0.9)
 #: Central probability of the capacity and cost bands: 90%, i.e. the 5th to 95th
 #: percentile of the capacity error (z = 1.645).
 BAND_CONFIDENCE = 0.90
@@ -84,6 +89,15 @@ class FactorUncertainty:
     points: int
     sigma_log: float
     level_scale: float = 1.0
+    #: The spread of the capacity error's low side (``Uncertainty.derate_sigma_log``):
+    #: what :func:`capacity_derate` is given. None: ``sigma_log``.
+    downside_sigma_log: float | None = None
+
+    @property
+    def derate_sigma_log(self) -> float:
+        """The spread a derate at a confidence uses (ln units): the downside spread when
+        measured, else ``sigma_log``."""
+        return self.sigma_log if self.downside_sigma_log is None else self.downside_sigma_log
 
     @property
     def measured(self) -> bool:
@@ -113,7 +127,9 @@ def factor_uncertainty(
         return FactorUncertainty(
             Provenance.ANALOGY, 0, max(eff.sigma_log, ANALOGY_SIGMA_LOG), eff.level_scale
         )
-    return FactorUncertainty(eff.provenance, eff.points, eff.sigma_log, eff.level_scale)
+    return FactorUncertainty(
+        eff.provenance, eff.points, eff.sigma_log, eff.level_scale, eff.downside_sigma_log
+    )
 
 
 def capacity_band_rps(

@@ -299,6 +299,9 @@ def assumptions(req: ResolvedRequest, catalog: Catalog, screening: Screening) ->
                 # (planner.roofline.dp_level_ratio; 1: not measured lower)
                 "dp_attention_level_ratio": catalog.gpus[g].efficiency.dp_attention_level_ratio,
                 "sigma_log": first[g].sigma_log,
+                # the spread the capacity derate uses (the errors' low side;
+                # planner.risk.FactorUncertainty.derate_sigma_log)
+                "derate_sigma_log": first[g].derate_sigma_log,
                 # dense GEMMs at MFU x this: the measured kernel rate at 512 tokens over
                 # the MFU's (planner.kernel_floors.dense_gemm_lift; 1: none measured)
                 "dense_gemm_lift": first[g].replica.coefficients.dense_lift,

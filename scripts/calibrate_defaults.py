@@ -165,28 +165,34 @@ def write_yaml(r: dict) -> None:
     path.write_text(text.replace(block, new), encoding="utf-8")
 
 
-def spread(r: dict) -> float:
-    """``sigma_log`` of the factors the catalog keeps for this GPU: the residual spread
-    (``planner.calibration.residual_sigma_log``) of the fit when adopted, else of the
+def spread(r: dict) -> cb.Spreads:
+    """The spreads of the factors the catalog keeps for this GPU: the residual spreads
+    (``planner.calibration.residual_spreads``) of the fit when adopted, else of the
     factors kept (the prediction before the fit) on the same points."""
     fit: cb.GroupFit = r["fit"]
     if r["adopt"]:
-        got = cb.residual_sigma_log(r["residuals"], fitted_factors=sum(fit.determined.values()))
+        got = cb.residual_spreads(r["residuals"], fitted_factors=sum(fit.determined.values()))
     else:
-        got = cb.residual_sigma_log(r["residuals"], after=False)
-    return cb.MIN_SIGMA_LOG if got is None else got
+        got = cb.residual_spreads(r["residuals"], after=False)
+    return cb.Spreads(cb.MIN_SIGMA_LOG, cb.MIN_SIGMA_LOG) if got is None else got
 
 
 def write_uncertainty(r: dict) -> None:
-    """Set ``provenance: fitted``, ``points`` and ``sigma_log`` in the GPU's efficiency
-    block (after ``overlap_factor``), replacing earlier values."""
+    """Set ``provenance: fitted``, ``points``, ``sigma_log`` and (when narrower)
+    ``downside_sigma_log`` in the GPU's efficiency block (after ``overlap_factor``),
+    replacing earlier values."""
     path = DATA_DIR / "gpus" / f"{r['gpu']}.yaml"
     text = path.read_text(encoding="utf-8")
     m = re.search(r"^efficiency:\n((?:[ ].*\n|\n)*?)(?=^\S)", text, flags=re.M)
     if m is None:
         raise SystemExit(f"{path}: no efficiency block")
-    block = re.sub(r"^  (provenance|points|sigma_log):.*\n", "", m.group(0), flags=re.M)
-    lines = f"  provenance: fitted\n  points: {r['fit'].points}\n  sigma_log: {spread(r):.3f}\n"
+    block = re.sub(
+        r"^  (provenance|points|sigma_log|downside_sigma_log):.*\n", "", m.group(0), flags=re.M
+    )
+    s = spread(r)
+    lines = f"  provenance: fitted\n  points: {r['fit'].points}\n  sigma_log: {s.sigma_log:.3f}\n"
+    if round(s.downside_sigma_log, 3) < round(s.sigma_log, 3):
+        lines += f"  downside_sigma_log: {s.downside_sigma_log:.3f}\n"
     new, n = re.subn(r"^(  overlap_factor:.*\n)", lambda x: x.group(1) + lines, block, flags=re.M)
     if n != 1:
         raise SystemExit(f"{path}: no overlap_factor in the efficiency block")
@@ -253,18 +259,22 @@ def gpu_dtype_table(
 def coverage_section(rows: list[fd.Row], catalog) -> list[str]:
     """The doc's "Uncertainty bands against the measurements" section: each value judged
     with the spread ``catalog`` prices its GPU and dtype with (``planner.band_coverage``)."""
-    by_kind, per_gpu = bc.coverage_tables(rows, bc.catalog_sigma(catalog))
+    by_kind, per_gpu = bc.coverage_tables(
+        rows, bc.catalog_sigma(catalog), bc.catalog_derate_sigma(catalog)
+    )
     out = [
         "",
         "## Uncertainty bands against the measurements",
         "",
-        "Plans derate each pool's capacity by `exp(-z_c sigma_log)` at the request's",
+        "Plans derate each pool's capacity by `exp(-z_c sigma_down)` at the request's",
         "confidence (0.8 by default) and show a 90% band `exp(+-1.645 sigma_log)`",
-        "(`planner.risk`). Of the values below, the share whose capacity (throughput as",
-        "measured; a time the other way round: a longer step serves less) is at least the",
-        "derated one, and the share inside the band (`planner.band_coverage`); the claims",
-        "are 80% and 90%. A spread is *measured* (the GPU's own residual spread,",
-        "`planner.calibration.sigma_from_log_errors`) or the analogy *prior*.",
+        "(`planner.risk`); `sigma_down`, at most `sigma_log`, is the spread of the errors'",
+        "low side. Of the values below, the share whose capacity (throughput as measured;",
+        "a time the other way round: a longer step serves less) is at least the derated",
+        "one at the confidences 0.8 and 0.9, and the share inside the band",
+        "(`planner.band_coverage`); the claims are 80%, 90% and 90%. A spread is",
+        "*measured* (the GPU's own residual spreads,",
+        "`planner.calibration.spreads_from_log_errors`) or the analogy *prior*.",
         "",
     ]
     out += fd.markdown(by_kind)
@@ -446,8 +456,9 @@ def render_doc(
         "so a guessed GPU never looks better than a measured one.",
         "",
         "| GPU | provenance | level | per LLM | MoE ratio | FP4 ratio | saturated values | "
-        "measured / predicted with the analogy | MFU / MBU / overhead ms | sigma_log |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "measured / predicted with the analogy | MFU / MBU / overhead ms | sigma_log "
+        "(band) | downside (derate) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for gpu, e in sorted(levels.items()):
         fac = e["factors"]
@@ -458,7 +469,8 @@ def render_doc(
             + (", ".join(f"{m} {v:.2f}" for m, v in lv.by_model) if scaled else "-")
             + f" | {e['moe_ratio']:.3f} | {e['fp4_ratio']:.3f} | "
             f"{lv.values if scaled else '-'} | {f'{lv.median_ratio:.2f}' if scaled else '-'} | "
-            f"{fac[0]:.4g} / {fac[1]:.4g} / {fac[2]:g} | {e['sigma_log']:.2f} |"
+            f"{fac[0]:.4g} / {fac[1]:.4g} / {fac[2]:g} | {e['sigma_log']:.2f} | "
+            f"{e.get('downside_sigma_log') or e['sigma_log']:.2f} |"
         )
     out += [
         "",
@@ -592,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
         f = e["factors"]
         print(
             f"{gpu}: {e['provenance']} x{level_of(e):.3f}"
-            f" -> MFU {f[0]:.4g} MBU {f[1]:.4g}, sigma_log {e['sigma_log']:.3f}",
+            f" -> MFU {f[0]:.4g} MBU {f[1]:.4g}, sigma_log {e['sigma_log']:.3f}"
+            f" (downside {e.get('downside_sigma_log') or e['sigma_log']:.3f})",
             flush=True,
         )
     # "after": the factors the catalog keeps (an earlier adopted fit stays as it is)

@@ -100,10 +100,12 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             # with the spread's quantiles over a handful of values, a wider one (H100
             # PCIe's five values gave 1.075 from one MLPerf server run's latencies): the
             # guess's
-            sigma = ANALOGY_SIGMA_LOG
+            sigma, down = ANALOGY_SIGMA_LOG, None
         else:
             priced = with_ratios(catalog, gpu, lv.moe_ratio, lv.fp4_ratio)
-            sigma = fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG
+            got = fd.factor_spread(pts, priced, factors)
+            sigma = got.sigma_log if got else cb.MIN_SIGMA_LOG
+            down = got.downside_sigma_log if got else None
         levels[gpu] = lv.scale
         plan[gpu] = {
             "provenance": "scaled",
@@ -112,6 +114,7 @@ def level_plan(catalog, results: dict[str, dict], points: list[cb.Measurement]) 
             "level": lv,
             "points": len(pts),
             "sigma_log": sigma,
+            "downside_sigma_log": down,
             "few": few,
             "moe_ratio": lv.moe_ratio,
             "fp4_ratio": lv.fp4_ratio,
@@ -272,10 +275,15 @@ def borrow_dense_levels(
             at_cap = fd.moe_ratio_capped(pts, catalog, gpu, prior, dense, targets)
         moe_ratio = moe_ratio if at_cap is None else at_cap
         if e.get("few"):
-            sigma = ANALOGY_SIGMA_LOG  # as level_plan: a few points show no spread
+            sigma, down = ANALOGY_SIGMA_LOG, None  # as level_plan: a few points show no spread
         else:
             priced = with_ratios(catalog, gpu, moe_ratio, e["fp4_ratio"])
-            sigma = max(fd.factor_spread(pts, priced, factors) or cb.MIN_SIGMA_LOG, e["sigma_log"])
+            got = fd.factor_spread(pts, priced, factors)
+            sigma = max(got.sigma_log if got else cb.MIN_SIGMA_LOG, e["sigma_log"])
+            down = max(
+                got.downside_sigma_log if got else cb.MIN_SIGMA_LOG,
+                e.get("downside_sigma_log") or e["sigma_log"],
+            )
         e.update(
             factors=factors,
             moe_ratio=moe_ratio,
@@ -285,6 +293,7 @@ def borrow_dense_levels(
             held=held,
             dense_from=sibling,
             sigma_log=sigma,
+            downside_sigma_log=down,
             level=dataclasses.replace(lv, scale=dense, moe_ratio=moe_ratio),
         )
 
@@ -403,7 +412,14 @@ def level_reason(gpu: str, e: dict) -> str:
             + ". "
             + ratio_reason(e)
             + "The two-factor fit is not adopted (docs/calibration.md). Spread of these "
-            f"factors on the fit points: sigma_log {e['sigma_log']:.2f}."
+            f"factors on the fit points: sigma_log {e['sigma_log']:.2f}"
+            + (
+                f" (its low side, which the derate uses: {down:.2f})"
+                if (down := e.get("downside_sigma_log")) is not None
+                and round(down, 2) < round(e["sigma_log"], 2)
+                else ""
+            )
+            + "."
         )
     return (
         f"{LEVEL_MARK} no measurement the planner can price; the analogy MFU {prior[0]:g} / "
@@ -520,7 +536,13 @@ def write_level(gpu: str, e: dict) -> None:
         f"  provenance: {e['provenance']}\n"
         + (f"  points: {e['points']}\n" if e["points"] else "")
         + f"  sigma_log: {e['sigma_log']:.3f}\n"
-        f"  level_scale: {level:.3f}\n"
+        + (
+            f"  downside_sigma_log: {down:.3f}\n"
+            if (down := e.get("downside_sigma_log")) is not None
+            and round(down, 3) < round(e["sigma_log"], 3)
+            else ""
+        )
+        + f"  level_scale: {level:.3f}\n"
         + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
         + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")
         + (

@@ -1,12 +1,15 @@
 """Checks on a problem and a set of replica counts, without a solve: classes no
 candidate can serve, KV pairs over priced links, which fleet limits are set and
-how much slack each has.
+how much slack each has; and one pool per engine configuration in a solution
+(:func:`merge_split_pools`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from solver.backend import TOL
-from solver.problem import PoolRole, Problem
+from solver.problem import PoolCandidate, PoolRole, Problem, SolveResult
 from solver.variables import modes_available, safe_name
 
 
@@ -69,3 +72,54 @@ def limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float]
     if any(v < -TOL * max(1.0, abs(v)) for v in slack.values()):
         return None
     return slack
+
+
+def merge_split_pools(problem: Problem, result: SolveResult) -> SolveResult:
+    """One pool per class, role and engine configuration: where a solution spreads one
+    configuration's replicas over several candidates (``config_key`` and checkpoint
+    equal: the same deployment, e.g. a prefill pool priced over two KV links), all of
+    them go to the one candidate that can carry the group's summed rate at the summed
+    replica count (``PoolCandidate.capacity_rps``, what the MILP enforces), at the same
+    cost per replica (so the objective is unchanged), within its ``max_replicas``, with
+    KV pairs still over priced links (:func:`pairs_respected`); the group's largest pool
+    first. The MILP is indifferent between such splits (equal cost), and a solve
+    stopped at its gap may return one: the 80/20 example once planned 239 + 1 agent
+    prefill replicas, the 1 at 0.03% load. A group no member can carry alone stays
+    split. Returns ``result`` itself when nothing merges."""
+    if not result.status.has_solution:
+        return result
+    by_id = {c.id: c for c in problem.candidates}
+    replicas = {k: n for k, n in result.replicas.items() if n > 0}
+    rates = dict(result.rates_rps)
+    groups: dict[tuple[str, PoolRole, str, str], list[PoolCandidate]] = {}
+    for cid in replicas:
+        c = by_id.get(cid)
+        if c is not None and c.config_key:
+            groups.setdefault((c.class_id, c.role, c.config_key, c.checkpoint), []).append(c)
+    merged = False
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        n = sum(replicas[m.id] for m in members)
+        rate = sum(rates.get(m.id, 0.0) for m in members)
+        cost = sum(m.cost_usd_per_hour_per_replica * replicas[m.id] for m in members)
+        for target in sorted(members, key=lambda m: (-replicas[m.id], m.id)):
+            if (
+                n > target.max_replicas
+                or abs(target.cost_usd_per_hour_per_replica * n - cost) > 1e-6 * max(cost, 1.0)
+                or target.capacity_rps(n) < rate * (1 - 1e-9) - TOL
+            ):
+                continue
+            trial = {k: v for k, v in replicas.items() if k not in {m.id for m in members}}
+            trial[target.id] = n
+            if not pairs_respected(problem, trial):
+                continue
+            replicas = trial
+            for m in members:
+                rates.pop(m.id, None)
+            rates[target.id] = rate
+            merged = True
+            break
+    if not merged:
+        return result
+    return replace(result, replicas=replicas, rates_rps=rates)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from solver.backend import TOL, extract_result, run_solver, var_value
-from solver.checks import has_limits, pairs_respected, unservable_classes
+from solver.checks import has_limits, merge_split_pools, pairs_respected, unservable_classes
 from solver.decompose import class_lower_bound as class_lower_bound  # re-exported
 from solver.decompose import solve_by_class, solve_by_gpu_types, solve_pair_cases
 from solver.model import build_model
@@ -28,10 +28,19 @@ def solve(
     problem: Problem, options: SolverOptions | None = None, cache: dict | None = None
 ) -> SolveResult:
     """Solve ``problem``; on infeasibility, explain with an elastic re-solve of the limits.
+    A solution has one pool per class, role and engine configuration where one candidate
+    can carry it (:func:`solver.checks.merge_split_pools`).
 
     ``cache`` (a dict the caller keeps) memoizes the per-class subproblems of the
     class-by-class solve, so re-solving variants that share classes (the plan's
     alternatives) does not solve the same subproblem twice."""
+    return merge_split_pools(problem, _solve(problem, options, cache))
+
+
+def _solve(
+    problem: Problem, options: SolverOptions | None = None, cache: dict | None = None
+) -> SolveResult:
+    """:func:`solve` without the merge of split pools."""
     options = options or SolverOptions()
     t0 = time.perf_counter()
     missing = unservable_classes(problem)
@@ -58,7 +67,7 @@ def solve(
         relaxed = _replace(
             problem, candidates=tuple(_replace(c, pairs_with=None) for c in problem.candidates)
         )
-        r = solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining() / 2)), cache)
+        r = _solve(relaxed, _replace(options, time_limit_s=max(0.05, remaining() / 2)), cache)
         if r.status.has_solution and pairs_respected(problem, r.replicas):
             return _replace(r, runtime_s=time.perf_counter() - t0)
         if r.status != SolveStatus.INFEASIBLE:

@@ -122,10 +122,11 @@ def test_factor_spread_is_the_robust_log_spread():
     exact = _predicted(g, model, 1.0, concurrency=16)
     pts = [_point(g, model, exact * f, concurrency=16) for f in (math.exp(0.2), math.exp(-0.2))]
     got = fd.factor_spread(pts, CAT, PRIOR)
-    # 1.4826 x median |log| x sqrt(n / (n - 1)), n = 2
-    assert got == pytest.approx(1.4826 * 0.2 * math.sqrt(2), rel=1e-6)
+    # 1.4826 x median |log| x sqrt(n / (n - 1)), n = 2, for both spreads
+    assert got.sigma_log == pytest.approx(1.4826 * 0.2 * math.sqrt(2), rel=1e-6)
+    assert got.downside_sigma_log == pytest.approx(got.sigma_log)
     assert fd.factor_spread([_point(g, model, exact, concurrency=16)], CAT, PRIOR) == (
-        cb.MIN_SIGMA_LOG
+        cb.Spreads(cb.MIN_SIGMA_LOG, cb.MIN_SIGMA_LOG)
     )
     # errors that lean one way: 3 of 10 throughputs 26% under the prediction (ln 0.3),
     # 7 on it; the derate at 0.8 must be cleared by 8 of 10, so the spread is the one
@@ -135,7 +136,16 @@ def test_factor_spread_is_the_robust_log_spread():
     lean += [_point(g, model, exact, concurrency=16)] * 7
     z_c = risk.z_for_confidence(risk.DEFAULT_CONFIDENCE)
     got = fd.factor_spread(lean, CAT, PRIOR)
-    assert got == pytest.approx(0.3 / z_c * math.sqrt(10 / 9), rel=1e-6)
+    assert got.sigma_log == pytest.approx(0.3 / z_c * math.sqrt(10 / 9), rel=1e-6)
+    assert got.downside_sigma_log == pytest.approx(got.sigma_log)
+    # leaning the safe way (3 of 10 measured 35% over the prediction, ln 0.3): the band
+    # must hold 9 of 10, so its spread is 0.3 / 1.645 x sqrt(10 / 9); the derates at 0.8
+    # and 0.9 are cleared by every value, so the downside spread is the floor
+    safe = [_point(g, model, exact * math.exp(0.3), concurrency=16)] * 3
+    safe += [_point(g, model, exact, concurrency=16)] * 7
+    got = fd.factor_spread(safe, CAT, PRIOR)
+    assert got.sigma_log == pytest.approx(0.3 / risk.Z_BAND * math.sqrt(10 / 9), rel=1e-6)
+    assert got.downside_sigma_log == cb.MIN_SIGMA_LOG
 
 
 def test_source_roots_count_publishers_not_files():

@@ -24,7 +24,9 @@ from planner.calibration import (
     apply_calibration,
     capacity_log_error,
     group_sigma_log,
+    group_spreads,
     residual_sigma_log,
+    residual_spreads,
 )
 from planner.errors import PlanningError
 from planner.report.text import render_plan_text
@@ -119,9 +121,10 @@ def test_residual_sigma_log_worked():
     good = [100.0 * math.exp(e) for e in [0.05, -0.05] * 9 + [0.05]]
     spread = residual_sigma_log([res(100.0, 100.0, x) for x in [*good, 600.0]])
     assert spread == pytest.approx(1.4826 * 0.05)
-    # heavy tails set it: 7 values 1% off and 3 values 30% off (ln), the MAD would give
-    # 0.015, a band of which holds 7 of 10; the 90th percentile, 0.30, gives 0.30 / 1.645
-    tail = [100.0 * math.exp(e) for e in [0.01] * 7 + [0.3, -0.3, 0.3]]
+    # heavy tails set it: 7 values 1% off and 3 values 30% off (ln, one of them short of
+    # the prediction), the MAD would give 0.015, a band of which holds 7 of 10; the 90th
+    # percentile, 0.30, gives 0.30 / 1.645
+    tail = [100.0 * math.exp(e) for e in [0.01] * 7 + [-0.3, 0.3, -0.3]]
     spread = residual_sigma_log([res(100.0, 100.0, x) for x in tail])
     assert spread == pytest.approx(0.3 / risk.Z_BAND)
     inside = sum(abs(math.log(100.0 / x)) <= risk.Z_BAND * spread + 1e-12 for x in tail)
@@ -135,9 +138,19 @@ def test_residual_sigma_log_worked():
     assert spread == pytest.approx(0.3 / z_c)
     cleared = sum(math.log(x / 100.0) >= -z_c * spread - 1e-12 for x in lean)
     assert cleared / len(lean) >= risk.DEFAULT_CONFIDENCE
-    # leaning the other way (the model pessimistic) it is the band's term
-    spread = residual_sigma_log([res(100.0 * 100.0 / x, 100.0, 100.0) for x in lean])
+    # two of ten short: the derate at 0.9 must be cleared by 9 of 10, 0.3 / 1.2816
+    two = [100.0 * math.exp(e) for e in [0.01] * 7 + [0.3, 0.3, -0.3]]
+    got = residual_spreads([res(100.0, 100.0, x) for x in two])
+    assert got == cb.Spreads(
+        pytest.approx(0.3 / risk.z_for_confidence(0.9)),
+        pytest.approx(0.3 / risk.z_for_confidence(0.9)),
+    )
+    # leaning the other way (the model pessimistic) the band's term sets sigma_log, and
+    # the downside spread, which the derate uses, is the floor: no value falls short
+    safe = [res(100.0 * 100.0 / x, 100.0, 100.0) for x in lean]
+    spread = residual_sigma_log(safe)
     assert spread == pytest.approx(0.3 / risk.Z_BAND)
+    assert residual_spreads(safe) == cb.Spreads(pytest.approx(spread), cb.MIN_SIGMA_LOG)
     # floored, and None without values
     assert residual_sigma_log([res(100.0, 100.0, 100.0)]) == 0.05
     assert residual_sigma_log([res(100.0, None, None)]) is None
@@ -382,6 +395,22 @@ def test_apply_calibration_sets_fitted_with_its_spread():
     assert group_sigma_log(bare, bare.factors[0]) == 0.081
     none = _calibration(None).model_copy(update={"residuals": []})
     assert group_sigma_log(none, none.factors[0]) == ANALOGY_SIGMA_LOG
+    # the downside spread: recomputed with the band's from residuals (errors +-0.1: the
+    # MAD term for both), else recorded (never above sigma_log), else sigma_log itself
+    assert group_spreads(old, old.factors[0]).downside_sigma_log == pytest.approx(want)
+    lean = bare.model_copy(
+        update={"factors": [bare.factors[0].model_copy(update={"downside_sigma_log": 0.06})]}
+    )
+    assert group_spreads(lean, lean.factors[0]) == cb.Spreads(0.081, 0.06)
+    eff = apply_calibration(load_catalog(), lean).gpus["b200"].efficiency_for("fp8")
+    assert (eff.sigma_log, eff.downside_sigma_log, eff.derate_sigma_log) == (0.081, 0.06, 0.06)
+    assert (
+        risk.factor_uncertainty(
+            apply_calibration(load_catalog(), lean), "b200", "fp8"
+        ).derate_sigma_log
+        == 0.06
+    )
+    assert group_spreads(bare, bare.factors[0]) == cb.Spreads(0.081, 0.081)
 
 
 # --------------------------------------------------------------------------- requests
@@ -602,3 +631,39 @@ def test_report_shows_band_and_per_gpu_provenance():
         else f"| scaled to {h100.points} pts, sigma {h100.sigma_log:.2f} |" in md
     )
     assert f"| analogy x{pcie.level_scale:.2f}, sigma {ANALOGY_SIGMA_LOG:.2f} |" in md
+
+
+def test_downside_spread_is_checked_and_used_by_the_derate_only():
+    """``downside_sigma_log``: at most ``sigma_log``, never on factors by analogy; the
+    derate uses it, the band keeps ``sigma_log``."""
+    from pydantic import ValidationError
+
+    from catalog.schema import Uncertainty
+
+    u = Uncertainty(provenance=Provenance.SCALED, points=20, sigma_log=0.3, downside_sigma_log=0.2)
+    assert u.derate_sigma_log == 0.2
+    assert (
+        Uncertainty(provenance=Provenance.SCALED, points=20, sigma_log=0.3).derate_sigma_log == 0.3
+    )
+    with pytest.raises(ValidationError, match=r"downside_sigma_log .* exceeds sigma_log"):
+        Uncertainty(provenance=Provenance.SCALED, points=20, sigma_log=0.2, downside_sigma_log=0.3)
+    with pytest.raises(ValidationError, match="provenance analogy has no measured downside"):
+        Uncertainty(sigma_log=0.73, downside_sigma_log=0.5)
+    # a GPU with a narrower downside: its candidates are derated by it, their band is not
+    cat = load_catalog()
+    gpu = cat.gpus["h100-sxm5-80gb"]
+    eff = gpu.efficiency.model_copy(update={"sigma_log": 0.4, "downside_sigma_log": 0.1})
+    cat = build_catalog(
+        {
+            "gpus": {**cat.gpus, gpu.id: gpu.model_copy(update={"efficiency": eff})},
+            "models": cat.models,
+            "workloads": cat.workloads,
+            "links": cat.links,
+        }
+    )
+    u = risk.factor_uncertainty(cat, "h100-sxm5-80gb", "bf16")
+    assert (u.sigma_log, u.derate_sigma_log) == (0.4, 0.1)
+    # FP4 without FP4 factors and hand-set factors are analogy: the prior for both
+    assert risk.factor_uncertainty(
+        cat, "h100-sxm5-80gb", "bf16", overridden=True
+    ).derate_sigma_log == (ANALOGY_SIGMA_LOG)

@@ -446,3 +446,50 @@ def test_gpu_type_search_equals_monolithic_with_operations_costs(seed):
     mono = solve(p, SolverOptions(rel_gap=0.0, decompose=False, time_limit_s=60))
     assert split.status == mono.status == SolveStatus.OPTIMAL
     assert split.objective == pytest.approx(mono.objective, abs=1e-6)
+
+
+def test_split_pools_of_one_configuration_are_merged():
+    """merge_split_pools: replicas of one class, role and engine configuration spread
+    over candidates (a prefill pool priced over two KV links) go to the one that can
+    carry them all, at equal cost; else they stay split."""
+    from dataclasses import replace
+
+    from solver.checks import merge_split_pools
+    from solver.problem import SolveResult
+
+    a = cand("pre@a", "c", PoolRole.PREFILL, cost=2.0, cap=1.0)
+    b = cand("pre@b", "c", PoolRole.PREFILL, cost=2.0, cap=0.9)
+    dec = cand("dec", "c", PoolRole.DECODE, cost=1.0, cap=5.0)
+    p = Problem(classes=(ClassDemand("c", 9.5),), candidates=(a, b, dec))
+    split = SolveResult(
+        status=SolveStatus.OPTIMAL,
+        objective=22.0,
+        gap=0.0,
+        runtime_s=0.0,
+        solver="test",
+        replicas={"pre@a": 9, "pre@b": 1, "dec": 2},
+        rates_rps={"pre@a": 9.0, "pre@b": 0.5, "dec": 9.5},
+    )
+    got = merge_split_pools(p, split)
+    # 10 replicas of pre@a carry 10 >= 9.5 rps: one pool, same cost
+    assert got.replicas == {"pre@a": 10, "dec": 2}
+    assert got.rates_rps == {"pre@a": pytest.approx(9.5), "dec": 9.5}
+    assert got.objective == split.objective
+    # pre@a at most 9 replicas: pre@b carries 10 x 0.9 = 9 < 9.5 rps either, so no merge
+    capped = replace(p, candidates=(replace(a, max_replicas=9), b, dec))
+    assert merge_split_pools(capped, split) is split
+    # ... but at 9.0 rps it does (the larger pool cannot, the other can)
+    lighter = replace(split, rates_rps={"pre@a": 8.5, "pre@b": 0.5, "dec": 9.0})
+    assert merge_split_pools(capped, lighter).replicas == {"pre@b": 10, "dec": 2}
+    # a KV link that does not reach the decode GPU type: not that one, the other
+    unpaired = replace(p, candidates=(replace(a, pairs_with=frozenset({"h"})), b, dec))
+    assert merge_split_pools(unpaired, lighter).replicas == {"pre@b": 10, "dec": 2}
+    assert merge_split_pools(p, lighter).replicas == {"pre@a": 10, "dec": 2}
+    # another cost per replica (not the same deployment's price): left as solved
+    dear = replace(p, candidates=(a, replace(b, cost_usd_per_hour_per_replica=2.5), dec))
+    assert merge_split_pools(dear, split) is split
+    # other configurations, or no solution: untouched
+    other = replace(p, candidates=(a, replace(b, config_key="prefill-g-2"), dec))
+    assert merge_split_pools(other, split) is split
+    none = replace(split, status=SolveStatus.INFEASIBLE)
+    assert merge_split_pools(p, none) is none

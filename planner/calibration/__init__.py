@@ -34,7 +34,7 @@ Errors are absolute percentage errors ``|predicted / measured - 1|`` (APE). Ever
 public name is importable from ``planner.calibration`` itself.
 """
 
-from planner.calibration.apply import apply_calibration, group_sigma_log
+from planner.calibration.apply import apply_calibration, group_sigma_log, group_spreads
 from planner.calibration.fit import (
     GRID,
     LOSS,
@@ -55,6 +55,7 @@ from planner.calibration.fit import (
     GroupFit,
     GroupKey,
     Residual,
+    Spreads,
     allowed_misses,
     capacity_log_error,
     fit_calibration,
@@ -63,8 +64,10 @@ from planner.calibration.fit import (
     group_measurements,
     leave_one_out,
     residual_sigma_log,
+    residual_spreads,
     sigma_from_log_errors,
     source_weights,
+    spreads_from_log_errors,
 )
 from planner.calibration.fit import _GroupResult as _GroupResult
 from planner.calibration.fit import _prior as _prior
@@ -152,6 +155,7 @@ __all__ = [
     "Prediction",
     "Residual",
     "Split",
+    "Spreads",
     "allowed_misses",
     "ape",
     "apply_calibration",
@@ -168,6 +172,7 @@ __all__ = [
     "group_key",
     "group_measurements",
     "group_sigma_log",
+    "group_spreads",
     "holdout_points",
     "kernel_layer_ms",
     "leave_one_out",
@@ -184,11 +189,13 @@ __all__ = [
     "predict_with",
     "prefill_replica",
     "residual_sigma_log",
+    "residual_spreads",
     "resolve_model",
     "save_calibration",
     "sigma_from_log_errors",
     "source_weights",
     "split_rank",
+    "spreads_from_log_errors",
     "unscaled_catalog",
     "validation_reason",
     "with_factors",

@@ -8,17 +8,18 @@ from typing import Any
 
 from catalog.loader import build_catalog
 from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, DtypeEfficiency, Provenance
-from planner.calibration.fit import Calibration, GroupFit, residual_sigma_log
+from planner.calibration.fit import Calibration, GroupFit, Spreads, residual_spreads
 from planner.errors import PlanningError, UnknownEntryError
 
 
-def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
-    """The residual spread of one group of a calibration (ln units):
-    :func:`residual_sigma_log` of the group's stored residuals after the fit (the
-    spread as the current estimator takes it, also for a calibration stored when
-    ``sigma_log`` was the MAD alone: it is recomputed, not trusted); without stored
-    residuals the fit's recorded ``sigma_log``; with neither, the analogy prior
-    :data:`catalog.schema.ANALOGY_SIGMA_LOG` (nothing says the fit is any tighter)."""
+def group_spreads(calibration: Calibration, fit: GroupFit) -> Spreads:
+    """The spreads of one group of a calibration (ln units, :class:`Spreads`):
+    :func:`residual_spreads` of the group's stored residuals after the fit (as the
+    current estimator takes them, also for a calibration stored when ``sigma_log`` was the
+    MAD alone: recomputed, not trusted); without stored residuals the fit's recorded
+    spreads (the downside one at most ``sigma_log``, ``sigma_log`` itself when not
+    recorded); with neither, the analogy prior :data:`catalog.schema.ANALOGY_SIGMA_LOG`
+    for both (nothing says the fit is any tighter)."""
     mine = [
         r
         for r in calibration.residuals
@@ -26,10 +27,18 @@ def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
         and (fit.dtype is None or r.dtype == fit.dtype)
         and (fit.engine is None or r.engine == fit.engine)
     ]
-    got = residual_sigma_log(mine, fitted_factors=sum(fit.determined.values()))
+    got = residual_spreads(mine, fitted_factors=sum(fit.determined.values()))
     if got is not None:
         return got
-    return fit.sigma_log if fit.sigma_log is not None else ANALOGY_SIGMA_LOG
+    sigma = fit.sigma_log if fit.sigma_log is not None else ANALOGY_SIGMA_LOG
+    down = fit.downside_sigma_log if fit.sigma_log is not None else None
+    return Spreads(sigma, sigma if down is None else min(down, sigma))
+
+
+def group_sigma_log(calibration: Calibration, fit: GroupFit) -> float:
+    """The band's spread of one group of a calibration (:func:`group_spreads`; ln
+    units)."""
+    return group_spreads(calibration, fit).sigma_log
 
 
 def apply_calibration(
@@ -65,10 +74,12 @@ def apply_calibration(
                 "calibration", f"{calibration.name!r} calibrates unknown gpu {gpu_id!r}"
             )
         eff = gpu.efficiency
+        spreads = group_spreads(calibration, f)
         spread: dict[str, Any] = {
             "provenance": Provenance.FITTED,
             "points": max(f.points, 1),
-            "sigma_log": group_sigma_log(calibration, f),
+            "sigma_log": spreads.sigma_log,
+            "downside_sigma_log": spreads.downside_sigma_log,
         }
         if dtype is None:
             eff = eff.model_copy(

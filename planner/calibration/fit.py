@@ -30,7 +30,7 @@ from planner.calibration.predict import (
     with_factors,
 )
 from planner.errors import PlanningError
-from planner.risk import BAND_CONFIDENCE, DEFAULT_CONFIDENCE, Z_BAND, z_for_confidence
+from planner.risk import BAND_CONFIDENCE, DERATE_CONFIDENCES, Z_BAND, z_for_confidence
 
 #: Parameter bounds of the fit: prefill MFU, decode MBU, per-step overhead (ms).
 LOWER = (0.05, 0.05, 0.0)
@@ -127,6 +127,11 @@ class GroupFit(BaseModel):
         default=None,
         description="Residual spread of the fit: residual_sigma_log of its values after "
         "the fit (None in calibrations stored before it was recorded).",
+    )
+    downside_sigma_log: float | None = Field(
+        default=None,
+        description="The spread of the residuals' low side, which the derate uses "
+        "(residual_spreads; None in calibrations stored before it was recorded).",
     )
 
     @property
@@ -368,20 +373,21 @@ def capacity_log_error(quantity: str, measured: float, predicted: float) -> floa
     )
 
 
-def residual_sigma_log(
+def residual_spreads(
     residuals: Sequence[Residual], *, after: bool = True, fitted_factors: int = 0
-) -> float | None:
-    """The spread of a fit in log space (:func:`sigma_from_log_errors`) over the capacity
-    errors (:func:`capacity_log_error`) of the ``n`` measured values that were predicted
-    (after the fit, or with ``after=False`` before it), with ``k = fitted_factors``
-    degrees of freedom used by the fit. Dimensionless (natural log); None without values.
+) -> Spreads | None:
+    """The spreads of a fit in log space (:func:`spreads_from_log_errors`) over the
+    capacity errors (:func:`capacity_log_error`) of the ``n`` measured values that were
+    predicted (after the fit, or with ``after=False`` before it), with ``k =
+    fitted_factors`` degrees of freedom used by the fit. Dimensionless (natural log); None
+    without values.
 
     The errors are taken about zero, not about their mean: a bias of the model is part
     of its error. Robust statistics, not a root mean square, so that a few points the
     model cannot represent (a benchmark with its own bottleneck, 2-6x off) widen the
     band no more than their share: with a root mean square one such sweep made every
-    fitted GPU look less certain than a GPU set by analogy. This is
-    ``Efficiency.sigma_log`` of fitted factors."""
+    fitted GPU look less certain than a GPU set by analogy. These are
+    ``Efficiency.sigma_log`` and ``downside_sigma_log`` of fitted factors."""
     errors = [
         capacity_log_error(r.quantity, r.measured, p)
         for r in residuals
@@ -389,7 +395,16 @@ def residual_sigma_log(
         and p > 0
         and r.measured > 0
     ]
-    return sigma_from_log_errors(errors, fitted_factors)
+    return spreads_from_log_errors(errors, fitted_factors)
+
+
+def residual_sigma_log(
+    residuals: Sequence[Residual], *, after: bool = True, fitted_factors: int = 0
+) -> float | None:
+    """The band's spread ``sigma_log`` of :func:`residual_spreads` (ln units; None
+    without values)."""
+    got = residual_spreads(residuals, after=after, fitted_factors=fitted_factors)
+    return None if got is None else got.sigma_log
 
 
 def allowed_misses(share: float, n: int) -> int:
@@ -398,10 +413,20 @@ def allowed_misses(share: float, n: int) -> int:
     return math.floor((1.0 - share) * n + 1e-9)
 
 
-def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> float | None:
-    """The spread ``sigma_log`` of ``n`` capacity errors ``e = ln(true / predicted
-    capacity)`` (:func:`capacity_log_error`; dimensionless, None without values): the
-    largest of
+@dataclasses.dataclass(frozen=True)
+class Spreads:
+    """The two spreads of a set of capacity errors (ln units, :func:`spreads_from_log_errors`):
+    ``sigma_log`` sets the capacity band, ``downside_sigma_log`` (at most ``sigma_log``)
+    the derate at a confidence."""
+
+    sigma_log: float
+    downside_sigma_log: float
+
+
+def spreads_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> Spreads | None:
+    """The spreads of ``n`` capacity errors ``e = ln(true / predicted capacity)``
+    (:func:`capacity_log_error`; dimensionless, None without values), from three kinds of
+    term:
 
     - ``1.4826 x median |e|``, the normal-consistent median absolute deviation: the spread
       if the errors were normal;
@@ -409,32 +434,47 @@ def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> f
       :func:`allowed_misses` ``(BAND_CONFIDENCE, n)``: the least spread whose band
       (``planner.risk.capacity_band_rps``, ``exp(+-Z_BAND sigma)``, 90%) holds at least
       90% of the values;
-    - ``-e_(m_c + 1) / z_c``, the ``m_c + 1``-th smallest ``e`` with ``m_c`` =
-      ``allowed_misses(c, n)``, ``c = DEFAULT_CONFIDENCE`` (0.8, ``z_c`` = 0.8416): the
-      least spread whose derate at that confidence (``planner.risk.capacity_derate``,
-      ``exp(-z_c sigma)``) is cleared by at least a share ``c`` of the values (0 when the
-      model is pessimistic on more than that share);
+    - per confidence ``c`` of :data:`planner.risk.DERATE_CONFIDENCES` (0.8 and 0.9),
+      ``-e_(m_c + 1) / z_c``, the ``m_c + 1``-th smallest ``e`` with ``m_c`` =
+      ``allowed_misses(c, n)``: the least spread whose derate at ``c``
+      (``planner.risk.capacity_derate``, ``exp(-z_c sigma)``) is cleared by at least a
+      share ``c`` of the values (0 when the model is pessimistic on more than that share).
 
-    times ``sqrt(n / (n - k))`` with ``k = fitted_factors`` (``n - k`` at least 1), floored
-    at :data:`MIN_SIGMA_LOG`. The model's errors have heavier tails than a normal law and
-    lean one way on some GPUs: H100 SXM's 158 fit values give 0.171 by the MAD, a band of
-    which held 80% of them and a derate cleared by 72%. The quantiles still ignore the
-    worst tenth (fifth, for the derate), so a sweep the model cannot represent widens the
-    spread only when it is more than that share of the values. Both claims hold on the
-    values the spread is measured on, at the default confidence; ``planner.band_coverage``
-    checks them on the fit and held-out splits."""
+    ``downside_sigma_log`` is the largest of the MAD and the derate terms; ``sigma_log``
+    the largest of all, so the band always holds the derate. Both times ``sqrt(n / (n -
+    k))`` with ``k = fitted_factors`` (``n - k`` at least 1), floored at
+    :data:`MIN_SIGMA_LOG`.
+
+    The model's errors have heavier tails than a normal law and lean one way on some GPUs:
+    H100 SXM's 158 fit values give 0.171 by the MAD, a band of which held 80% of them and
+    a derate cleared by 72%. Where the model errs on the safe side (L40S: MLPerf's loaded
+    latencies measured well under the prediction), the band's term is wide and the derate
+    terms small: the band shows that the GPU may do much better than priced, and the
+    derate does not charge the plans that buy it for the model's pessimism. The
+    quantiles ignore the worst tenth (fifth, for the derate at 0.8), so a sweep the model
+    cannot represent widens a spread only when it is more than that share of the values.
+    ``planner.band_coverage`` checks every claim on the fit and held-out splits."""
     if not errors:
         return None
     n = len(errors)
-    dof = max(n - fitted_factors, 1)
-    signed = np.asarray(errors, dtype=float)
-    absolute = np.abs(signed)
+    scale = math.sqrt(n / max(n - fitted_factors, 1))
+    signed = np.sort(np.asarray(errors, dtype=float))
+    absolute = np.sort(np.abs(signed))
     mad = MAD_TO_SIGMA * float(np.median(absolute))
-    band = float(np.sort(absolute)[n - 1 - allowed_misses(BAND_CONFIDENCE, n)]) / Z_BAND
-    z_c = z_for_confidence(DEFAULT_CONFIDENCE)
-    low = float(np.sort(signed)[allowed_misses(DEFAULT_CONFIDENCE, n)])
-    derate = max(0.0, -low) / z_c
-    return max(max(mad, band, derate) * math.sqrt(n / dof), MIN_SIGMA_LOG)
+    band = float(absolute[n - 1 - allowed_misses(BAND_CONFIDENCE, n)]) / Z_BAND
+    derate = max(
+        max(0.0, -float(signed[allowed_misses(c, n)])) / z_for_confidence(c)
+        for c in DERATE_CONFIDENCES
+    )
+    downside = max(max(mad, derate) * scale, MIN_SIGMA_LOG)
+    return Spreads(max(band * scale, downside), downside)
+
+
+def sigma_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) -> float | None:
+    """The band's spread ``sigma_log`` of :func:`spreads_from_log_errors` (ln units;
+    None without values)."""
+    got = spreads_from_log_errors(errors, fitted_factors)
+    return None if got is None else got.sigma_log
 
 
 def _errors(
@@ -518,6 +558,7 @@ def fit_group(
         for m, b, a in zip(points, before, after, strict=True)
         for name, value in m.quantities().items()
     ]
+    spreads = residual_spreads(residuals, fitted_factors=sum(det))
     mb, wb = _errors(points, before)
     ma, wa = _errors(points, after)
     fit = GroupFit(
@@ -535,7 +576,8 @@ def fit_group(
         worst_ape_before=wb,
         median_ape_after=ma,
         worst_ape_after=wa,
-        sigma_log=residual_sigma_log(residuals, fitted_factors=sum(det)),
+        sigma_log=spreads.sigma_log if spreads else None,
+        downside_sigma_log=spreads.downside_sigma_log if spreads else None,
     )
     return _GroupResult(fit, residuals)
 

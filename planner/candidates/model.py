@@ -224,6 +224,8 @@ class Candidate:
     factor_points: int = 0
     level_scale: float = 1.0
     sigma_log: float = ANALOGY_SIGMA_LOG
+    #: The spread risk_derate is computed with (FactorUncertainty.derate_sigma_log).
+    derate_sigma_log: float = ANALOGY_SIGMA_LOG
     risk_derate: float = 1.0
     #: The prefix hit rate this pool's figures assume: the class's nominal rate, or
     #: less when idle sessions' prefixes do not all fit its KV cache

@@ -434,7 +434,8 @@ def _screen_gpu(
                 out.factor_points = unc.points
                 out.level_scale = unc.level_scale
                 out.sigma_log = unc.sigma_log
-                out.risk_derate = capacity_derate(unc.sigma_log, confidence)
+                out.derate_sigma_log = unc.derate_sigma_log
+                out.risk_derate = capacity_derate(unc.derate_sigma_log, confidence)
         return outs
 
     def screen_aggregated(replica: rl.Replica, budget: int) -> list[Candidate | Rejection]:
@@ -453,7 +454,7 @@ def _screen_gpu(
             budget,
             slots_of[id(replica)],
             replica_cost_usd_per_hour(catalog, gpu_id, replica.gpus),
-            capacity_derate(unc.sigma_log, confidence),
+            capacity_derate(unc.derate_sigma_log, confidence),
             mixed_slots=True,
         )
 
@@ -498,7 +499,7 @@ def _screen_gpu(
             for kv in kv_dtype_options(dtype, req.kv_dtypes)
         ]
         unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
-        derate = capacity_derate(unc.sigma_log, confidence)
+        derate = capacity_derate(unc.derate_sigma_log, confidence)
         for tp, pp, dp, ep, kv in shapes:
             check_time()
             try:

@@ -125,6 +125,7 @@ def plan_from_result(
                 factor_points=cand.factor_points,
                 level_scale=cand.level_scale,
                 sigma_log=cand.sigma_log,
+                derate_sigma_log=cand.derate_sigma_log,
                 capacity_derate=cand.risk_derate,
                 capacity_band_rps=cap_band,
                 cost_band_usd_per_hour=cost_band,
@@ -261,8 +262,9 @@ def risk_out(confidence: float) -> RiskOut:
         band_confidence=risk.BAND_CONFIDENCE,
         z_band=risk.Z_BAND,
         note=(
-            f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x sigma_log) "
-            f"per GPU; bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
+            f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x "
+            "derate_sigma_log) per GPU (the spread of the capacity errors' low side, at most "
+            f"sigma_log); bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
             "sigma_log)), replicas scaled as 1/capacity and rounded up"
         ),
     )
@@ -418,7 +420,11 @@ def own_llm_warnings(
         )
         mine = [p for p in pools if p.gpu == gpu and p.replicas]
         derates = [p.capacity_derate for p in mine if p.capacity_derate is not None]
-        sigmas = [p.sigma_log for p in mine if p.sigma_log]
+        sigmas = [
+            s
+            for p in mine
+            if (s := p.derate_sigma_log if p.derate_sigma_log is not None else p.sigma_log)
+        ]
         out.append(
             f"{gpu}: its own {check.points} measured run(s) of {model_id} from "
             f"{check.publishers} publisher{'s' if check.publishers != 1 else ''} (fit split) "
@@ -499,7 +505,7 @@ def fp4_weights_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: str)
 
 
 def own_llm_cover(
-    ratio: float, derate: float | None, sigma_log: float | None, confidence: float | None
+    ratio: float, derate: float | None, derate_sigma_log: float | None, confidence: float | None
 ) -> str:
     """Whether a GPU's pools, sized at ``derate`` x its factors' capacity (the risk derate
     at the plan's ``confidence``, :func:`planner.risk.capacity_derate`), hold if the GPU
@@ -508,7 +514,8 @@ def own_llm_cover(
 
     * ``derate <= ratio``: covered (the pools already count on no more than its runs);
     * else the pools may serve ``1 - ratio / derate`` less than planned, and the confidence
-      whose derate reaches ``ratio`` is ``Phi(ln(1 / ratio) / sigma_log)`` (MI300X, ratio
+      whose derate reaches ``ratio`` is ``Phi(ln(1 / ratio) / derate_sigma_log)`` (the
+      spread the derate uses, ``planner.risk.FactorUncertainty.derate_sigma_log``; MI300X, ratio
       0.717, sigma 0.498: 0.748, shown 0.75, rounded up); none when it exceeds
       :data:`planner.risk.MAX_CONFIDENCE`.
 
@@ -525,8 +532,8 @@ def own_llm_cover(
         f"about {1 - ratio / d:.0%} less than planned: compare the plan without it "
         "(alternatives)"
     )
-    if sigma_log:
-        needed = NormalDist().cdf(math.log(1 / ratio) / sigma_log)
+    if derate_sigma_log:
+        needed = NormalDist().cdf(math.log(1 / ratio) / derate_sigma_log)
         digits = 2 if needed <= 0.99 else 3  # rounded up: 0.9932 -> 0.994, never 1.00
         shown = math.ceil(needed * 10**digits) / 10**digits
         if shown <= risk.MAX_CONFIDENCE:

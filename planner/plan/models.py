@@ -85,12 +85,14 @@ class PoolPlan(Out):
     # replica waits for, in predicted_ttft_ms (overlap / async scheduling,
     # planner.engines.busy_wait_ms; Candidate.overlap_ttft_ms); None for other roles.
     scheduled_step_ms: float | None = None
-    # Uncertainty (planner.risk): the GPU's factor provenance and spread, the derate
-    # applied to capacity_rps at the request's confidence, and the 90% bands.
+    # Uncertainty (planner.risk): the GPU's factor provenance and spread (sigma_log sets
+    # the bands, derate_sigma_log the derate: the errors' low side), the derate applied
+    # to capacity_rps at the request's confidence, and the 90% bands.
     provenance: str | None = None
     factor_points: int | None = None
     level_scale: float | None = None
     sigma_log: float | None = None
+    derate_sigma_log: float | None = None
     capacity_derate: float | None = None
     capacity_band_rps: tuple[float, float] | None = None
     cost_band_usd_per_hour: tuple[float, float] | None = None

@@ -481,6 +481,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 "provenance": e.provenance.value,
                 "points": e.points,
                 "sigma_log": e.sigma_log,
+                "downside_sigma_log": e.downside_sigma_log,
                 "level_scale": e.level_scale,
             }
         eff_rows.append(
@@ -533,10 +534,13 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                     "measurements show; MoE LLMs and FP4 weights may have measured ratios of "
                     "their own), or set by analogy with no measurement; sigma is the "
                     "spread of ln(measured / predicted capacity) (the fit's residuals, set "
-                    "so that on the public measurements it was fitted to 80% of the GPU's "
-                    "values clear its derate at confidence 0.8 and 90% fall inside its "
-                    f"90% band; {ANALOGY_SIGMA_LOG:.2f} assumed for analogy or a few "
-                    "points), which the plan's capacity derating and cost band use."
+                    "so that on the public measurements it was fitted to 90% of the GPU's "
+                    "values fall inside its 90% band), which the cost band uses; the "
+                    "capacity derating uses the spread of the errors' low side (shown as "
+                    "'derate' where narrower: the model errs on the safe side there), set "
+                    "so that 80% and 90% of the values clear the derates at confidence 0.8 "
+                    f"and 0.9; {ANALOGY_SIGMA_LOG:.2f} assumed for both for analogy or a "
+                    "few points."
                 ],
                 kind="note",
             ),

@@ -133,7 +133,9 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     pts, sigma 0.23``, ``scaled x0.57 to 26 pts, sigma 0.40`` (the analogy's factors
     times the level its measurements show) or ``analogy x0.72, sigma 0.73``; with a
     measured ratio for MoE LLMs that priced it (``moe_level_ratio`` below 1, a plan's
-    ``assumptions.gpus``), `` (MoE x0.54)`` before the spread."""
+    ``assumptions.gpus``), `` (MoE x0.54)`` before the spread; with a narrower spread for
+    the derate (``derate_sigma_log``, or a GPU's ``downside_sigma_log``), `` (derate
+    0.17)`` after it."""
     prov = pool_or_gpu.get("provenance")
     sigma = pool_or_gpu.get("sigma_log")
     if not prov:
@@ -150,7 +152,12 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     else:
         head = f"{prov}{scale}"
     head += moe_note
-    return f"{head}, sigma {sigma:.2f}" if _is_num(sigma) else head
+    if not _is_num(sigma):
+        return head
+    down = pool_or_gpu.get("derate_sigma_log", pool_or_gpu.get("downside_sigma_log"))
+    # The derate's spread, where the errors' low side is narrower than the band's.
+    low = f" (derate {down:.2f})" if _is_num(down) and round(down, 2) < round(sigma, 2) else ""
+    return f"{head}, sigma {sigma:.2f}{low}"
 
 
 def _yes_no(value: Any, missing: str = MISSING) -> str:
@@ -214,7 +221,7 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             (
                 "risk",
                 f"each pool's capacity derated to hold at {pct(risk.get('confidence'))} "
-                f"confidence (x exp(-{num(risk.get('z'), 3)} x sigma_log)); cost band: "
+                f"confidence (x exp(-{num(risk.get('z'), 3)} x the derate's sigma)); cost band: "
                 f"{pct(risk.get('band_confidence'))} band of the capacity error",
             )
         )
@@ -395,8 +402,9 @@ def _pools(plan: Mapping[str, Any]) -> list[str]:
     out.append("  load = rate / the pool's capacity within its SLO (not GPU busy time)")
     if any(_map(p).get("capacity_derate") is not None for p in pools):
         out.append(
-            "  capacity is derated by exp(-z x sigma) at the plan's confidence; cost band = "
-            "replicas needed at the 90% band's ends (1/capacity, rounded up)"
+            "  capacity is derated by exp(-z x sigma) at the plan's confidence (the derate's "
+            "sigma where shown); cost band = replicas needed at the 90% band's ends "
+            "(1/capacity, rounded up)"
         )
     for line in kv_transfer_sentences(pools, _list(plan.get("kv_pairs"))):
         out.append(f"  {line}")

@@ -197,7 +197,14 @@ function poolsBlock(plan, colors, top = true) {
         { label: "TPOT pred.", num: true, get: (p) => ms(p.predicted_tpot_ms) },
         { label: "$/h", num: true, get: (p) => usd(p.cost_usd_per_hour) },
         { label: "Cost band", num: true, get: (p) => (p.cost_band_usd_per_hour ? `${usd(p.cost_band_usd_per_hour[0])}–${usd(p.cost_band_usd_per_hour[1])}` : "–") },
-        { label: "Factors", get: (p) => `${p.provenance || "–"} σ ${num(p.sigma_log, 2)}` },
+        {
+          label: "Factors",
+          get: (p) =>
+            `${p.provenance || "–"} σ ${num(p.sigma_log, 2)}` +
+            (p.derate_sigma_log != null && num(p.derate_sigma_log, 2) !== num(p.sigma_log, 2)
+              ? ` (derate σ ${num(p.derate_sigma_log, 2)})`
+              : ""),
+        },
       ],
       pools,
       top ? { "data-testid": "plan-pools", "aria-labelledby": "pools-h" } : { "aria-label": "Pools of the scenario" },
