@@ -83,11 +83,12 @@ class Uncertainty(Frozen):
     ``sigma_log``: standard deviation of ln(measured / predicted) over those points'
     measured values (dimensionless, natural log): the fit's residual spread; for
     analogy the prior :data:`ANALOGY_SIGMA_LOG`. It sets the capacity band.
-    ``downside_sigma_log``: the spread of the errors' low side, which the derate at a
-    confidence uses (dimensionless, at most ``sigma_log``; None: ``sigma_log``). Measured
-    factors on which the model errs on the safe side (predicts less than was measured)
-    have a narrower one: their band stays wide, but the plans that buy them are not
-    derated for the model's pessimism (``planner.calibration.spreads_from_log_errors``).
+    ``downside_sigma_log``: the spread the derate at a confidence uses (dimensionless, at
+    most ``sigma_log``; None: ``sigma_log``): the larger of the MAD term and the spreads
+    the capacity errors' low side needs (``planner.calibration.spreads_from_log_errors``).
+    Measured factors on which the model errs on the safe side (predicts less than was
+    measured) have a narrower one than ``sigma_log``: their band stays wide, but the
+    plans that buy them are not derated for the model's pessimism.
     ``level_scale``: the factor the analogy guesses of MFU and MBU were multiplied by
     to give these factors (dimensionless, at most :data:`MAX_CATALOG_LEVEL_SCALE`;
     ``prefill_mfu`` and ``decode_mbu`` already include it): measured for ``scaled``

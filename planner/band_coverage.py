@@ -5,10 +5,10 @@ A plan prices every pool at its predicted capacity derated by ``exp(-z_c
 sigma_down)`` at the request's confidence (``planner.risk.capacity_derate``, default
 :data:`planner.risk.DEFAULT_CONFIDENCE` = 0.8) and shows a band of ``exp(+-Z_BAND
 sigma_log)`` around it (:data:`planner.risk.BAND_CONFIDENCE` = 90%); ``sigma_log`` is the
-GPU's spread and ``sigma_down`` (at most ``sigma_log``) the spread of its errors' low side
-(``planner.risk.factor_uncertainty``: measured for measured factors, the analogy prior
-for both otherwise). The claims can be checked against the public measurements
-(``planner.fidelity.evaluate``'s rows, shipped factors):
+GPU's spread and ``sigma_down`` (at most ``sigma_log``) its derate's: the larger of the MAD
+term and what its errors' low side needs (``planner.risk.factor_uncertainty``: measured
+for measured factors, the analogy prior for both otherwise). The claims can be checked
+against the public measurements (``planner.fidelity.evaluate``'s rows, shipped factors):
 
 * **at each confidence** ``c`` of :data:`planner.risk.DERATE_CONFIDENCES` (0.8, 0.9): the
   share of values whose capacity error (:func:`capacity_error`) is at least ``-z_c

@@ -322,8 +322,9 @@ class RiskSpec(Strict):
         default=DEFAULT_CONFIDENCE,
         description="Probability that each pool's capacity is at least what the plan "
         "relies on: capacities are derated by exp(-z x sigma), z = Phi^-1(confidence), "
-        "with each GPU's own factor spread (of its capacity errors' low side, "
-        "derate_sigma_log). 0.5 is the nominal plan; default 0.8.",
+        "with each GPU's own derate spread (derate_sigma_log: the larger of the MAD of its "
+        "capacity errors and what their low side needs). 0.5 is the nominal plan; "
+        "default 0.8.",
     )
 
 

@@ -13,8 +13,10 @@ Two uses:
 
 * **Derating at a confidence** (``risk.confidence`` in the request, default
   :data:`DEFAULT_CONFIDENCE`): every candidate's capacity is multiplied by
-  :func:`capacity_derate` ``= exp(-z_c sigma_log)``, ``z_c = Phi^-1(confidence)``,
-  before the MILP sees it, so the fleet carries its rate with that probability
+  :func:`capacity_derate` ``= exp(-z_c sigma_down)``, ``z_c = Phi^-1(confidence)``,
+  ``sigma_down`` the factors' derate spread (``FactorUncertainty.derate_sigma_log``: the
+  larger of the MAD term and the capacity errors' low-side terms, at most
+  ``sigma_log``), before the MILP sees it, so the fleet carries its rate with that probability
   per pool. A GPU known only by analogy then wins only if it is cheaper by its
   wider margin. At confidence 0.5 (``z_c = 0``) nothing is derated: the nominal
   plan. A higher confidence only lowers capacities, so the plan never gets
@@ -76,8 +78,9 @@ def capacity_derate(sigma_log: float, confidence: float) -> float:
     """Factor applied to a candidate's capacity at ``confidence`` (dimensionless, <= 1):
     ``exp(-z_c x sigma_log)``, ``z_c = Phi^-1(confidence)``: the capacity the pool
     exceeds with probability ``confidence`` when ln(true / predicted) ~
-    N(0, sigma_log^2). ``sigma_log`` comes from the GPU's efficiency factors
-    (:func:`factor_uncertainty`)."""
+    N(0, sigma_log^2). Screening passes the GPU's derate spread
+    (:func:`factor_uncertainty` ``.derate_sigma_log``: the downside spread measured for
+    its factors, else ``sigma_log``)."""
     return math.exp(-z_for_confidence(confidence) * sigma_log)
 
 

@@ -77,12 +77,14 @@ def limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float]
 def merge_split_pools(problem: Problem, result: SolveResult) -> SolveResult:
     """One pool per class, role and engine configuration: where a solution spreads one
     configuration's replicas over several candidates (``config_key`` and checkpoint
-    equal: the same deployment, e.g. a prefill pool priced over two KV links), all of
-    them go to the one candidate that can carry the group's summed rate at the summed
-    replica count (``PoolCandidate.capacity_rps``, what the MILP enforces), at the same
-    cost per replica (so the objective is unchanged), within its ``max_replicas``, with
-    KV pairs still over priced links (:func:`pairs_respected`); the group's largest pool
-    first. The MILP is indifferent between such splits (equal cost), and a solve
+    equal, and GPU, GPUs, cost and power per replica: the same deployment, e.g. a prefill
+    pool priced over two KV links), all of them go to the one candidate that can carry
+    the group's summed rate at the summed replica count (``PoolCandidate.capacity_rps``,
+    what the MILP enforces; so the objective and every fleet row are unchanged), within
+    its ``max_replicas`` and the request's ``max_replicas_per_pool``, with KV pairs still
+    over priced links (:func:`pairs_respected`); the one with the most capacity at that
+    count first (the faster KV link: more TTFT headroom), then the largest pool. The
+    MILP is indifferent between such splits (equal cost), and a solve
     stopped at its gap may return one: the 80/20 example once planned 239 + 1 agent
     prefill replicas, the 1 at 0.03% load. A group no member can carry alone stays
     split. Returns ``result`` itself when nothing merges."""
@@ -91,22 +93,25 @@ def merge_split_pools(problem: Problem, result: SolveResult) -> SolveResult:
     by_id = {c.id: c for c in problem.candidates}
     replicas = {k: n for k, n in result.replicas.items() if n > 0}
     rates = dict(result.rates_rps)
-    groups: dict[tuple[str, PoolRole, str, str], list[PoolCandidate]] = {}
+    cap = problem.limits.max_replicas_per_pool
+    groups: dict[tuple, list[PoolCandidate]] = {}
     for cid in replicas:
         c = by_id.get(cid)
         if c is not None and c.config_key:
-            groups.setdefault((c.class_id, c.role, c.config_key, c.checkpoint), []).append(c)
+            same = (c.gpu, c.gpus_per_replica, c.cost_usd_per_hour_per_replica)
+            key = (c.class_id, c.role, c.config_key, c.checkpoint, same, c.power_kw_per_replica)
+            groups.setdefault(key, []).append(c)
     merged = False
     for members in groups.values():
         if len(members) < 2:
             continue
         n = sum(replicas[m.id] for m in members)
         rate = sum(rates.get(m.id, 0.0) for m in members)
-        cost = sum(m.cost_usd_per_hour_per_replica * replicas[m.id] for m in members)
-        for target in sorted(members, key=lambda m: (-replicas[m.id], m.id)):
+        order = sorted(members, key=lambda m: (-m.capacity_rps(n), -replicas[m.id], m.id))
+        for target in order:
             if (
                 n > target.max_replicas
-                or abs(target.cost_usd_per_hour_per_replica * n - cost) > 1e-6 * max(cost, 1.0)
+                or (cap is not None and n > cap)
                 or target.capacity_rps(n) < rate * (1 - 1e-9) - TOL
             ):
                 continue

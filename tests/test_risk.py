@@ -667,3 +667,13 @@ def test_downside_spread_is_checked_and_used_by_the_derate_only():
     assert risk.factor_uncertainty(
         cat, "h100-sxm5-80gb", "bf16", overridden=True
     ).derate_sigma_log == (ANALOGY_SIGMA_LOG)
+    # a plan on it: the pool is derated with 0.1, its capacity band is 0.4's
+    req = _small(0.8, candidates={"gpus": ["h100-sxm5-80gb"], "tp": [1], "dtypes": ["bf16"]})
+    (pool,) = [p for p in make_plan(req, catalog=cat, alternatives=False).pools if p.replicas]
+    assert pool.capacity_derate == pytest.approx(risk.capacity_derate(0.1, 0.8))
+    assert (pool.sigma_log, pool.derate_sigma_log) == (0.4, 0.1)
+    # the band's ends: the nominal capacity of the replicas bought x exp(-/+1.645 x 0.4)
+    lo, hi = pool.capacity_band_rps
+    assert hi / lo == pytest.approx(math.exp(2 * risk.Z_BAND * 0.4), rel=1e-6)
+    u = risk.factor_uncertainty(cat, "b200", "fp4")
+    assert u.derate_sigma_log == u.sigma_log >= ANALOGY_SIGMA_LOG

@@ -474,7 +474,18 @@ def test_split_pools_of_one_configuration_are_merged():
     # 10 replicas of pre@a carry 10 >= 9.5 rps: one pool, same cost
     assert got.replicas == {"pre@a": 10, "dec": 2}
     assert got.rates_rps == {"pre@a": pytest.approx(9.5), "dec": 9.5}
-    assert got.objective == split.objective
+
+    def cost(problem, replicas):
+        by = {c.id: c for c in problem.candidates}
+        return sum(by[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
+
+    assert cost(p, got.replicas) == cost(p, split.replicas) == 22.0
+    # the request's replica cap per pool is a limit the split may be there for
+    limited = replace(p, limits=Limits(max_replicas_per_pool=9))
+    assert merge_split_pools(limited, split) is split
+    # the faster of two that can carry it all (more capacity at the merged count)
+    fast = replace(p, candidates=(a, replace(b, cuts=linear(1.2)), dec))
+    assert merge_split_pools(fast, split).replicas == {"pre@b": 10, "dec": 2}
     # pre@a at most 9 replicas: pre@b carries 10 x 0.9 = 9 < 9.5 rps either, so no merge
     capped = replace(p, candidates=(replace(a, max_replicas=9), b, dec))
     assert merge_split_pools(capped, split) is split
@@ -493,3 +504,25 @@ def test_split_pools_of_one_configuration_are_merged():
     assert merge_split_pools(other, split) is split
     none = replace(split, status=SolveStatus.INFEASIBLE)
     assert merge_split_pools(p, none) is none
+
+
+def test_solve_returns_merged_pools(monkeypatch):
+    """solver.solve applies merge_split_pools to what the MILP returns."""
+    import solver.solve as ss
+    from solver.problem import SolveResult
+
+    a = cand("pre@a", "c", PoolRole.PREFILL, cost=2.0, cap=1.0)
+    b = cand("pre@b", "c", PoolRole.PREFILL, cost=2.0, cap=0.9)
+    dec = cand("dec", "c", PoolRole.DECODE, cost=1.0, cap=5.0)
+    p = Problem(classes=(ClassDemand("c", 9.5),), candidates=(a, b, dec))
+    split = SolveResult(
+        status=SolveStatus.OPTIMAL,
+        objective=22.0,
+        gap=0.0,
+        runtime_s=0.0,
+        solver="test",
+        replicas={"pre@a": 9, "pre@b": 1, "dec": 2},
+        rates_rps={"pre@a": 9.0, "pre@b": 0.5, "dec": 9.5},
+    )
+    monkeypatch.setattr(ss, "_solve", lambda problem, options=None, cache=None: split)
+    assert ss.solve(p).replicas == {"pre@a": 10, "dec": 2}

@@ -354,7 +354,9 @@ def render_calibration(cal: Calibration, *, residuals: bool = True) -> str:
     out.append(
         "errors: median / worst |predicted / measured - 1| over the group's measured values; "
         "*: not determined by the data (stays near the catalog's value); sigma_log: residual "
-        "spread of ln(measured / predicted) after the fit, which plans derate capacity by"
+        "spread of ln(measured / predicted) after the fit, which the plans' capacity bands "
+        "use (their derate uses the downside spread, at most it: "
+        "planner.calibration.group_spreads)"
     )
     if residuals and cal.residuals:
         out += ["", "residuals per point:"]

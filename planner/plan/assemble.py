@@ -263,9 +263,10 @@ def risk_out(confidence: float) -> RiskOut:
         z_band=risk.Z_BAND,
         note=(
             f"capacities derated by exp(-{risk.z_for_confidence(confidence):.3f} x "
-            "derate_sigma_log) per GPU (the spread of the capacity errors' low side, at most "
-            f"sigma_log); bands at {risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x "
-            "sigma_log)), replicas scaled as 1/capacity and rounded up"
+            "derate_sigma_log) per GPU (the larger of the MAD of the capacity errors and what "
+            "their low side needs, at most sigma_log); bands at "
+            f"{risk.BAND_CONFIDENCE:.0%} (exp(+/-{risk.Z_BAND:.3f} x sigma_log)), replicas "
+            "scaled as 1/capacity and rounded up"
         ),
     )
 

@@ -209,14 +209,15 @@ def why_not(screening: Screening, pools: list[PoolPlan]) -> list[WhyNot]:
                 + (
                     f" (capacity derated x{c.risk_derate:.2f}: factors "
                     + (
-                        f"fitted to {c.factor_points} points, sigma {c.sigma_log:.2f})"
+                        f"fitted to {c.factor_points} points, derate sigma "
+                        f"{c.derate_sigma_log:.2f})"
                         if c.provenance == "fitted"
                         else (
                             f"scaled x{c.level_scale:.2f} to {c.factor_points} points, "
-                            f"sigma {c.sigma_log:.2f})"
+                            f"derate sigma {c.derate_sigma_log:.2f})"
                         )
                         if c.provenance == "scaled"
-                        else f"by analogy x{c.level_scale:.2f}, sigma {c.sigma_log:.2f})"
+                        else f"by analogy x{c.level_scale:.2f}, sigma {c.derate_sigma_log:.2f})"
                     )
                     if c.risk_derate < 1.0
                     else ""

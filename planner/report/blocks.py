@@ -536,11 +536,11 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                     "spread of ln(measured / predicted capacity) (the fit's residuals, set "
                     "so that on the public measurements it was fitted to 90% of the GPU's "
                     "values fall inside its 90% band), which the cost band uses; the "
-                    "capacity derating uses the spread of the errors' low side (shown as "
-                    "'derate' where narrower: the model errs on the safe side there), set "
-                    "so that 80% and 90% of the values clear the derates at confidence 0.8 "
-                    f"and 0.9; {ANALOGY_SIGMA_LOG:.2f} assumed for both for analogy or a "
-                    "few points."
+                    "capacity derating uses the larger of the errors' normal-law spread "
+                    "(MAD) and what their low side needs (shown as 'derate' where "
+                    "narrower: the model errs on the safe side there), set so that 80% and "
+                    "90% of the values clear the derates at confidence 0.8 and 0.9; "
+                    f"{ANALOGY_SIGMA_LOG:.2f} assumed for both for analogy or a few points."
                 ],
                 kind="note",
             ),

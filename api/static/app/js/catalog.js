@@ -87,7 +87,7 @@ function gpusTab(panel) {
 function efficiency(eff) {
   if (!eff) return "–";
   const parts = [`MFU ${num(eff.prefill_mfu, 2)}`, `MBU ${num(eff.decode_mbu, 2)}`];
-  const prov = eff.provenance ? `${eff.provenance}${eff.points ? `, ${eff.points} points` : ""}${eff.sigma_log ? `, σ ${num(eff.sigma_log, 2)}` : ""}${eff.downside_sigma_log ? ` (derate σ ${num(eff.downside_sigma_log, 2)})` : ""}` : "";
+  const prov = eff.provenance ? `${eff.provenance}${eff.points ? `, ${eff.points} points` : ""}${eff.sigma_log ? `, σ ${num(eff.sigma_log, 2)}` : ""}${eff.downside_sigma_log && num(eff.downside_sigma_log, 2) !== num(eff.sigma_log, 2) ? ` (derate σ ${num(eff.downside_sigma_log, 2)})` : ""}` : "";
   return `${parts.join(" · ")}${prov ? ` (${prov})` : ""}`;
 }
 
