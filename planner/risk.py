@@ -41,13 +41,13 @@ from catalog.schema import ANALOGY_SIGMA_LOG, Catalog, Dtype, Provenance
 #: by analogy competes on its median guess (the 80/20 example bought MI300X, a GPU with
 #: no measurement, on it). 0.8 (z = 0.84), the usual P80 of capacity planning, prices
 #: every pool at the capacity it exceeds four times in five: an analogy GPU (sigma 0.73)
-#: is derated by 46%, the measured ones by 13% (L40S, downside spread 0.17) to 22% (H100
-#: SXM, 0.30), so an unmeasured GPU must be 30-38% cheaper per predicted capacity than a
-#: measured one to win. The measured downside spreads are set so that this derate, and
-#: the one at 0.9, hold on each GPU's fit values
+#: is derated by 46%, the measured ones by 12% (L40S, derate spread 0.155) to 22% (H100
+#: SXM, 0.288), so an unmeasured GPU must be 31-38% cheaper per predicted capacity than a
+#: measured one to win. The measured derate spreads are set so that this derate, and the
+#: one at 0.9, hold on each GPU's fit values
 #: (planner.calibration.spreads_from_log_errors); of the public measurements of the
-#: measured GPUs, 82.6% of the fit values and 88.7% of the held-out ones clear it, 90.9%
-#: and 92.7% the one at 0.9 (planner.band_coverage; docs/calibration.md). 0.9 would
+#: measured GPUs, 84.0% of the fit values and 90.7% of the held-out ones clear it, 90.9%
+#: and 94.0% the one at 0.9 (planner.band_coverage; docs/calibration.md). 0.9 would
 #: derate analogy GPUs by 61%: spare capacity for errors most pools do not have, which
 #: the 90% cost band already shows and a request can still ask for.
 DEFAULT_CONFIDENCE = 0.8

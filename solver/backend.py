@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import warnings
+from dataclasses import replace
 
 import pulp
 
@@ -83,7 +84,8 @@ def _solver_cmd(
 def run_solver(
     prob: pulp.LpProblem, options: SolverOptions, time_limit_s: float, *, presolve: bool = True
 ):
-    """Solve; return (status, gap, solver name, message). ``presolve=False`` turns
+    """Solve; return (status, gap, solver name, message). A HiGHS "Solve error" is
+    solved again by CBC (its name is returned). ``presolve=False`` turns
     HiGHS's presolve off: on a one-class fleet MILP (the decompositions' subproblems)
     its probing of the segment binaries took ~1.4 s of a 1.5 s solve (50 GPU types,
     72 candidates, 1,064 binaries: 0.3 s without; same optimum, proven)."""
@@ -107,6 +109,11 @@ def run_solver(
             return SolveStatus.OPTIMAL, max(0.0, gap), name, ""
         if status in (ms.kInfeasible, ms.kUnboundedOrInfeasible):
             return SolveStatus.INFEASIBLE, None, name, "infeasible"
+        if status == ms.kSolveError:
+            # HiGHS rejects its own MIP optimum when postsolve leaves a primal
+            # infeasibility at its tolerance (seen: 1e-6 on the elastic re-solve of a
+            # budget-bound request, "Solve error"): the model is solved again by CBC.
+            return run_solver(prob, replace(options, solver="cbc"), time_limit_s)
         if has_solution:
             gap = info.mip_gap if math.isfinite(info.mip_gap) else None
             return SolveStatus.FEASIBLE, gap, name, model.modelStatusToString(status)

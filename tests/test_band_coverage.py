@@ -5,7 +5,6 @@ fitted to."""
 from __future__ import annotations
 
 import math
-import statistics
 
 import pytest
 
@@ -138,27 +137,25 @@ def test_the_shipped_spreads_hold_on_the_values_they_were_fitted_to():
                 assert share >= conf, c
 
 
-def test_a_gpu_the_model_under_rates_is_not_derated_for_it():
-    """L40S: its widest fit errors are MLPerf v4.1 latencies the model over-predicts (the
-    GPU did better), so its band is wide while its derate's spread (downside_sigma_log,
-    written by make calibrate-defaults) is the MAD term: its capacity errors' low side
-    alone would give less (the floor is the MAD, a two-sided spread)."""
-    l40s = CAT.gpus["l40s"].efficiency
-    assert l40s.downside_sigma_log is not None
-    assert l40s.downside_sigma_log < l40s.sigma_log - 0.05
-    u = risk.factor_uncertainty(CAT, "l40s", "fp8")
-    assert u.derate_sigma_log == l40s.downside_sigma_log
+def test_the_shipped_spreads_are_the_estimators_on_each_gpus_fit_values():
+    """Each measured GPU's sigma_log and derate spread (downside_sigma_log, written by
+    make calibrate-defaults where narrower) are spreads_from_log_errors of the capacity
+    errors of its fit values with the shipped factors (one fitted level); a model
+    pessimistic on a GPU gives it a narrower derate spread than band (tests/test_levels,
+    tests/test_risk), as MI300X's 0.264 against 0.266."""
     rows = fd.evaluate(cb.load_reference_measurements(CAT), CAT, fd.shipped_factors(CAT))
-    errors = [
-        e
-        for r in rows
-        if r.gpu == "l40s" and r.split == "fit"
-        if (e := bc.capacity_error(r)) is not None
-    ]
-    got = cb.spreads_from_log_errors(errors, 1)
-    assert got is not None
-    assert got.downside_sigma_log == pytest.approx(l40s.downside_sigma_log, abs=0.01)
-    n = len(errors)
-    mad = 1.4826 * statistics.median(abs(e) for e in errors) * math.sqrt(n / (n - 1))
-    assert got.downside_sigma_log == pytest.approx(mad)
-    assert got.sigma_log > got.downside_sigma_log + 0.05
+    measured = [g for g, gpu in CAT.gpus.items() if gpu.efficiency.sigma_log < ANALOGY_SIGMA_LOG]
+    assert len(measured) >= 6
+    for g in measured:
+        errors = [
+            e
+            for r in rows
+            if r.gpu == g and r.split == "fit"
+            if (e := bc.capacity_error(r)) is not None
+        ]
+        got = cb.spreads_from_log_errors(errors, 1)
+        eff = CAT.gpus[g].efficiency
+        assert got is not None
+        assert got.sigma_log == pytest.approx(eff.sigma_log, abs=0.002), g
+        assert got.downside_sigma_log == pytest.approx(eff.derate_sigma_log, abs=0.002), g
+        assert risk.factor_uncertainty(CAT, g, "fp8").derate_sigma_log == eff.derate_sigma_log

@@ -672,6 +672,50 @@ def test_mlperf_summaries_are_read_in_their_units():
     assert all("inference_results_v4.1" in m["source"] for m in doc["measurements"])
 
 
+def test_mlperf_server_runs_are_closed_loops_of_their_measured_occupancy():
+    """Little's law: MI300X's Server run, 8.59 requests/s with TTFT 401.874 ms and TPOT
+    153.378 ms over 293 tokens, held 8.59 x (401.874 + 292 x 153.378) / 1000 = 388.2
+    requests in the system; the record is priced as that closed loop."""
+    assert IMPORTER.littles_law_concurrency(8.59, 401.874, 153.378, 293) == pytest.approx(
+        8.59 * (401.874 + 292 * 153.378) / 1000
+    )
+    src = "https://github.com/mlcommons/inference_results_v4.1/blob/x/closed/AMD/s.txt"
+    entry = {
+        "id": "mlperf41-amd-server",
+        "model": "llama-2-70b",
+        "gpu": "mi300x",
+        "tp": 1,
+        "dtype": "fp8",
+        "isl": 222,
+        "osl": 293,
+        "output_tok_s": 2520.27,
+        "request_rate_rps": 8.59,
+        "ttft_ms": 401.874,
+        "tpot_ms": 153.378,
+        "source": src,
+        "note": "n.",
+    }
+    row, _ = IMPORTER.convert_mlperf(entry)
+    assert row["concurrency"] == 388.2 and "request_rate_rps" not in row
+    assert "Little's law: 8.59 requests/s" in row["note"]
+    assert entry["request_rate_rps"] == 8.59  # the source entry is not changed
+    # an Offline run (every sample at once) and a DLI course run stay as they are
+    offline = {k: v for k, v in entry.items() if k not in ("ttft_ms", "tpot_ms")}
+    assert (
+        IMPORTER.convert_mlperf({**offline, "request_rate_rps": "inf"})[0]["request_rate_rps"]
+        == math.inf
+    )
+    dli = {**entry, "source": "https://github.com/NVIDIA/dli/x.csv"}
+    assert IMPORTER.convert_mlperf(dli)[0]["request_rate_rps"] == 8.59
+    # the shipped points: every MLPerf Server run is such a closed loop
+    points = {m.id: m for m in cb.load_reference_measurements(CAT, include_skipped=True)}
+    servers = [m for i, m in points.items() if i.startswith("mlperf4") and i.endswith("-server")]
+    assert len(servers) >= 10
+    assert all(m.concurrency and m.request_rate_rps is None for m in servers)
+    amd = points["mlperf41-amd-1xmi300x_2xepyc-9374f-server"]
+    assert amd.concurrency == pytest.approx(388.2, abs=0.05)
+
+
 # --------------------------------------------------------------------------- NVIDIA DLI course runs
 
 

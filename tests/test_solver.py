@@ -448,13 +448,9 @@ def test_gpu_type_search_equals_monolithic_with_operations_costs(seed):
     assert split.objective == pytest.approx(mono.objective, abs=1e-6)
 
 
-def test_split_pools_of_one_configuration_are_merged():
-    """merge_split_pools: replicas of one class, role and engine configuration spread
-    over candidates (a prefill pool priced over two KV links) go to the one that can
-    carry them all, at equal cost; else they stay split."""
-    from dataclasses import replace
-
-    from solver.checks import merge_split_pools
+def _split_prefill():
+    """Two prefill candidates of one configuration (cost 2, 1 and 0.9 requests/s per
+    replica), a decode one, 9.5 requests/s, and a solution splitting the prefill 9 + 1."""
     from solver.problem import SolveResult
 
     a = cand("pre@a", "c", PoolRole.PREFILL, cost=2.0, cap=1.0)
@@ -470,6 +466,18 @@ def test_split_pools_of_one_configuration_are_merged():
         replicas={"pre@a": 9, "pre@b": 1, "dec": 2},
         rates_rps={"pre@a": 9.0, "pre@b": 0.5, "dec": 9.5},
     )
+    return a, b, dec, p, split
+
+
+def test_split_pools_of_one_configuration_are_merged():
+    """merge_split_pools: replicas of one class, role and engine configuration spread
+    over candidates (a prefill pool priced over two KV links) go to the one that can
+    carry them all, at equal cost; else they stay split."""
+    from dataclasses import replace
+
+    from solver.checks import merge_split_pools
+
+    a, b, dec, p, split = _split_prefill()
     got = merge_split_pools(p, split)
     # 10 replicas of pre@a carry 10 >= 9.5 rps: one pool, same cost
     assert got.replicas == {"pre@a": 10, "dec": 2}
@@ -509,20 +517,28 @@ def test_split_pools_of_one_configuration_are_merged():
 def test_solve_returns_merged_pools(monkeypatch):
     """solver.solve applies merge_split_pools to what the MILP returns."""
     import solver.solve as ss
-    from solver.problem import SolveResult
 
-    a = cand("pre@a", "c", PoolRole.PREFILL, cost=2.0, cap=1.0)
-    b = cand("pre@b", "c", PoolRole.PREFILL, cost=2.0, cap=0.9)
-    dec = cand("dec", "c", PoolRole.DECODE, cost=1.0, cap=5.0)
-    p = Problem(classes=(ClassDemand("c", 9.5),), candidates=(a, b, dec))
-    split = SolveResult(
-        status=SolveStatus.OPTIMAL,
-        objective=22.0,
-        gap=0.0,
-        runtime_s=0.0,
-        solver="test",
-        replicas={"pre@a": 9, "pre@b": 1, "dec": 2},
-        rates_rps={"pre@a": 9.0, "pre@b": 0.5, "dec": 9.5},
-    )
+    *_, p, split = _split_prefill()
     monkeypatch.setattr(ss, "_solve", lambda problem, options=None, cache=None: split)
     assert ss.solve(p).replicas == {"pre@a": 10, "dec": 2}
+
+
+def test_a_highs_solve_error_is_solved_again_by_cbc(monkeypatch):
+    """HiGHS may reject its own MIP optimum ("Solve error": postsolve left a primal
+    infeasibility at its tolerance, seen on an elastic re-solve); run_solver then solves
+    the model with CBC instead of reporting no answer."""
+    import highspy
+
+    from solver.backend import run_solver
+
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(cand("agg", "a", PoolRole.AGGREGATED, cost=2.0, cap=3.0),),
+    )
+    prob, v = build_model(p)
+    monkeypatch.setattr(
+        highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kSolveError
+    )
+    status, _, name, _ = run_solver(prob, SolverOptions(), 5.0)
+    assert (status, name) == (SolveStatus.OPTIMAL, "cbc")
+    assert v.replicas["agg"].value() == 4
