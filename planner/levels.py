@@ -37,8 +37,11 @@ def saturated_throughput(m: cb.Measurement) -> bool:
     """True when ``m`` measures a serving engine's throughput at saturation: offline
     (no rate, no concurrency), an open loop with every request at once (``inf``), or a
     closed loop. A finite open-loop rate measures the offered load, not the GPU (its
-    throughput is ``rate x output tokens`` whatever the factors), so it is excluded."""
+    throughput is ``rate x output tokens`` whatever the factors), so it is excluded, also
+    as the closed loop of its occupancy (``offered_rate_rps``: an MLPerf Server run)."""
     if m.kind == cb.MeasurementKind.KERNEL or m.output_tok_s is None:
+        return False
+    if m.offered_rate_rps is not None:
         return False
     rate = m.request_rate_rps
     return rate is None or math.isinf(rate) or m.concurrency is not None

@@ -453,16 +453,18 @@ def littles_law_concurrency(rate_rps: float, ttft_ms: float, tpot_ms: float, osl
 def mlperf_server_as_closed_loop(row: dict[str, Any]) -> None:
     """An MLPerf Server record as the closed loop of its measured occupancy: ``concurrency``
     = :func:`littles_law_concurrency` of its rate, TTFT, TPOT and output length (1
-    decimal), in place of ``request_rate_rps`` (kept in the note).
+    decimal), in place of ``request_rate_rps``, which is kept as ``offered_rate_rps`` (its
+    throughput is that offered load: no level rests on it,
+    ``planner.levels.saturated_throughput``).
 
     Why: the submitters' harnesses hold Poisson arrivals to form large batches (the
     TPOT p99 limit is 200 ms), so the runs sit far above the occupancy a scheduler that
     admits every request at once would settle at for that rate: MI300X's 8.59 requests/s
     of Llama-2-70B held about 388 in the system, where such a scheduler would hold about
     142 (TPOT 56 ms predicted, 153 ms measured). Read as an open loop, the latencies test
-    the harness's batching, not the cost model (errors -69% to +151%); as a closed loop
-    of the measured occupancy, every value tests the step time at the measured batch (the
-    shipped factors predict the TPOTs within 15%). Records without both latencies stay
+    the harness's batching, not the cost model (TPOT -69% to +92%); as a closed loop of
+    the measured occupancy, every value tests the step time at the measured batch (the
+    shipped factors predict the TPOTs within -14% to +7%). Records without both latencies stay
     as they are."""
     rate, ttft, tpot = row.get("request_rate_rps"), row.get("ttft_ms"), row.get("tpot_ms")
     if rate is None or ttft is None or tpot is None or math.isinf(rate):
@@ -470,6 +472,7 @@ def mlperf_server_as_closed_loop(row: dict[str, Any]) -> None:
     c = round(littles_law_concurrency(rate, ttft, tpot, int(row["osl"])), 1)
     del row["request_rate_rps"]
     row["concurrency"] = c
+    row["offered_rate_rps"] = rate
     row["note"] = (
         row.get("note", "")
         + f" Priced as a closed loop of {c:g} requests in the system (Little's law: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 import warnings
 from dataclasses import replace
 
@@ -90,6 +91,7 @@ def run_solver(
     its probing of the segment binaries took ~1.4 s of a 1.5 s solve (50 GPU types,
     72 candidates, 1,064 binaries: 0.3 s without; same optimum, proven)."""
     cmd, name = _solver_cmd(options, time_limit_s, presolve)
+    t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -112,8 +114,13 @@ def run_solver(
         if status == ms.kSolveError:
             # HiGHS rejects its own MIP optimum when postsolve leaves a primal
             # infeasibility at its tolerance (seen: 1e-6 on the elastic re-solve of a
-            # budget-bound request, "Solve error"): the model is solved again by CBC.
-            return run_solver(prob, replace(options, solver="cbc"), time_limit_s)
+            # budget-bound request, "Solve error"): the model is solved again by CBC in
+            # the time left.
+            left = time_limit_s - (time.perf_counter() - t0)
+            if left < MIN_SOLVE_TIME_S:
+                return SolveStatus.ERROR, None, name, "HiGHS solve error, no time left for CBC"
+            st, gap, cbc, msg = run_solver(prob, replace(options, solver="cbc"), left)
+            return st, gap, cbc, f"HiGHS solve error; solved by CBC{': ' + msg if msg else ''}"
         if has_solution:
             gap = info.mip_gap if math.isfinite(info.mip_gap) else None
             return SolveStatus.FEASIBLE, gap, name, model.modelStatusToString(status)

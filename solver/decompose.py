@@ -456,20 +456,22 @@ def solve_by_gpu_types(
 
     try:
         # Each class on every GPU type: its lower bound (objective x (1 - gap)), and a
-        # fleet; capped so that single GPU types still get their turn: 0.8 of the time
-        # left over the classes left, so a class solved fast leaves its share to the next
-        # (three-class-70b-consistency's agent class needs 4.1 s to prove its optimum; at
-        # an even 0.8 x 10 s / 3 it stopped at a 5.2% gap, too weak a bound to end the
-        # search over GPU-type sets in time, while chat and RAG took 0.7 s). At half the
-        # share (0.5) three-class-70b's agent and RAG classes stopped at gaps of 34-46%.
+        # fleet; capped so that single GPU types still get their turn: the pass has 0.8 of
+        # the time limit, each class the part of it not yet spent over the classes left,
+        # so a class solved fast leaves its share to the next (three-class-70b-
+        # consistency's agent class needs 4.1 s to prove its optimum; at an even 0.8 x 10
+        # s / 3 it stopped at a 5.2% gap, too weak a bound to end the search over GPU-type
+        # sets in time, while chat and RAG took 0.7 s). At half the share (0.5)
+        # three-class-70b's agent and RAG classes stopped at gaps of 34-46%.
         everything = frozenset(types)
         cheap_k = [quick(i, everything) for i in range(len(problem.classes))]
         if any(math.isinf(b) for b in cheap_k):
             return None  # some class has no mode with candidates: the monolithic model says so
         full = []
+        t_full = time.perf_counter()
         for i, cls in enumerate(problem.classes):
-            left = options.time_limit_s - (time.perf_counter() - t0)
-            cap = max(0.2, 0.8 * left / (len(problem.classes) - i))
+            unspent = 0.8 * options.time_limit_s - (time.perf_counter() - t_full)
+            cap = max(0.2, unspent / (len(problem.classes) - i))
             full.append(class_result(cls, everything, cap))
         # each class's bound: its MILP optimum x (1 - gap) when solved, else the cheap one
         bound_k = [

@@ -19,6 +19,7 @@ from catalog.loader import load_catalog
 from catalog.schema import Dtype
 from planner import calibration as cb
 from planner import fidelity as fd
+from planner.levels import saturated_throughput
 
 CAT = load_catalog()
 ROOT = Path(__file__).resolve().parent.parent
@@ -697,7 +698,21 @@ def test_mlperf_server_runs_are_closed_loops_of_their_measured_occupancy():
     }
     row, _ = IMPORTER.convert_mlperf(entry)
     assert row["concurrency"] == 388.2 and "request_rate_rps" not in row
+    assert row["offered_rate_rps"] == 8.59
     assert "Little's law: 8.59 requests/s" in row["note"]
+    # per replica: the rate is the record's throughput over its output length
+    assert row["output_tok_s"] / row["osl"] == pytest.approx(8.59, rel=0.01)
+    # its throughput is the offered load: no level rests on it
+    m = cb.Measurement.model_validate({**row, "split": "fit"})
+    assert not saturated_throughput(m)
+    assert saturated_throughput(m.model_copy(update={"offered_rate_rps": None}))
+    with pytest.raises(ValueError, match="give concurrency with it"):
+        cb.Measurement.model_validate({**entry, "offered_rate_rps": 8.59})
+    # every sample at once (rate inf) with latencies: not an open loop to convert
+    assert (
+        IMPORTER.convert_mlperf({**entry, "request_rate_rps": "inf"})[0]["request_rate_rps"]
+        == math.inf
+    )
     assert entry["request_rate_rps"] == 8.59  # the source entry is not changed
     # an Offline run (every sample at once) and a DLI course run stay as they are
     offline = {k: v for k, v in entry.items() if k not in ("ttft_ms", "tpot_ms")}
@@ -712,6 +727,7 @@ def test_mlperf_server_runs_are_closed_loops_of_their_measured_occupancy():
     servers = [m for i, m in points.items() if i.startswith("mlperf4") and i.endswith("-server")]
     assert len(servers) >= 10
     assert all(m.concurrency and m.request_rate_rps is None for m in servers)
+    assert all(m.offered_rate_rps and not saturated_throughput(m) for m in servers)
     amd = points["mlperf41-amd-1xmi300x_2xepyc-9374f-server"]
     assert amd.concurrency == pytest.approx(388.2, abs=0.05)
 

@@ -539,6 +539,58 @@ def test_a_highs_solve_error_is_solved_again_by_cbc(monkeypatch):
     monkeypatch.setattr(
         highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kSolveError
     )
-    status, _, name, _ = run_solver(prob, SolverOptions(), 5.0)
+    import solver.backend as sb
+
+    limits: list[tuple[str, float]] = []
+    real_cmd = sb._solver_cmd
+
+    def recording(options, time_limit_s, presolve=True):
+        limits.append((options.solver, time_limit_s))
+        return real_cmd(options, time_limit_s, presolve)
+
+    monkeypatch.setattr(sb, "_solver_cmd", recording)
+    status, _, name, msg = run_solver(prob, SolverOptions(), 5.0)
     assert (status, name) == (SolveStatus.OPTIMAL, "cbc")
+    assert "HiGHS solve error; solved by CBC" in msg
     assert v.replicas["agg"].value() == 4
+    # CBC gets the time HiGHS left, not the whole limit again
+    assert [s for s, _ in limits] == ["highs", "cbc"]
+    assert limits[1][1] < limits[0][1] == 5.0
+    # none left: an error, not a second solve
+    limits.clear()
+    status, _, _, msg = run_solver(prob, SolverOptions(), 0.0)
+    assert status == SolveStatus.ERROR and "no time left for CBC" in msg
+    assert [s for s, _ in limits] == ["highs"]
+
+
+def test_gpu_type_search_carries_a_fast_class_share_to_the_next():
+    """solve_by_gpu_types: the first pass (each class on every GPU type) has 0.8 of the
+    time limit; each class is capped at the part not yet spent over the classes left, so
+    what a fast class leaves goes to the next, and the pass never takes more than its
+    0.8 (the rest is the single GPU types' and the sets')."""
+    import time
+
+    from solver.decompose import solve_by_gpu_types
+    from solver.problem import Operations
+
+    classes = tuple(ClassDemand(f"k{i}", 5.0) for i in range(3))
+    cands = tuple(
+        cand(f"{k.id}-{g}", k.id, PoolRole.AGGREGATED, gpu=g, cost=c, cap=1.0)
+        for k in classes
+        for g, c in (("g1", 1.0), ("g2", 1.1))
+    )
+    p = Problem(classes=classes, candidates=cands, operations=Operations(20.0, 5.0))
+    limits: list[float] = []
+
+    def recording(sub, options):
+        limits.append(options.time_limit_s)
+        return solve(sub, options)
+
+    opts = SolverOptions(time_limit_s=3.0)
+    got = solve_by_gpu_types(p, opts, time.perf_counter(), None, solve=recording)
+    assert got is not None and got.status == SolveStatus.OPTIMAL
+    first = limits[:3]
+    # 0.8 x 3 s / 3 for the first; each later one at least that (what was not spent)
+    assert first[0] == pytest.approx(0.8, abs=0.05)
+    assert first[1] >= first[0] - 1e-9 and first[2] >= first[1] - 1e-9
+    assert first[2] <= 0.8 * 3.0

@@ -447,10 +447,10 @@ def spreads_from_log_errors(errors: Sequence[float], fitted_factors: int = 0) ->
 
     The model's errors have heavier tails than a normal law and lean one way on some GPUs:
     H100 SXM's 158 fit values give 0.171 by the MAD, a band of which held 80% of them and
-    a derate cleared by 72%. Where the model errs on the safe side (L40S: MLPerf's loaded
-    latencies measured well under the prediction), the band's term is wide and the derate
-    terms small: the band shows that the GPU may do much better than priced, and the
-    derate does not charge the plans that buy it for the model's pessimism. The
+    a derate cleared by 72%. Where the model errs on the safe side (values measured well
+    above the prediction), the band's term is wide and the derate terms small: the band
+    shows that the GPU may do much better than priced, and the derate does not charge the
+    plans that buy it for the model's pessimism (MI300X: 0.264 against 0.266). The
     quantiles ignore the worst tenth (fifth, for the derate at 0.8), so a sweep the model
     cannot represent widens a spread only when it is more than that share of the values.
     ``planner.band_coverage`` checks every claim on the fit and held-out splits."""

@@ -44,6 +44,9 @@ class Measurement(BaseModel):
     at once) or neither (offline: maximum throughput); measured ``output_tok_s``
     (whole replica), mean ``ttft_ms`` and mean ``tpot_ms`` (or mean ITL).
     ``num_requests``: requests in an open-loop run (its ramp-down is then priced).
+    ``offered_rate_rps``: with ``concurrency``, the open loop's arrival rate the
+    occupancy was derived from (Little's law; an MLPerf Server run): its throughput is
+    that offered load, not the GPU's saturation (``planner.levels.saturated_throughput``).
     ``max_batch`` / ``memory_utilization``: the engine's running-sequence cap and memory
     share (vLLM ``gpu_memory_utilization``, SGLang ``mem_fraction_static``) the run stated;
     None: the engine's defaults (planner.engines). ``checkpoint``: the published
@@ -79,6 +82,7 @@ class Measurement(BaseModel):
     osl: Annotated[int, Field(ge=2)] | None = None
     concurrency: Positive | None = None
     request_rate_rps: Annotated[float, Field(gt=0)] | None = None
+    offered_rate_rps: Annotated[float, Field(gt=0)] | None = None
     num_requests: Annotated[int, Field(ge=1)] | None = None
     token_budget: Annotated[int, Field(ge=2)] | None = None
     max_batch: Annotated[int, Field(ge=1)] | None = None
@@ -132,6 +136,11 @@ class Measurement(BaseModel):
             raise ValueError("measures nothing: give output_tok_s, ttft_ms or tpot_ms")
         if self.concurrency is not None and self.request_rate_rps is not None:
             raise ValueError("give concurrency or request_rate_rps, not both")
+        if self.offered_rate_rps is not None and self.concurrency is None:
+            raise ValueError(
+                "offered_rate_rps is the rate a closed loop's concurrency was derived from: "
+                "give concurrency with it (or request_rate_rps alone for an open loop)"
+            )
         return self
 
     def _check_disaggregation(self) -> None:
