@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration_levels import (  # noqa: E402
     MIN_POINTS,
     MIN_SOURCES,
+    downside_line,
     folded,
     level_of,
     level_plan,
@@ -191,8 +192,7 @@ def write_uncertainty(r: dict) -> None:
     )
     s = spread(r)
     lines = f"  provenance: fitted\n  points: {r['fit'].points}\n  sigma_log: {s.sigma_log:.3f}\n"
-    if round(s.downside_sigma_log, 3) < round(s.sigma_log, 3):
-        lines += f"  downside_sigma_log: {s.downside_sigma_log:.3f}\n"
+    lines += downside_line(s.sigma_log, s.downside_sigma_log)
     new, n = re.subn(r"^(  overlap_factor:.*\n)", lambda x: x.group(1) + lines, block, flags=re.M)
     if n != 1:
         raise SystemExit(f"{path}: no overlap_factor in the efficiency block")

@@ -498,6 +498,14 @@ def ratio_reason(e: dict) -> str:
     return (text[:1].upper() + text[1:] + ". ") if parts else ""
 
 
+def downside_line(sigma_log: float, downside: float | None) -> str:
+    """The ``downside_sigma_log`` line of an efficiency block: written (3 decimals) only
+    where narrower than ``sigma_log`` as written; empty otherwise (None: ``sigma_log``)."""
+    if downside is None or round(downside, 3) >= round(sigma_log, 3):
+        return ""
+    return f"  downside_sigma_log: {downside:.3f}\n"
+
+
 def own_llm_block(own: dict[str, tuple[float, int, int]]) -> str:
     """The ``own_llm_ratio`` lines of an efficiency block (catalog.schema.OwnLlmCheck):
     one flow mapping per LLM, the ratio to 3 decimals; empty without checks."""
@@ -536,12 +544,7 @@ def write_level(gpu: str, e: dict) -> None:
         f"  provenance: {e['provenance']}\n"
         + (f"  points: {e['points']}\n" if e["points"] else "")
         + f"  sigma_log: {e['sigma_log']:.3f}\n"
-        + (
-            f"  downside_sigma_log: {down:.3f}\n"
-            if (down := e.get("downside_sigma_log")) is not None
-            and round(down, 3) < round(e["sigma_log"], 3)
-            else ""
-        )
+        + downside_line(e["sigma_log"], e.get("downside_sigma_log"))
         + f"  level_scale: {level:.3f}\n"
         + (f"  moe_level_ratio: {e['moe_ratio']:.3f}\n" if e["moe_ratio"] != 1.0 else "")
         + (f"  fp4_level_ratio: {e['fp4_ratio']:.3f}\n" if e["fp4_ratio"] != 1.0 else "")

@@ -107,6 +107,7 @@ def merge_split_pools(problem: Problem, result: SolveResult) -> SolveResult:
             continue
         n = sum(replicas[m.id] for m in members)
         rate = sum(rates.get(m.id, 0.0) for m in members)
+        ids = {m.id for m in members}
         order = sorted(members, key=lambda m: (-m.capacity_rps(n), -replicas[m.id], m.id))
         for target in order:
             if (
@@ -115,14 +116,12 @@ def merge_split_pools(problem: Problem, result: SolveResult) -> SolveResult:
                 or target.capacity_rps(n) < rate * (1 - 1e-9) - TOL
             ):
                 continue
-            trial = {k: v for k, v in replicas.items() if k not in {m.id for m in members}}
+            trial = {k: v for k, v in replicas.items() if k not in ids}
             trial[target.id] = n
             if not pairs_respected(problem, trial):
                 continue
             replicas = trial
-            for m in members:
-                rates.pop(m.id, None)
-            rates[target.id] = rate
+            rates = {k: v for k, v in rates.items() if k not in ids} | {target.id: rate}
             merged = True
             break
     if not merged:

@@ -245,3 +245,13 @@ def test_mi325x_runs_as_mi300x_on_the_runs_published_for_both():
     assert fd.prior_factors(CAT, "mi300x") == prior
     level = fd.paired_level(pairs, CAT, prior, prior, 0.64)
     assert 0.9 < level / 0.64 < 1.1
+
+
+def test_the_downside_spread_is_written_only_where_narrower():
+    """scripts/calibration_levels.downside_line (used by both calibration scripts): a
+    downside spread narrower than sigma_log at 3 decimals gets its line, else none."""
+    from script_support import load_script
+
+    line = load_script("calibration_levels").downside_line
+    assert line(0.266, 0.264) == "  downside_sigma_log: 0.264\n"
+    assert line(0.155, 0.155) == line(0.2, None) == line(0.2, 0.2002) == ""

@@ -481,7 +481,7 @@ def price_blocks(gpu_ids: Sequence[str], plan: Mapping[str, Any], catalog: Catal
                 "provenance": e.provenance.value,
                 "points": e.points,
                 "sigma_log": e.sigma_log,
-                "downside_sigma_log": e.downside_sigma_log,
+                "derate_sigma_log": e.derate_sigma_log,
                 "level_scale": e.level_scale,
             }
         eff_rows.append(

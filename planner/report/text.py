@@ -134,8 +134,7 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     times the level its measurements show) or ``analogy x0.72, sigma 0.73``; with a
     measured ratio for MoE LLMs that priced it (``moe_level_ratio`` below 1, a plan's
     ``assumptions.gpus``), `` (MoE x0.54)`` before the spread; with a narrower spread for
-    the derate (``derate_sigma_log``, or a GPU's ``downside_sigma_log``), `` (derate
-    0.17)`` after it."""
+    the derate (``derate_sigma_log``), `` (derate 0.17)`` after it."""
     prov = pool_or_gpu.get("provenance")
     sigma = pool_or_gpu.get("sigma_log")
     if not prov:
@@ -154,7 +153,7 @@ def factors_text(pool_or_gpu: Mapping[str, Any], missing: str = MISSING) -> str:
     head += moe_note
     if not _is_num(sigma):
         return head
-    down = pool_or_gpu.get("derate_sigma_log", pool_or_gpu.get("downside_sigma_log"))
+    down = pool_or_gpu.get("derate_sigma_log")
     # The derate's spread, where the errors' low side is narrower than the band's.
     low = f" (derate {down:.2f})" if _is_num(down) and round(down, 2) < round(sigma, 2) else ""
     return f"{head}, sigma {sigma:.2f}{low}"
