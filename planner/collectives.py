@@ -31,12 +31,12 @@ ALLREDUCE_SLOWDOWN_ASSUMED: dict[int, float] = {
     4: 1.4,
     8: 2.128,
     16: 1.97,
-    32: 1.917,
-    64: 1.916,
-    128: 1.625,
-    256: 1.56,
-    512: 1.513,
-    1024: 1.461,
+    32: 1.913,
+    64: 1.852,
+    128: 1.565,
+    256: 1.552,
+    512: 1.489,
+    1024: 1.443,
 }
 #: Messages of at most this many MiB (64 KiB) take the alpha-beta time (slowdown 1: the
 #: measured small-message latency is the link's latency); the slowdown grows linearly in

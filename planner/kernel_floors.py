@@ -50,13 +50,13 @@ MLA_LAYER_FLOOR_ASSUMED_US = 17.2
 #: whose catalog entry has no ``fp8_gemm`` measurement, per architecture (the catalog's
 #: ``arch``) and engine: the least value measured on a catalog GPU of that architecture
 #: with that engine (aiconfigurator's database: H100 and H200 for Hopper, so H100 NVL and
-#: PCIe, the same GH100 die, take them; L40S for Ada, so L4; B200 and GB200 for
+#: PCIe, the same GH100 die, take them; L40S for Ada, so L4; B200, GB200, B300 and GB300 for
 #: Blackwell). An unmeasured GPU is never priced closer to its FP8 peak than a measured
 #: GPU of its architecture. Checked against the catalog in tests/test_kernel_floors.py.
 FP8_GEMM_EFFICIENCY_BY_ARCH: dict[str, dict[str, float]] = {
     "Hopper": {"sglang": 0.688, "vllm": 0.603, "trtllm": 0.741},
     "Ada Lovelace": {"sglang": 0.816, "vllm": 0.771, "trtllm": 0.846},
-    "Blackwell": {"sglang": 0.73, "vllm": 0.64, "trtllm": 0.69},
+    "Blackwell": {"sglang": 0.73, "vllm": 0.617, "trtllm": 0.687},
 }
 
 #: The same for an architecture (or engine) nothing measures (AMD CDNA 3, Gaudi 3,
@@ -168,9 +168,9 @@ def moe_read_efficiency(gpu: Gpu) -> float:
 #: (:func:`grouped_gemm_peak_share`) assumed for a GPU whose catalog entry does not
 #: measure it for the engine, per engine and expert width per GPU: the least share
 #: measured at that width on any catalog GPU with that engine (aiconfigurator's database:
-#: H100, H200, B200 and GB200), so an unmeasured GPU's expert GEMMs never reach a larger
-#: share of its peak than a measured GPU's. Engines nothing measures take the least over
-#: these engines. Checked against the catalog in tests/test_grouped_gemm.py.
+#: H100, H200, B200, GB200, B300 and GB300), so an unmeasured GPU's expert GEMMs never
+#: reach a larger share of its peak than a measured GPU's. Engines nothing measures take
+#: the least over these engines. Checked against the catalog in tests/test_grouped_gemm.py.
 GROUPED_GEMM_PEAK_SHARE_ASSUMED: dict[str, dict[int, float]] = {
     "sglang": {
         128: 0.077,
@@ -190,7 +190,7 @@ GROUPED_GEMM_PEAK_SHARE_ASSUMED: dict[str, dict[int, float]] = {
         2048: 0.177,
         4096: 0.177,
         8192: 0.188,
-        16384: 0.181,
+        16384: 0.178,
     },
     "trtllm": {
         128: 0.034,
@@ -318,7 +318,7 @@ def weight_dtype_derates(
 #: (the catalog's ``arch``), engine and KV dtype: the slowest measured on a catalog GPU of
 #: that architecture (aiconfigurator's database: the largest ``pair_ns`` and the least
 #: ``saturated_share`` of H100 and H200 for Hopper, so H100 NVL and PCIe, the same GH100
-#: die, take them; of B200 and GB200 for Blackwell). Checked against the catalog in
+#: die, take them; of B200, GB200, B300 and GB300 for Blackwell). Checked against the catalog in
 #: tests/test_decode_attention.py.
 DECODE_ATTENTION_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
     "Hopper": {
@@ -328,7 +328,7 @@ DECODE_ATTENTION_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, float]]]] =
     },
     "Blackwell": {
         "sglang": {"bf16": (2.04, 0.879), "fp8": (3.14, 0.845)},
-        "vllm": {"bf16": (2.65, 0.882), "fp8": (3.94, 0.904)},
+        "vllm": {"bf16": (2.65, 0.882), "fp8": (4.07, 0.904)},
         "trtllm": {"bf16": (2.29, 0.901), "fp8": (3.3, 0.92)},
     },
 }
@@ -409,7 +409,7 @@ GEMM_GAIN_TOKENS = (1024, 2048, 4096, 8192)
 #: ``gemm_token_gain``, per architecture, engine and weight dtype: the least gain measured
 #: at each token count on a catalog GPU of that architecture (aiconfigurator's database:
 #: A100 80GB for Ampere, so A100 40GB; H100 and H200 for Hopper, so H100 NVL and PCIe; L40S
-#: for Ada, so L4; B200 and GB200 for Blackwell). An architecture nothing measures (AMD
+#: for Ada, so L4; B200, GB200, B300 and GB300 for Blackwell). An architecture nothing measures (AMD
 #: CDNA 3, Gaudi 3, the A10G's GA102) gets no gain: its GEMMs run at the MFU at every
 #: step size, never faster than a measured GPU's. Checked against the catalog in
 #: tests/test_gemm_token_gain.py.
@@ -427,11 +427,11 @@ GEMM_TOKEN_GAIN_BY_ARCH: dict[str, dict[str, dict[str, tuple[float, ...]]]] = {
         },
         "vllm": {
             "bf16": (1.059, 1.115, 1.126, 1.0),
-            "fp8": (1.213, 1.305, 1.347, 1.277),
+            "fp8": (1.204, 1.305, 1.33, 1.277),
             "fp4": (1.181, 1.347, 1.491, 1.55),
         },
         "trtllm": {
-            "bf16": (1.067, 1.134, 1.085, 1.095),
+            "bf16": (1.067, 1.134, 1.047, 1.058),
             "fp8": (1.262, 1.476, 1.52, 1.565),
             "fp4": (1.207, 1.478, 1.63, 1.656),
         },
@@ -498,7 +498,7 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
 #: The share of its dense peak a dense GEMM reaches at 512 tokens (:func:`dense_gemm_lift`)
 #: for a GPU whose catalog entry has no ``gemm_peak_share``, per architecture, engine and
 #: dtype: the least measured on a catalog GPU of that architecture (aiconfigurator's
-#: database: H100/H200 for Hopper, so H100 NVL and PCIe take them; B200/GB200 for
+#: database: H100/H200 for Hopper, so H100 NVL and PCIe take them; B200/GB200/B300/GB300 for
 #: Blackwell; A100 80GB for Ampere; L40S for Ada, so L4 takes them). Checked against the
 #: catalog in tests/test_gemm_peak_share.py.
 GEMM_PEAK_SHARE_BY_ARCH: dict[str, dict[str, dict[str, float]]] = {
@@ -506,7 +506,7 @@ GEMM_PEAK_SHARE_BY_ARCH: dict[str, dict[str, dict[str, float]]] = {
     "Blackwell": {
         "sglang": {"bf16": 0.572, "fp8": 0.351, "fp4": 0.262},
         "vllm": {"bf16": 0.622, "fp8": 0.32, "fp4": 0.282},
-        "trtllm": {"bf16": 0.556, "fp8": 0.287, "fp4": 0.218},
+        "trtllm": {"bf16": 0.556, "fp8": 0.287, "fp4": 0.215},
     },
     "Hopper": {
         "sglang": {"bf16": 0.733, "fp8": 0.523},

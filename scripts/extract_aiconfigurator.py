@@ -113,13 +113,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 
-#: aiconfigurator system directory -> (catalog GPU id, peak HBM bandwidth TB/s, scale-up
-#: link id, its per-direction GB/s).
+#: aiconfigurator system directory -> (catalog GPU id, peak HBM bandwidth TB/s, FP8 dense
+#: peak TFLOP/s, scale-up link id, its per-direction GB/s), the catalog's figures.
 SYSTEMS = {
-    "h100_sxm": ("h100-sxm5-80gb", 3.35, "nvlink4", 450.0),
-    "h200_sxm": ("h200-sxm-141gb", 4.8, "nvlink4", 450.0),
-    "b200_sxm": ("b200", 8.0, "nvlink5", 900.0),
-    "gb200": ("gb200-per-gpu", 8.0, "nvlink5", 900.0),
+    "h100_sxm": ("h100-sxm5-80gb", 3.35, 1978.9, "nvlink4", 450.0),
+    "h200_sxm": ("h200-sxm-141gb", 4.8, 1978.9, "nvlink4", 450.0),
+    "b200_sxm": ("b200", 8.0, 4500.0, "nvlink5", 900.0),
+    "gb200": ("gb200-per-gpu", 8.0, 5000.0, "nvlink5", 900.0),
+    "b300_sxm": ("b300", 7.7, 4500.0, "nvlink5", 900.0),
+    "gb300": ("gb300-per-gpu", 8.0, 5000.0, "nvlink5", 900.0),
 }
 #: Systems read for their GEMM tables only, the FP8-against-BF16 ratio and the gain by
 #: token count (aiconfigurator system -> catalog GPU id; the JSON's ``fp8_gemm_only``).
@@ -158,15 +160,13 @@ EP_BYTES_PER_RANK = EP_TOKENS * 8 * 7168 * 2
 #: The newest collected version of each engine read (the directory names in the database).
 ENGINE_VERSIONS = {"sglang": "0.5.14", "vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 
-#: A decode step's all-reduce: at most this many bf16 elements (a few tokens of a 7K
-#: hidden state).
+#: A decode step's all-reduce: at most this many bf16 elements (a few 7K hidden states).
 SMALL_MESSAGE_ELEMENTS = 8192
 
 #: DeepSeek-V3's routed-expert layer shape in moe_perf.
 DEEPSEEK_MOE = {"hidden_size": 7168, "inter_size": 2048, "num_experts": 256, "topk": 8}
 MOE_TP = 8
-#: Bytes of one expert's weights per GPU of the tp-8 DeepSeek-V3 layer (fp8: one byte
-#: per parameter; gate, up and down projections).
+#: Bytes of one expert's fp8 weights (gate, up, down) per GPU of the tp-8 DeepSeek-V3 layer.
 ONE_EXPERT_BYTES_PER_GPU = 3 * 7168 * 2048 / MOE_TP
 #: Weight bytes of the experts one token touches (its top-8), per GPU of the tp-8 layer.
 ONE_TOKEN_EXPERT_BYTES_PER_GPU = DEEPSEEK_MOE["topk"] * ONE_EXPERT_BYTES_PER_GPU
@@ -182,7 +182,7 @@ GROUPED_WIDTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 #: Tokens per expert from which a grouped GEMM counts as saturated.
 GROUPED_SATURATED_TOKENS = 128
 #: FP8 dense peak (TFLOP/s) per aiconfigurator system (the catalog's fp8_dense_tflops).
-FP8_PEAK_TFLOPS = {"h100_sxm": 1978.9, "h200_sxm": 1978.9, "b200_sxm": 4500.0, "gb200": 5000.0}
+FP8_PEAK_TFLOPS = {system: v[2] for system, v in SYSTEMS.items()}
 
 
 def is_deepseek_layer(row: dict[str, Any], shape: dict[str, int] = DEEPSEEK_MOE) -> bool:
@@ -538,7 +538,7 @@ def extract(repo: Path) -> dict[str, Any]:
     """The summary document for an aiconfigurator checkout at ``repo``."""
     gpus: dict[str, Any] = {}
     link_rows: dict[str, list[dict[str, Any]]] = {}
-    for system, (gpu, peak, link, link_gb_per_s) in SYSTEMS.items():
+    for system, (gpu, peak, _, link, link_gb_per_s) in SYSTEMS.items():
         entry: dict[str, Any] = {
             "system": system,
             "peak_hbm_tb_per_s": peak,

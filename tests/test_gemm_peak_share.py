@@ -399,6 +399,8 @@ def test_shipped_weight_stream_shares_are_read_for_every_gpu_in_the_tables():
         "h200-sxm-141gb",
         "b200",
         "gb200-per-gpu",
+        "b300",
+        "gb300-per-gpu",
         "l40s",
         "a100-sxm-80gb",
     }

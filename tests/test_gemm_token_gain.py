@@ -74,7 +74,9 @@ def test_catalog_gains_are_the_extracted_ones():
         assert "aiconfigurator" in got.source
         seen.add(gpu)
     assert seen == {"h100-sxm5-80gb", "h200-sxm-141gb", "b200", "gb200-per-gpu", "l40s"} | {
-        "a100-sxm-80gb"
+        "a100-sxm-80gb",
+        "b300",
+        "gb300-per-gpu",
     }
 
 
@@ -230,7 +232,7 @@ def test_a_larger_step_never_takes_less_gemm_time_on_any_catalog_curve():
         for e, by_dtype in g.gemm_token_gain.by_engine.items()
         for d, gains in by_dtype.items()
     }
-    assert len(curves) == 39  # non-monotone ones too: H100 SGLang fp8 1.117 ... 1.0
+    assert len(curves) == 57  # non-monotone ones too: H100 SGLang fp8 1.117 ... 1.0
     tokens = [256 * 1.01**i for i in range(500)]
     for key, gains in curves.items():
         times = [n / gain_at_tokens(gains, n) for n in tokens]

@@ -22,9 +22,9 @@ EXTRACTED = aiconfigurator_kernels()
 CAT = load_catalog()
 extract = load_script("extract_aiconfigurator")
 
-#: B200 and GB200 take their vLLM floor for TensorRT-LLM: the database's DeepGEMM layer is
+#: Blackwell GPUs take their vLLM floor for TensorRT-LLM: the database's DeepGEMM layer is
 #: contradicted by TensorRT-LLM's serving runs (see the GPUs' moe_layer_floor.source).
-OVERRIDDEN = {("b200", "trtllm"): "vllm", ("gb200-per-gpu", "trtllm"): "vllm"}
+OVERRIDDEN = {(gpu, "trtllm"): "vllm" for gpu in ("b200", "gb200-per-gpu", "b300", "gb300-per-gpu")}
 
 
 def test_catalog_floors_are_the_extracted_ones():
@@ -238,8 +238,8 @@ def test_all_to_all_is_deepeps_measured_kernel():
             if e["scale_up_link"] == lid and "deepep_low_latency" in e
         ]
         kernel = CAT.links[lid].all_to_all
-        assert kernel is not None and len(fit) == 2
-        assert kernel.latency_us == max(f["latency_us"] for f in fit)  # the slower GPU
+        assert kernel is not None and len(fit) == (2 if lid == "nvlink4" else 4)
+        assert kernel.latency_us == max(f["latency_us"] for f in fit)  # the slowest GPU
         assert kernel.bandwidth_fraction == min(f["bandwidth_fraction"] for f in fit)
 
 
@@ -449,7 +449,7 @@ def test_catalog_fp8_gemm_efficiency_is_the_extracted_one():
         assert got.by_engine == want, gpu
         assert "aiconfigurator" in got.source
         seen += 1
-    assert seen == 5  # H100, H200, B200, GB200 and L40S (read for this ratio only)
+    assert seen == 7  # H100, H200, B200, GB200, B300, GB300 and L40S (read for this ratio only)
 
 
 def test_an_unmeasured_gpu_never_gets_more_efficient_fp8_gemms():
