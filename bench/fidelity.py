@@ -18,8 +18,11 @@ with the signed error ``predicted / measured - 1``; then the median absolute and
 median signed error per GPU, model and dtype and overall, separately for the fit
 and held-out splits, and each GPU's throughput per GPU relative to H100 SXM on the
 same model and shape, predicted and measured (``planner.fidelity``, the functions
-``docs/calibration.md`` is written with); and how often the values fall inside the
-uncertainty bands the catalog's spreads give (``planner.band_coverage``).
+``docs/calibration.md`` is written with); every catalog GPU's predicted best throughput
+per GPU on one workload (MLPerf's Llama-2-70B shape) relative to H100 SXM, with what its
+factors rest on (``planner.gpu_ranking``: predictions only, for the GPUs no measured
+ratio covers); and how often the values fall inside the uncertainty bands the catalog's
+spreads give (``planner.band_coverage``).
 
 Run: ``.venv/bin/python bench/fidelity.py [--summary] [--free-fit]`` (under a minute
 on 2 cores; ``--free-fit`` a few minutes).
@@ -38,6 +41,7 @@ from catalog.loader import load_catalog
 from planner import band_coverage as bc
 from planner import calibration as cb
 from planner import fidelity as fd
+from planner import gpu_ranking as gr
 from planner.report.text import render_table
 
 SHORT = {"output_tok_s": "tok/s", "ttft_ms": "TTFT", "tpot_ms": "TPOT", "layer_ms": "layer"}
@@ -153,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         show(fd.ratio_table(ratios))
     else:
         print("  (no shared model and shape)\n")
+    print(
+        f"predicted for every catalog GPU ({gr.RANKING_MODEL}, {gr.RANKING_PROMPT_TOKENS}/"
+        f"{gr.RANKING_OUTPUT_TOKENS} tokens, every prompt queued, best tp and dtype; "
+        "planner.gpu_ranking, shipped factors):"
+    )
+    show(gr.ranking_table(gr.gpu_ranking(catalog)))
     if not args.free_fit:
         sigma = bc.catalog_sigma(catalog)
         print(

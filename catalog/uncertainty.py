@@ -64,7 +64,7 @@ ANALOGY_SIGMA_LOG = 0.73
 #: 40GB's). GPUs measured on MoE
 #: LLMs only (MI325X, MI355X, GB200, B300, GB300) are left out since their dense levels are
 #: borrowed, not measured; counted at their MoE levels, as before MI355X, B300 and GB300
-#: joined, the median was 0.98 (and would now be 1.00). Earlier: 0.95 before the measured
+#: joined, the median was 0.98 (and would now be 0.97). Earlier: 0.95 before the measured
 #: kernel rates, 0.99 before the measured FP4 GEMMs lowered B200's and GB200's levels, 0.98
 #: before the PCIe fits lifted A10G's and L40S's, 0.99 before H100 PCIe was measured on a
 #: 70B. A GPU never checked is scaled by it, or by the lowest level of a checked GPU of its

@@ -21,15 +21,15 @@ from catalog.schema import Dtype, Gpu, Model
 #: catalog entry has no measured ``moe_layer_floor.expert_read_efficiency``
 #: (:func:`moe_read_efficiency`). Assumed from public grouped-GEMM benchmarks (fused MoE
 #: kernels reach 60-85% of a dense GEMM's bandwidth at decode-sized batches); not
-#: fitted. Below every measured value (1.0 on the four GPUs aiconfigurator's database
+#: fitted. Below every measured value (1.0 on the six GPUs aiconfigurator's database
 #: measures), so an unmeasured GPU's MoE layers are never priced faster.
 MOE_BANDWIDTH_EFFICIENCY = 0.75
 
 #: The MoE layer floor (us) assumed for a GPU and engine without a measurement
 #: (:func:`moe_layer_floor_us`): the largest floor measured for that engine on any catalog
-#: GPU (``catalog/measurements/sources/aiconfigurator-kernels.json``: H100, H200, B200 and
-#: GB200, DeepSeek-V3's layer at one token), so an unmeasured GPU never gets a cheaper MoE
-#: layer than a measured one. Engines with no measurement at all take
+#: GPU (``catalog/measurements/sources/aiconfigurator-kernels.json``: H100, H200, B200,
+#: GB200, B300 and GB300, DeepSeek-V3's layer at one token), so an unmeasured GPU never
+#: gets a cheaper MoE layer than a measured one. Engines with no measurement at all take
 #: :data:`MOE_LAYER_FLOOR_OTHER_ENGINES_US`. Checked against the catalog in
 #: tests/test_kernel_floors.py.
 MOE_LAYER_FLOOR_ASSUMED_US = {"sglang": 41.1, "vllm": 53.3, "trtllm": 95.9}
@@ -73,9 +73,10 @@ def fp8_gemm_efficiency(gpu: Gpu, engine: str | None) -> float:
     activation quantization, tensor cores harder to feed): measured on compute-bound
     GEMMs as ``(t_bf16 / t_fp8) / 2`` (``fp8_gemm.by_engine``, aiconfigurator's kernel
     database: H100 0.60-0.74, H200 0.67-0.76, L40S 0.77-0.85, B200 0.64-0.73, GB200
-    0.64-0.73). An engine the entry does not list takes the entry's least value; a GPU
-    without an entry takes its architecture's :data:`FP8_GEMM_EFFICIENCY_BY_ARCH` for the
-    engine (the least listed for an unlisted engine), else
+    0.64-0.73, B300 and GB300 0.62-0.73). An engine the entry does not list takes the
+    entry's least value; a GPU without an entry takes its architecture's
+    :data:`FP8_GEMM_EFFICIENCY_BY_ARCH` for the engine (the least listed for an unlisted
+    engine), else
     :data:`FP8_GEMM_EFFICIENCY_ASSUMED`, never below ``bf16 peak / fp8 peak``.
 
     Only GEMM compute is derated: FP8 weight *reads* are priced at the full ``W_eff``, as
@@ -504,9 +505,9 @@ def gain_at_tokens(gains: tuple[float, ...], tokens: float) -> float:
 GEMM_PEAK_SHARE_BY_ARCH: dict[str, dict[str, dict[str, float]]] = {
     "Ampere": {"sglang": {"bf16": 0.709}, "vllm": {"bf16": 0.734}, "trtllm": {"bf16": 0.734}},
     "Blackwell": {
-        "sglang": {"bf16": 0.572, "fp8": 0.351, "fp4": 0.262},
-        "vllm": {"bf16": 0.622, "fp8": 0.32, "fp4": 0.282},
-        "trtllm": {"bf16": 0.556, "fp8": 0.287, "fp4": 0.215},
+        "sglang": {"bf16": 0.572, "fp8": 0.351, "fp4": 0.188},
+        "vllm": {"bf16": 0.622, "fp8": 0.32, "fp4": 0.193},
+        "trtllm": {"bf16": 0.556, "fp8": 0.287, "fp4": 0.143},
     },
     "Hopper": {
         "sglang": {"bf16": 0.733, "fp8": 0.523},

@@ -567,9 +567,9 @@ def borrowed_dense_level(
     ceiling)`` with MoE ratio 1, so its MoE LLMs are priced below what they measured. Its
     dense LLMs are unmeasured and must not be rated a larger share of peak than the
     measured sibling they are judged by, and a MoE ratio above 1 (MoE LLMs priced above
-    the dense level) is not allowed (:func:`planner.roofline.moe_level_ratio`). GB300's
-    DeepSeek runs measure at 1.11 (the ceiling) against B200's dense 0.94: both are
-    priced at 0.94 on GB300."""
+    the dense level) is not allowed (:func:`planner.roofline.moe_level_ratio`). B300's
+    DeepSeek runs measure at 0.886 against B200's dense 0.879: both are priced at 0.879
+    on B300."""
     if held_at(level, sibling_level, ceiling):
         return min(sibling_level, ceiling), 1.0
     if matched_ratio is not None:

@@ -37,18 +37,21 @@ STREAM_MIN_BYTES = 256e6
 SLOWDOWN_MIB = tuple(2**k for k in range(11))
 
 
-def gemm_peak_share(rows: Iterable[dict[str, Any]], bf16_peak_tflops: float) -> dict[str, float]:
+def gemm_peak_share(
+    rows: Iterable[dict[str, Any]], bf16_peak_tflops: float, fp4_peak_tflops: float | None = None
+) -> dict[str, float]:
     """Per dtype (``bf16``, ``fp8``, ``fp4``): ``2 m N K / t / peak`` at ``m =``
     :data:`SHARE_TOKENS` (dimensionless), the median over weight shapes with N and K in
     :data:`SHARE_SHAPES`; the FP8 peak is twice ``bf16_peak_tflops``, the FP4 peak (the
-    database's ``nvfp4`` GEMMs, per-16-value FP8 block scales, W4A4) four times. Rows of
-    one shape are averaged (the median latency, ms); a dtype with no such shape is left
-    out."""
+    database's ``nvfp4`` GEMMs, per-16-value FP8 block scales, W4A4) ``fp4_peak_tflops``
+    (the catalog's ``fp4_dense_tflops``: Blackwell Ultra's is more than four times its
+    BF16 peak), four times the BF16 peak when not given. Rows of one shape are averaged
+    (the median latency, ms); a dtype with no such shape is left out."""
     lo, hi = SHARE_SHAPES
     peaks = {
         "bfloat16": ("bf16", bf16_peak_tflops),
         "fp8": ("fp8", 2.0 * bf16_peak_tflops),
-        "nvfp4": ("fp4", 4.0 * bf16_peak_tflops),
+        "nvfp4": ("fp4", fp4_peak_tflops or 4.0 * bf16_peak_tflops),
     }
     lat: dict[str, dict[tuple[int, int], list[float]]] = {}
     for r in rows:

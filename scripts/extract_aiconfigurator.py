@@ -113,15 +113,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "catalog" / "measurements" / "sources" / "aiconfigurator-kernels.json"
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 
-#: aiconfigurator system directory -> (catalog GPU id, peak HBM bandwidth TB/s, FP8 dense
-#: peak TFLOP/s, scale-up link id, its per-direction GB/s), the catalog's figures.
+#: aiconfigurator system directory -> (catalog GPU id, peak HBM TB/s, FP8 and FP4 dense
+#: peaks TFLOP/s (None: no FP4), scale-up link id, its per-direction GB/s): the catalog's.
 SYSTEMS = {
-    "h100_sxm": ("h100-sxm5-80gb", 3.35, 1978.9, "nvlink4", 450.0),
-    "h200_sxm": ("h200-sxm-141gb", 4.8, 1978.9, "nvlink4", 450.0),
-    "b200_sxm": ("b200", 8.0, 4500.0, "nvlink5", 900.0),
-    "gb200": ("gb200-per-gpu", 8.0, 5000.0, "nvlink5", 900.0),
-    "b300_sxm": ("b300", 7.7, 4500.0, "nvlink5", 900.0),
-    "gb300": ("gb300-per-gpu", 8.0, 5000.0, "nvlink5", 900.0),
+    "h100_sxm": ("h100-sxm5-80gb", 3.35, 1978.9, None, "nvlink4", 450.0),
+    "h200_sxm": ("h200-sxm-141gb", 4.8, 1978.9, None, "nvlink4", 450.0),
+    "b200_sxm": ("b200", 8.0, 4500.0, 9000.0, "nvlink5", 900.0),
+    "gb200": ("gb200-per-gpu", 8.0, 5000.0, 10000.0, "nvlink5", 900.0),
+    "b300_sxm": ("b300", 7.7, 4500.0, 13125.0, "nvlink5", 900.0),
+    "gb300": ("gb300-per-gpu", 8.0, 5000.0, 15000.0, "nvlink5", 900.0),
 }
 #: Systems read for their GEMM tables only, the FP8-against-BF16 ratio and the gain by
 #: token count (aiconfigurator system -> catalog GPU id; the JSON's ``fp8_gemm_only``).
@@ -160,7 +160,7 @@ EP_BYTES_PER_RANK = EP_TOKENS * 8 * 7168 * 2
 #: The newest collected version of each engine read (the directory names in the database).
 ENGINE_VERSIONS = {"sglang": "0.5.14", "vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 
-#: A decode step's all-reduce: at most this many bf16 elements (a few 7K hidden states).
+#: A decode step's all-reduce: at most this many bf16 elements (about one 7K hidden state).
 SMALL_MESSAGE_ELEMENTS = 8192
 
 #: DeepSeek-V3's routed-expert layer shape in moe_perf.
@@ -181,8 +181,6 @@ DENSE_SHAPE_RANGE = (4096, 16384)
 GROUPED_WIDTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 #: Tokens per expert from which a grouped GEMM counts as saturated.
 GROUPED_SATURATED_TOKENS = 128
-#: FP8 dense peak (TFLOP/s) per aiconfigurator system (the catalog's fp8_dense_tflops).
-FP8_PEAK_TFLOPS = {system: v[2] for system, v in SYSTEMS.items()}
 
 
 def is_deepseek_layer(row: dict[str, Any], shape: dict[str, int] = DEEPSEEK_MOE) -> bool:
@@ -538,7 +536,7 @@ def extract(repo: Path) -> dict[str, Any]:
     """The summary document for an aiconfigurator checkout at ``repo``."""
     gpus: dict[str, Any] = {}
     link_rows: dict[str, list[dict[str, Any]]] = {}
-    for system, (gpu, peak, _, link, link_gb_per_s) in SYSTEMS.items():
+    for system, (gpu, peak, fp8_peak, fp4_peak, link, link_gb_per_s) in SYSTEMS.items():
         entry: dict[str, Any] = {
             "system": system,
             "peak_hbm_tb_per_s": peak,
@@ -569,13 +567,13 @@ def extract(repo: Path) -> dict[str, Any]:
                     e["moe_expert_read_vs_dense"] = ratio
             if moe and (few := few_experts_floor_us(moe, peak)) is not None:
                 e["moe_layer_floor_8_experts_us"] = few
-            if moe and (share := grouped_gemm_peak_share(moe, FP8_PEAK_TFLOPS[system])):
+            if moe and (share := grouped_gemm_peak_share(moe, fp8_peak)):
                 e["moe_grouped_gemm_peak_share_by_width"] = share
             if (ratio := fp8_gemm_vs_bf16(gemm)) is not None:
                 e["fp8_gemm_vs_bf16"] = ratio
             if gain := gemm_token_gain(gemm):
                 e["gemm_token_gain"] = gain
-            if peak_share := gemm_peak_share(gemm, FP8_PEAK_TFLOPS[system] / FP8_PEAK_OVER_BF16):
+            if peak_share := gemm_peak_share(gemm, fp8_peak / FP8_PEAK_OVER_BF16, fp4_peak):
                 e["gemm_peak_share_512"] = peak_share
             if (stream := weight_stream_share(gemm, peak)) is not None:
                 e["weight_stream_share"] = stream

@@ -1,0 +1,194 @@
+"""Every catalog GPU on one workload: what the cost model predicts each delivers per GPU,
+relative to the reference GPU, with what its factors rest on.
+
+The planner buys what it rates highly, so the ratio between GPU types is the number a
+purchase turns on (a GPU rated 30% too high relative to H100 wins every plan it should
+lose). :func:`gpu_ranking` prices one workload on every catalog GPU, each at its best
+configuration, and puts the GPUs side by side with the provenance and spread of their
+factors (:func:`planner.risk.factor_uncertainty`) and, for a GPU measured on MoE LLMs only,
+the GPU its dense level is borrowed from (``efficiency.dense_level_from``). The default
+workload is MLPerf Inference's Llama-2-70B offline shape (mean prompt 222 tokens, 293
+generated, every prompt queued), the workload on which GPU types are most often compared
+in public; ``bench/fidelity.py`` prints the table beside the measured ratios it has
+(``planner.fidelity.cross_vendor_ratios``). Predictions only: nothing here is measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from catalog.schema import Catalog, Dtype
+from planner import risk
+from planner import roofline as rl
+from planner.capacity import engine_max_batch, replica_capacity
+from planner.errors import PlanningError
+
+#: The workload every GPU is priced on: MLPerf Inference's Llama-2-70B (OpenOrca: mean
+#: prompt 222 tokens, 293 generated per sample; the importer's MLPerf offline points).
+RANKING_MODEL = "llama-2-70b"
+RANKING_PROMPT_TOKENS = 222
+RANKING_OUTPUT_TOKENS = 293
+#: Tensor parallel degrees tried per GPU (one replica's GPUs; each must hold the model).
+RANKING_TPS = (1, 2, 4, 8)
+#: Weight dtypes tried, where the GPU has a peak for them (FP4 and FP8 with an FP8 KV
+#: cache, BF16 with a BF16 one).
+RANKING_DTYPES = (Dtype.FP4, Dtype.FP8, Dtype.BF16)
+#: The GPU the others are compared with.
+RANKING_REFERENCE = "h100-sxm5-80gb"
+
+
+@dataclass(frozen=True)
+class GpuRank:
+    """One GPU's best predicted configuration on the ranking workload.
+
+    ``output_tokens_per_s_per_gpu``: the replica's maximum output tokens/s (every prompt
+    queued, :func:`planner.capacity.replica_capacity`) over its ``tp`` GPUs;
+    ``relative``: that over the reference GPU's (dimensionless; None without a reference);
+    ``provenance``/``sigma_log``: what the factors of that dtype rest on
+    (:func:`planner.risk.factor_uncertainty`); ``dense_level_from``: for a dense LLM on a
+    GPU measured on MoE LLMs only, the GPU its dense level is judged by."""
+
+    gpu: str
+    output_tokens_per_s_per_gpu: float
+    tp: int
+    dtype: str
+    engine: str
+    provenance: str
+    sigma_log: float
+    relative: float | None = None
+    dense_level_from: str | None = None
+
+
+def ranking_engine(catalog: Catalog, gpu_id: str) -> Literal["trtllm", "vllm"]:
+    """The engine a GPU is priced with: TensorRT-LLM on NVIDIA GPUs (the vendor's engine,
+    what MLPerf submissions run), vLLM on the others (AMD's and Intel's submissions)."""
+    return "trtllm" if catalog.gpus[gpu_id].vendor == "NVIDIA" else "vllm"
+
+
+def best_capacity(
+    catalog: Catalog,
+    gpu_id: str,
+    model: str = RANKING_MODEL,
+    prompt_tokens: int = RANKING_PROMPT_TOKENS,
+    output_tokens: int = RANKING_OUTPUT_TOKENS,
+    tps: Sequence[int] = RANKING_TPS,
+    dtypes: Sequence[Dtype] = RANKING_DTYPES,
+) -> GpuRank | None:
+    """The configuration (tp in ``tps``, weight dtype in ``dtypes``) with the highest
+    predicted output tokens/s per GPU of ``model`` on ``gpu_id`` at ``prompt_tokens`` /
+    ``output_tokens`` with every prompt queued, on :func:`ranking_engine` at its default
+    batch limit (:func:`planner.capacity.engine_max_batch`); the KV cache in FP8 with
+    FP8 or FP4 weights, BF16 with BF16 ones. Configurations that do not fit or that the
+    GPU cannot run (no peak for the dtype) are skipped; None when none runs. Ties keep
+    the first (smaller tp, FP4 before FP8 before BF16)."""
+    engine = ranking_engine(catalog, gpu_id)
+    best: GpuRank | None = None
+    for dtype in dtypes:
+        for tp in tps:
+            try:
+                replica = rl.build_replica(
+                    catalog,
+                    model,
+                    gpu_id,
+                    tp=tp,
+                    dtype=dtype,
+                    kv_dtype=Dtype.BF16 if dtype == Dtype.BF16 else Dtype.FP8,
+                    engine=engine,
+                )
+                result = replica_capacity(
+                    replica, prompt_tokens, output_tokens, max_batch=engine_max_batch(replica)
+                )
+            except PlanningError:
+                continue
+            per_gpu = result.output_tokens_per_s / tp
+            if best is None or per_gpu > best.output_tokens_per_s_per_gpu:
+                unc = risk.factor_uncertainty(catalog, gpu_id, dtype)
+                best = GpuRank(
+                    gpu=gpu_id,
+                    output_tokens_per_s_per_gpu=per_gpu,
+                    tp=tp,
+                    dtype=Dtype(dtype).value,
+                    engine=engine,
+                    provenance=unc.provenance.value,
+                    sigma_log=unc.sigma_log,
+                    dense_level_from=(
+                        None
+                        if catalog.models[model].is_moe
+                        else catalog.gpus[gpu_id].efficiency.dense_level_from
+                    ),
+                )
+    return best
+
+
+def gpu_ranking(
+    catalog: Catalog,
+    reference: str = RANKING_REFERENCE,
+    model: str = RANKING_MODEL,
+    prompt_tokens: int = RANKING_PROMPT_TOKENS,
+    output_tokens: int = RANKING_OUTPUT_TOKENS,
+) -> list[GpuRank]:
+    """:func:`best_capacity` of every catalog GPU that runs ``model``, fastest per GPU
+    first, each with ``relative`` = its tokens/s per GPU over ``reference``'s (None for
+    all when the reference cannot run it)."""
+    ranks = [
+        r
+        for g in sorted(catalog.gpus)
+        if (r := best_capacity(catalog, g, model, prompt_tokens, output_tokens)) is not None
+    ]
+    ref = next((r for r in ranks if r.gpu == reference), None)
+    if ref is not None:
+        base = ref.output_tokens_per_s_per_gpu
+        ranks = [
+            GpuRank(**{**r.__dict__, "relative": r.output_tokens_per_s_per_gpu / base})
+            for r in ranks
+        ]
+    return sorted(ranks, key=lambda r: -r.output_tokens_per_s_per_gpu)
+
+
+def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) -> list[list[str]]:
+    """Header and rows for :func:`gpu_ranking`'s result: the GPU, its best configuration,
+    output tokens/s per GPU, the ratio to ``reference``, the factors' provenance and
+    spread, and the GPU a borrowed dense level comes from."""
+    head = [
+        "gpu",
+        "tp",
+        "dtype",
+        "engine",
+        "output tok/s per GPU",
+        f"x {reference}",
+        "factors",
+        "sigma_log",
+        "dense level from",
+    ]
+    body = [
+        [
+            r.gpu,
+            str(r.tp),
+            r.dtype,
+            r.engine,
+            f"{r.output_tokens_per_s_per_gpu:,.0f}",
+            "-" if r.relative is None else f"{r.relative:.2f}",
+            r.provenance,
+            f"{r.sigma_log:.2f}",
+            r.dense_level_from or "-",
+        ]
+        for r in ranks
+    ]
+    return [head, *body]
+
+
+__all__ = [
+    "RANKING_DTYPES",
+    "RANKING_MODEL",
+    "RANKING_OUTPUT_TOKENS",
+    "RANKING_PROMPT_TOKENS",
+    "RANKING_REFERENCE",
+    "RANKING_TPS",
+    "GpuRank",
+    "best_capacity",
+    "gpu_ranking",
+    "ranking_engine",
+    "ranking_table",
+]
