@@ -16,14 +16,16 @@ in public; ``bench/fidelity.py`` prints the table beside the measured ratios it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from catalog.schema import Catalog, Dtype
+from pydantic import BaseModel, ConfigDict, Field
+
+from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype
 from planner import risk
 from planner import roofline as rl
 from planner.capacity import engine_max_batch, replica_capacity
-from planner.errors import PlanningError
+from planner.errors import PlanningError, UnknownEntryError
+from planner.request import CatalogRef
 
 #: The workload every GPU is priced on: MLPerf Inference's Llama-2-70B (OpenOrca: mean
 #: prompt 222 tokens, 293 generated per sample; the importer's MLPerf offline points).
@@ -39,8 +41,7 @@ RANKING_DTYPES = (Dtype.FP4, Dtype.FP8, Dtype.BF16)
 RANKING_REFERENCE = "h100-sxm5-80gb"
 
 
-@dataclass(frozen=True)
-class GpuRank:
+class GpuRank(BaseModel):
     """One GPU's best predicted configuration on the ranking workload.
 
     ``output_tokens_per_s_per_gpu``: the replica's maximum output tokens/s (every prompt
@@ -49,6 +50,8 @@ class GpuRank:
     ``provenance``/``sigma_log``: what the factors of that dtype rest on
     (:func:`planner.risk.factor_uncertainty`); ``dense_level_from``: for a dense LLM on a
     GPU measured on MoE LLMs only, the GPU its dense level is judged by."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpu: str
     output_tokens_per_s_per_gpu: float
@@ -64,7 +67,17 @@ class GpuRank:
 def ranking_engine(catalog: Catalog, gpu_id: str) -> Literal["trtllm", "vllm"]:
     """The engine a GPU is priced with: TensorRT-LLM on NVIDIA GPUs (the vendor's engine,
     what MLPerf submissions run), vLLM on the others (AMD's and Intel's submissions)."""
-    return "trtllm" if catalog.gpus[gpu_id].vendor == "NVIDIA" else "vllm"
+    return "trtllm" if catalog.gpus[gpu_id].vendor.strip().casefold() == "nvidia" else "vllm"
+
+
+def borrowed_dense_level_from(catalog: Catalog, gpu_id: str, model: str) -> str | None:
+    """The GPU whose measured level a dense ``model`` on ``gpu_id`` is judged by
+    (``efficiency.dense_level_from``), None for a MoE model, for a GPU measured on a
+    dense LLM, and for ``"self"`` (measured on MoE LLMs only, judged by no other GPU)."""
+    if catalog.models[model].is_moe:
+        return None
+    source = catalog.gpus[gpu_id].efficiency.dense_level_from
+    return None if source in (None, "self") else source
 
 
 def best_capacity(
@@ -113,11 +126,7 @@ def best_capacity(
                     engine=engine,
                     provenance=unc.provenance.value,
                     sigma_log=unc.sigma_log,
-                    dense_level_from=(
-                        None
-                        if catalog.models[model].is_moe
-                        else catalog.gpus[gpu_id].efficiency.dense_level_from
-                    ),
+                    dense_level_from=borrowed_dense_level_from(catalog, gpu_id, model),
                 )
     return best
 
@@ -141,10 +150,91 @@ def gpu_ranking(
     if ref is not None:
         base = ref.output_tokens_per_s_per_gpu
         ranks = [
-            GpuRank(**{**r.__dict__, "relative": r.output_tokens_per_s_per_gpu / base})
-            for r in ranks
+            r.model_copy(update={"relative": r.output_tokens_per_s_per_gpu / base}) for r in ranks
         ]
     return sorted(ranks, key=lambda r: -r.output_tokens_per_s_per_gpu)
+
+
+class GpuRankingRequest(BaseModel):
+    """The workload every catalog GPU is priced on (:func:`gpu_ranking_analysis`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: CatalogRef = Field(default=RANKING_MODEL, description="Catalog model id.")
+    prompt_tokens: Annotated[int, Field(strict=True, ge=1, le=MAX_CONTEXT_TOKENS)] = (
+        RANKING_PROMPT_TOKENS
+    )
+    output_tokens: Annotated[int, Field(strict=True, ge=2, le=MAX_CONTEXT_TOKENS)] = (
+        RANKING_OUTPUT_TOKENS
+    )
+    reference: CatalogRef = Field(
+        default=RANKING_REFERENCE, description="Catalog GPU id the others are compared with."
+    )
+
+
+class GpuRanking(BaseModel):
+    """Every catalog GPU that runs the workload, fastest per GPU first
+    (:func:`gpu_ranking`), and the GPUs that cannot run it in any tried configuration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    prompt_tokens: int
+    output_tokens: int
+    reference: str
+    gpus: list[GpuRank]
+    cannot_run: list[str]
+    note: str
+
+
+#: What every ranking says about itself.
+RANKING_NOTE = (
+    "Predictions of the cost model, each GPU at its best tensor parallelism (1-8) and "
+    "weight format (FP4 and FP8 with an FP8 KV cache where the GPU has the peak, BF16), "
+    "every prompt queued (maximum throughput), TensorRT-LLM on NVIDIA GPUs and vLLM on the "
+    "others. 'provenance' ('factors' in the table) and 'sigma_log' say what each GPU's "
+    "numbers rest on (analogy: no measurement in that format); 'dense_level_from' names the "
+    "GPU a dense LLM's level is borrowed from where the GPU was measured on MoE LLMs only."
+)
+
+
+def gpu_ranking_analysis(catalog: Catalog, req: GpuRankingRequest) -> GpuRanking:
+    """:func:`gpu_ranking` for ``req``'s workload against ``req.reference`` on
+    ``catalog`` (the shipped one, or with custom entries); an unknown model or reference
+    GPU is refused naming the field (:class:`planner.errors.UnknownEntryError`)."""
+    if req.model not in catalog.models:
+        raise UnknownEntryError.for_field(
+            "model", f"unknown model {req.model!r} (fleetplan catalog list models)"
+        )
+    if req.reference not in catalog.gpus:
+        raise UnknownEntryError.for_field(
+            "reference", f"unknown GPU {req.reference!r} (fleetplan catalog list gpus)"
+        )
+    window = catalog.models[req.model].max_context_tokens
+    if req.prompt_tokens + req.output_tokens > window:
+        raise PlanningError.for_field(
+            "prompt_tokens",
+            f"{req.prompt_tokens:,} + {req.output_tokens:,} tokens exceed {req.model}'s "
+            f"context window ({window:,})",
+        )
+    ranks = gpu_ranking(catalog, req.reference, req.model, req.prompt_tokens, req.output_tokens)
+    ran = {r.gpu for r in ranks}
+    if req.reference not in ran:
+        raise PlanningError.for_field(
+            "reference",
+            f"{req.reference} cannot run {req.model} at {req.prompt_tokens:,} / "
+            f"{req.output_tokens:,} tokens in any tried configuration (tp 1-8, FP4 / FP8 / "
+            "BF16): choose a reference GPU that can",
+        )
+    return GpuRanking(
+        model=req.model,
+        prompt_tokens=req.prompt_tokens,
+        output_tokens=req.output_tokens,
+        reference=req.reference,
+        gpus=ranks,
+        cannot_run=sorted(g for g in catalog.gpus if g not in ran),
+        note=RANKING_NOTE,
+    )
 
 
 def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) -> list[list[str]]:
@@ -182,13 +272,18 @@ def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) 
 __all__ = [
     "RANKING_DTYPES",
     "RANKING_MODEL",
+    "RANKING_NOTE",
     "RANKING_OUTPUT_TOKENS",
     "RANKING_PROMPT_TOKENS",
     "RANKING_REFERENCE",
     "RANKING_TPS",
     "GpuRank",
+    "GpuRanking",
+    "GpuRankingRequest",
     "best_capacity",
+    "borrowed_dense_level_from",
     "gpu_ranking",
+    "gpu_ranking_analysis",
     "ranking_engine",
     "ranking_table",
 ]

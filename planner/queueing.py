@@ -117,12 +117,13 @@ def _load(rate_per_s: float, service_s: float, servers: int) -> tuple[float, flo
 
 def mmc_mean_wait_s(rate_per_s: float, service_s: float, servers: int) -> float:
     """Mean queueing delay of M/M/c (s): ``W_q = C(c, a) / (c mu - lambda)``;
-    inf when ``rho >= 1``. M/M/1: ``rho / (mu - lambda)``."""
+    inf when ``rho >= 1`` or when ``c mu - lambda`` rounds to 0 or below in floating point
+    (``rho`` a hair under 1). M/M/1: ``rho / (mu - lambda)``."""
     a, rho = _load(rate_per_s, service_s, servers)
-    if rho >= 1.0:
+    decay = servers / service_s - rate_per_s
+    if rho >= 1.0 or decay <= 0.0:
         return math.inf
-    mu = 1.0 / service_s
-    return erlang_c_wait_probability(servers, a) / (servers * mu - rate_per_s)
+    return erlang_c_wait_probability(servers, a) / decay
 
 
 def mmc_wait_quantile_s(
@@ -136,12 +137,12 @@ def mmc_wait_quantile_s(
     """
     _check_quantile(quantile)
     a, rho = _load(rate_per_s, service_s, servers)
-    if rho >= 1.0:
+    decay = servers / service_s - rate_per_s
+    if rho >= 1.0 or decay <= 0.0:
         return math.inf
     c_wait = erlang_c_wait_probability(servers, a)
     if c_wait <= 1.0 - quantile:
         return 0.0
-    decay = servers / service_s - rate_per_s
     return math.log(c_wait / (1.0 - quantile)) / decay
 
 

@@ -180,3 +180,17 @@ def test_unknown_kind_writes_are_404(client):
     assert_error(client.post("/catalog/tpus", json={}), 404, "not_found")
     assert_error(client.put("/catalog/tpus/v5e", json={}), 404, "not_found")
     assert_error(client.delete("/catalog/tpus/v5e"), 404, "not_found")
+
+
+def test_the_gpu_ranking_counts_custom_gpus(client):
+    """``POST /analyses/gpu-ranking`` prices the merged catalog: a custom copy of the L40S
+    ranks beside the shipped one, at the same predicted throughput."""
+    assert client.post("/catalog/gpus", json=private_l40s()).status_code == 201
+    r = client.post("/analyses/gpu-ranking", json={"model": "llama-3.1-8b"})
+    assert r.status_code == 200, r.text
+    by_gpu = {g["gpu"]: g for g in r.json()["gpus"]}
+    ours, theirs = by_gpu["our-l40s"], by_gpu["l40s"]
+    assert ours["output_tokens_per_s_per_gpu"] == pytest.approx(
+        theirs["output_tokens_per_s_per_gpu"]
+    )
+    assert (ours["tp"], ours["dtype"]) == (theirs["tp"], theirs["dtype"])

@@ -3,10 +3,12 @@ configuration, relative to H100 SXM, with what its factors rest on."""
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 import pytest
 
+from api import cli
 from catalog.loader import load_catalog
 from catalog.schema import Dtype
 from planner import gpu_ranking as gr
@@ -58,6 +60,41 @@ def test_engines_follow_the_vendor():
     assert gr.ranking_engine(CAT, "h200-sxm-141gb") == "trtllm"
     assert gr.ranking_engine(CAT, "mi355x") == "vllm"
     assert gr.ranking_engine(CAT, "gaudi3") == "vllm"
+    # a custom entry's vendor is free text: its spelling does not change the engine
+    ours = CAT.gpus["l40s"].model_copy(update={"id": "our-l40s", "vendor": " nvidia"})
+    custom = CAT.model_copy(update={"gpus": {**CAT.gpus, "our-l40s": ours}})
+    assert gr.ranking_engine(custom, "our-l40s") == "trtllm"
+
+
+def test_the_workload_is_checked_before_any_gpu_is_priced():
+    # past the model's context window: refused naming prompt_tokens, not "no GPU runs it"
+    with pytest.raises(PlanningError) as err:
+        gr.gpu_ranking_analysis(CAT, gr.GpuRankingRequest(prompt_tokens=4096))
+    assert err.value.issues[0][0] == "prompt_tokens"
+    # a reference that cannot run the workload gives no ratio: refused naming it
+    with pytest.raises(PlanningError) as err:
+        gr.gpu_ranking_analysis(CAT, gr.GpuRankingRequest(model="llama-3.1-405b", reference="l40s"))
+    assert err.value.issues[0][0] == "reference"
+    # a load a hair under saturation (M/M/c slack rounding to 0) ranks, it does not crash
+    got = gr.gpu_ranking_analysis(
+        CAT, gr.GpuRankingRequest(model="llama-2-7b", prompt_tokens=4094, output_tokens=2)
+    )
+    assert len(got.gpus) == len(CAT.gpus) and not got.cannot_run
+
+
+def test_a_gpu_judged_by_no_other_borrows_from_none():
+    assert gr.borrowed_dense_level_from(CAT, "gb200-per-gpu", "llama-2-70b") == "b200"
+    assert gr.borrowed_dense_level_from(CAT, "gb200-per-gpu", "deepseek-v3") is None
+    assert gr.borrowed_dense_level_from(CAT, "h100-sxm5-80gb", "llama-2-70b") is None
+    selfish = CAT.gpus["b300"].model_copy(
+        update={
+            "efficiency": CAT.gpus["b300"].efficiency.model_copy(
+                update={"dense_level_from": "self"}
+            )
+        }
+    )
+    custom = CAT.model_copy(update={"gpus": {**CAT.gpus, "b300": selfish}})
+    assert gr.borrowed_dense_level_from(custom, "b300", "llama-2-70b") is None
 
 
 def test_dtypes_without_a_peak_are_skipped():
@@ -68,8 +105,11 @@ def test_dtypes_without_a_peak_are_skipped():
 
 
 def test_a_model_no_configuration_holds_is_left_out():
-    # Llama-3.1-405B in BF16 (810 GB) does not fit 8 x L4 (24 GB) in any tried format
+    # Llama-3.1-405B in BF16 (810 GB) does not fit 8 x L4 (24 GB) at any tried tp
     assert gr.best_capacity(CAT, "l4", "llama-3.1-405b", dtypes=(Dtype.BF16,)) is None
+    # nor in any format on 8 x L40S (384 GB): it is listed apart, not ranked
+    got = gr.gpu_ranking_analysis(CAT, gr.GpuRankingRequest(model="llama-3.1-405b"))
+    assert "l40s" in got.cannot_run and "l40s" not in {r.gpu for r in got.gpus}
 
 
 def test_ranking_is_relative_to_the_reference_and_sorted():
@@ -105,3 +145,46 @@ def test_the_table_has_one_row_per_gpu():
     assert table[0][0] == "gpu" and len(table) == len(ranks) + 1
     assert [row[0] for row in table[1:]] == [r.gpu for r in ranks]
     assert table[1 + [r.gpu for r in ranks].index(gr.RANKING_REFERENCE)][5] == "1.00"
+
+
+def test_the_cli_prints_the_ranking_and_refuses_bad_input(capsys):
+    assert cli.main(["analyze", "gpus", "--model", "llama-3.1-8b", "--output-tokens", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "llama-3.1-8b, 222 prompt / 256 output tokens" in out
+    assert "x h100-sxm5-80gb" in out
+    assert any(line.startswith("b200 ") for line in out.splitlines())
+    assert cli.main(["analyze", "gpus", "--json", "--reference", "a100-sxm-80gb"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["reference"] == "a100-sxm-80gb" and data["model"] == gr.RANKING_MODEL
+    rel = {g["gpu"]: g["relative"] for g in data["gpus"]}
+    assert rel["a100-sxm-80gb"] == 1.0 and rel["h100-sxm5-80gb"] > 1.0
+    for argv, option in (
+        (["--model", "nope"], "--model"),
+        (["--reference", "nope"], "--reference"),
+        (["--output-tokens", "1"], "--output-tokens"),
+        (["--prompt-tokens", "abc"], "--prompt-tokens"),
+        (["--prompt-tokens", "4096"], "--prompt-tokens"),
+    ):
+        assert cli.main(["analyze", "gpus", *argv]) == 2
+        assert capsys.readouterr().err.startswith(f"fleetplan: error: {option}:")
+
+
+def test_the_api_serves_the_ranking_and_names_bad_fields(client):
+    r = client.post("/analyses/gpu-ranking", json={})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["model"] == gr.RANKING_MODEL and data["reference"] == gr.RANKING_REFERENCE
+    assert [g["gpu"] for g in data["gpus"]] == [g.gpu for g in gr.gpu_ranking(CAT)]
+    big = client.post("/analyses/gpu-ranking", json={"model": "llama-3.1-405b"}).json()
+    assert "l40s" in big["cannot_run"] and "l40s" not in {g["gpu"] for g in big["gpus"]}
+    for body, field in (
+        ({"model": "nope"}, "model"),
+        ({"reference": "nope"}, "reference"),
+        ({"prompt_tokens": 0}, "prompt_tokens"),
+        ({"prompt_tokens": 4096}, "prompt_tokens"),
+        ({"model": "llama-3.1-405b", "reference": "l40s"}, "reference"),
+        ({"gpu": "b200"}, "gpu"),
+    ):
+        r = client.post("/analyses/gpu-ranking", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["issues"][0]["field"] == field

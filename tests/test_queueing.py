@@ -149,3 +149,13 @@ def test_batched_root_search_does_not_depend_on_its_companions(
     for i in range(k):
         alone = q.max_utilization_for_wait_batch(*(a[i : i + 1] for a in args))
         assert alone.tolist() == [together[i]]
+
+
+def test_a_load_a_hair_under_one_that_rounds_to_no_slack_waits_forever():
+    """rho = 0.9999999999999999 but ``c mu - lambda`` is 0.0 in floating point: the wait
+    is unbounded, not a ZeroDivisionError (seen through POST /analyses/gpu-ranking at
+    4,094 / 2 tokens)."""
+    rate, service = 0.23104090402043806, 4.3282379119826295
+    assert rate * service < 1.0 and 1.0 / service - rate == 0.0
+    assert q.mmc_mean_wait_s(rate, service, 1) == math.inf
+    assert q.mmc_wait_quantile_s(rate, service, 1, 0.9) == math.inf

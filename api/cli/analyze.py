@@ -1,4 +1,5 @@
-"""``fleetplan analyze``: chunk-budget, kv-transfer and pool-ratio tables.
+"""``fleetplan analyze``: chunk-budget, kv-transfer and pool-ratio tables (capacity and
+gpus are registered from :mod:`api.cli.calibrate` and :mod:`api.cli.ranking`).
 
 Each subcommand calls one function of :mod:`planner.analyses` and prints its
 result as a table, or as JSON with ``--json`` (the result model's fields, full
@@ -18,6 +19,7 @@ from typing import Any
 from api.cli import common as cli
 from api.cli.calibrate import gemm_gain_text, register_capacity
 from api.cli.common import Subparsers
+from api.cli.ranking import register_ranking
 from api.services.catalog import shipped_catalog
 from api.services.reports import render_table
 from planner import analyses as an
@@ -567,6 +569,7 @@ def register_analyze(sub: Subparsers) -> None:
     pr.set_defaults(func=cmd_pool_ratio)
 
     register_capacity(asub)
+    register_ranking(asub)
 
 
 __all__ = [

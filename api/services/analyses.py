@@ -9,6 +9,7 @@ from api.services.catalog import merged_catalog
 from api.settings import Settings
 from catalog.schema import Catalog
 from planner.capacity_analysis import CapacityAnalysis, CapacityRequest, capacity_analysis
+from planner.gpu_ranking import GpuRanking, GpuRankingRequest, gpu_ranking_analysis
 
 
 def replica_capacity(
@@ -22,3 +23,12 @@ def replica_capacity(
     if session is not None:
         session.rollback()
     return capacity_analysis(catalog, body, resolver)
+
+
+def gpu_ranking(session: Session | None, body: GpuRankingRequest, shipped: Catalog) -> GpuRanking:
+    """Every GPU of the shipped catalog plus the database's custom entries (with a
+    session) priced on ``body``'s workload (``planner.gpu_ranking``)."""
+    catalog = merged_catalog(session, shipped) if session is not None else shipped
+    if session is not None:
+        session.rollback()
+    return gpu_ranking_analysis(catalog, body)
