@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from api.cli import common as cli
 from api.cli.common import Subparsers
 from api.schemas.analyses import CapacityRequest
@@ -226,13 +224,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         "calibration": args.calibration,
         "engine": args.engine,
     }
-    try:
-        req = CapacityRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "options"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise cli.CliError(CAPACITY_OPTIONS.get(field, field), message) from None
+    req = cli.validated_request(CapacityRequest, fields, CAPACITY_OPTIONS)
     try:
         analysis = replica_capacity(None, req, shipped_catalog(), cli.load_settings())
     except PlanningError as err:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -150,6 +150,23 @@ REPLICA_OPTIONS = {
     "mfu": "--mfu",
     "mbu": "--mbu",
 }
+
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+
+
+def validated_request(
+    model: type[RequestT], fields: Mapping[str, Any], options: Mapping[str, str]
+) -> RequestT:
+    """``model`` validated from the options given (``fields`` without the None ones); a
+    ValidationError becomes a CliError naming the option of its first field."""
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "options"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise CliError(options.get(field, field), message) from None
 
 
 def planning_error(err: PlanningError, options: Mapping[str, str]) -> CliError:

@@ -12,8 +12,6 @@ import argparse
 import textwrap
 from typing import Any
 
-from pydantic import ValidationError
-
 from api.cli import common as cli
 from api.schemas.analyses import GpuRanking, GpuRankingRequest
 from api.services.analyses import gpu_ranking
@@ -53,13 +51,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         "output_tokens": args.output_tokens,
         "reference": args.reference,
     }
-    try:
-        req = GpuRankingRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "options"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise cli.CliError(RANKING_OPTIONS.get(field, field), message) from None
+    req = cli.validated_request(GpuRankingRequest, fields, RANKING_OPTIONS)
     try:
         ranking = gpu_ranking(None, req, shipped_catalog())
     except PlanningError as err:
