@@ -48,8 +48,11 @@ class GpuRank(BaseModel):
     queued, :func:`planner.capacity.replica_capacity`) over its ``tp`` GPUs;
     ``relative``: that over the reference GPU's (dimensionless; None without a reference);
     ``provenance``/``sigma_log``: what the factors of that dtype rest on
-    (:func:`planner.risk.factor_uncertainty`); ``dense_level_from``: for a dense LLM on a
-    GPU measured on MoE LLMs only, the GPU its dense level is judged by."""
+    (:func:`planner.risk.factor_uncertainty`); ``band_output_tokens_per_s_per_gpu``: the
+    tokens/s per GPU at the ends of the factors' 90% band
+    (:func:`planner.risk.capacity_band_rps`: ``x exp(-+1.645 sigma_log)``);
+    ``dense_level_from``: for a dense LLM on a GPU measured on MoE LLMs only, the GPU its
+    dense level is judged by."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -60,6 +63,7 @@ class GpuRank(BaseModel):
     engine: str
     provenance: str
     sigma_log: float
+    band_output_tokens_per_s_per_gpu: tuple[float, float]
     relative: float | None = None
     dense_level_from: str | None = None
 
@@ -126,6 +130,7 @@ def best_capacity(
                     engine=engine,
                     provenance=unc.provenance.value,
                     sigma_log=unc.sigma_log,
+                    band_output_tokens_per_s_per_gpu=risk.capacity_band_rps(per_gpu, unc.sigma_log),
                     dense_level_from=borrowed_dense_level_from(catalog, gpu_id, model),
                 )
     return best
@@ -193,8 +198,9 @@ RANKING_NOTE = (
     "weight format (FP4 and FP8 with an FP8 KV cache where the GPU has the peak, BF16), "
     "every prompt queued (maximum throughput), TensorRT-LLM on NVIDIA GPUs and vLLM on the "
     "others. 'provenance' ('factors' in the table) and 'sigma_log' say what each GPU's "
-    "numbers rest on (analogy: no measurement in that format); 'dense_level_from' names the "
-    "GPU a dense LLM's level is borrowed from where the GPU was measured on MoE LLMs only."
+    "numbers rest on (analogy: no measurement in that format), and the band is the 90% band "
+    "those factors' spread gives each GPU's tokens/s; 'dense_level_from' names the GPU a "
+    "dense LLM's level is borrowed from where the GPU was measured on MoE LLMs only."
 )
 
 
@@ -247,6 +253,7 @@ def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) 
         "dtype",
         "engine",
         "output tok/s per GPU",
+        f"{risk.BAND_CONFIDENCE:.0%} band",
         f"x {reference}",
         "factors",
         "sigma_log",
@@ -259,6 +266,7 @@ def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) 
             r.dtype,
             r.engine,
             f"{r.output_tokens_per_s_per_gpu:,.0f}",
+            "{:,.0f}-{:,.0f}".format(*r.band_output_tokens_per_s_per_gpu),
             "-" if r.relative is None else f"{r.relative:.2f}",
             r.provenance,
             f"{r.sigma_log:.2f}",

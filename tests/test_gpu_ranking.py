@@ -4,6 +4,7 @@ configuration, relative to H100 SXM, with what its factors rest on."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Literal
 
 import pytest
@@ -54,6 +55,11 @@ def test_best_capacity_is_the_best_analyze_capacity_over_tp_and_dtype(gpu):
     assert tried[best.tp, Dtype(best.dtype)] == pytest.approx(best.output_tokens_per_s_per_gpu)
     unc = risk.factor_uncertainty(CAT, gpu, best.dtype)
     assert (best.provenance, best.sigma_log) == (unc.provenance.value, unc.sigma_log)
+    low, high = best.band_output_tokens_per_s_per_gpu
+    x, z = best.output_tokens_per_s_per_gpu, risk.Z_BAND
+    assert (low, high) == pytest.approx(
+        (x * math.exp(-z * unc.sigma_log), x * math.exp(z * unc.sigma_log))
+    )
 
 
 def test_engines_follow_the_vendor():
@@ -144,7 +150,9 @@ def test_the_table_has_one_row_per_gpu():
     table = gr.ranking_table(ranks)
     assert table[0][0] == "gpu" and len(table) == len(ranks) + 1
     assert [row[0] for row in table[1:]] == [r.gpu for r in ranks]
-    assert table[1 + [r.gpu for r in ranks].index(gr.RANKING_REFERENCE)][5] == "1.00"
+    ref_row = table[1 + [r.gpu for r in ranks].index(gr.RANKING_REFERENCE)]
+    assert ref_row[table[0].index(f"x {gr.RANKING_REFERENCE}")] == "1.00"
+    assert table[0][5] == "90% band" and all("-" in row[5] for row in table[1:])
 
 
 def test_the_cli_prints_the_ranking_and_refuses_bad_input(capsys):
