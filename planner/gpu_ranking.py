@@ -197,10 +197,13 @@ RANKING_NOTE = (
     "Predictions of the cost model, each GPU at its best tensor parallelism (1-8) and "
     "weight format (FP4 and FP8 with an FP8 KV cache where the GPU has the peak, BF16), "
     "every prompt queued (maximum throughput), TensorRT-LLM on NVIDIA GPUs and vLLM on the "
-    "others. 'provenance' ('factors' in the table) and 'sigma_log' say what each GPU's "
-    "numbers rest on (analogy: no measurement in that format), and the band is the 90% band "
-    "those factors' spread gives each GPU's tokens/s; 'dense_level_from' names the GPU a "
-    "dense LLM's level is borrowed from where the GPU was measured on MoE LLMs only."
+    "others. One replica of at most 8 GPUs, no expert, pipeline or data-parallel attention "
+    "layouts: a model that needs more than one server (DeepSeek-V3 on H100) shows as unable "
+    "to run or as nearly so (a KV cache of a few sequences); plans consider those layouts. "
+    "'provenance' ('factors' in the table) and 'sigma_log' say what each GPU's numbers "
+    "rest on (analogy: no measurement in that format), and the band is the 90% band those "
+    "factors' spread gives each GPU's tokens/s; 'dense_level_from' names the GPU a dense "
+    "LLM's level is borrowed from where the GPU was measured on MoE LLMs only."
 )
 
 
