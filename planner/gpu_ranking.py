@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype
+from catalog.schema import MAX_CONTEXT_TOKENS, Catalog, Dtype, Provenance
 from planner import risk
 from planner import roofline as rl
 from planner.capacity import engine_max_batch, replica_capacity
@@ -59,9 +59,9 @@ class GpuRank(BaseModel):
     gpu: str
     output_tokens_per_s_per_gpu: float
     tp: int
-    dtype: str
-    engine: str
-    provenance: str
+    dtype: Dtype
+    engine: Literal["trtllm", "vllm"]
+    provenance: Provenance
     sigma_log: float
     band_output_tokens_per_s_per_gpu: tuple[float, float]
     relative: float | None = None
@@ -126,9 +126,9 @@ def best_capacity(
                     gpu=gpu_id,
                     output_tokens_per_s_per_gpu=per_gpu,
                     tp=tp,
-                    dtype=Dtype(dtype).value,
+                    dtype=Dtype(dtype),
                     engine=engine,
-                    provenance=unc.provenance.value,
+                    provenance=unc.provenance,
                     sigma_log=unc.sigma_log,
                     band_output_tokens_per_s_per_gpu=risk.capacity_band_rps(per_gpu, unc.sigma_log),
                     dense_level_from=borrowed_dense_level_from(catalog, gpu_id, model),
@@ -266,12 +266,12 @@ def ranking_table(ranks: Sequence[GpuRank], reference: str = RANKING_REFERENCE) 
         [
             r.gpu,
             str(r.tp),
-            r.dtype,
+            r.dtype.value,
             r.engine,
             f"{r.output_tokens_per_s_per_gpu:,.0f}",
             "{:,.0f}-{:,.0f}".format(*r.band_output_tokens_per_s_per_gpu),
             "-" if r.relative is None else f"{r.relative:.2f}",
-            r.provenance,
+            r.provenance.value,
             f"{r.sigma_log:.2f}",
             r.dense_level_from or "-",
         ]
