@@ -68,6 +68,7 @@ from planner import engines, queueing
 from planner import kernels as kn
 from planner import roofline as rl
 from planner.errors import PlanningError
+from planner.request_checks import check_context_window
 
 #: Token budget per engine step (vLLM V1 ``max_num_batched_tokens`` for online serving on
 #: large GPUs, TensorRT-LLM's default ``max_num_tokens``).
@@ -403,13 +404,7 @@ def _check_shape(
             )
     if max_batch is not None and (isinstance(max_batch, bool) or max_batch < 1):
         raise PlanningError.for_field("max_batch", f"must be >= 1, got {max_batch!r}")
-    model = replica.model
-    if prompt_tokens + output_tokens > model.max_context_tokens:
-        raise PlanningError.for_field(
-            "prompt_tokens",
-            f"{prompt_tokens:,} + {output_tokens:,} tokens exceed {model.id}'s context window "
-            f"({model.max_context_tokens:,})",
-        )
+    check_context_window(replica.model, prompt_tokens, output_tokens)
     context = admission_context_tokens(replica, prompt_tokens, output_tokens)
     if rl.max_resident_batch(replica, context) < 1:
         reserves = engines.engine_profile(replica.engine).reserves_max_output

@@ -26,6 +26,7 @@ from planner import roofline as rl
 from planner.capacity import engine_max_batch, replica_capacity
 from planner.errors import PlanningError, UnknownEntryError
 from planner.request import CatalogRef
+from planner.request_checks import check_context_window
 
 #: The workload every GPU is priced on: MLPerf Inference's Llama-2-70B (OpenOrca: mean
 #: prompt 222 tokens, 293 generated per sample; the importer's MLPerf offline points).
@@ -101,7 +102,7 @@ def best_capacity(
     GPU cannot run (no peak for the dtype) are skipped; None when none runs. Ties keep
     the first (smaller tp, FP4 before FP8 before BF16)."""
     engine = ranking_engine(catalog, gpu_id)
-    best: GpuRank | None = None
+    best: tuple[float, int, Dtype] | None = None  # (tokens/s per GPU, tp, dtype)
     for dtype in dtypes:
         for tp in tps:
             try:
@@ -120,20 +121,23 @@ def best_capacity(
             except PlanningError:
                 continue
             per_gpu = result.output_tokens_per_s / tp
-            if best is None or per_gpu > best.output_tokens_per_s_per_gpu:
-                unc = risk.factor_uncertainty(catalog, gpu_id, dtype)
-                best = GpuRank(
-                    gpu=gpu_id,
-                    output_tokens_per_s_per_gpu=per_gpu,
-                    tp=tp,
-                    dtype=Dtype(dtype),
-                    engine=engine,
-                    provenance=unc.provenance,
-                    sigma_log=unc.sigma_log,
-                    band_output_tokens_per_s_per_gpu=risk.capacity_band_rps(per_gpu, unc.sigma_log),
-                    dense_level_from=borrowed_dense_level_from(catalog, gpu_id, model),
-                )
-    return best
+            if best is None or per_gpu > best[0]:
+                best = (per_gpu, tp, Dtype(dtype))
+    if best is None:
+        return None
+    per_gpu, tp, dtype = best
+    unc = risk.factor_uncertainty(catalog, gpu_id, dtype)
+    return GpuRank(
+        gpu=gpu_id,
+        output_tokens_per_s_per_gpu=per_gpu,
+        tp=tp,
+        dtype=dtype,
+        engine=engine,
+        provenance=unc.provenance,
+        sigma_log=unc.sigma_log,
+        band_output_tokens_per_s_per_gpu=risk.capacity_band_rps(per_gpu, unc.sigma_log),
+        dense_level_from=borrowed_dense_level_from(catalog, gpu_id, model),
+    )
 
 
 def gpu_ranking(
@@ -219,13 +223,7 @@ def gpu_ranking_analysis(catalog: Catalog, req: GpuRankingRequest) -> GpuRanking
         raise UnknownEntryError.for_field(
             "reference", f"unknown GPU {req.reference!r} (fleetplan catalog list gpus)"
         )
-    window = catalog.models[req.model].max_context_tokens
-    if req.prompt_tokens + req.output_tokens > window:
-        raise PlanningError.for_field(
-            "prompt_tokens",
-            f"{req.prompt_tokens:,} + {req.output_tokens:,} tokens exceed {req.model}'s "
-            f"context window ({window:,})",
-        )
+    check_context_window(catalog.models[req.model], req.prompt_tokens, req.output_tokens)
     ranks = gpu_ranking(catalog, req.reference, req.model, req.prompt_tokens, req.output_tokens)
     ran = {r.gpu for r in ranks}
     if req.reference not in ran:

@@ -1,6 +1,7 @@
 """Checks of a plan request against the catalog that :func:`planner.request.resolve_request`
 runs: FP4 on offer, and a class's speculative decoding (kept apart from the request's
-schema; they take the request's values, not its types)."""
+schema; they take the request's values, not its types); and a request shape against the
+model's context window (:func:`check_context_window`, the capacity analyses')."""
 
 from __future__ import annotations
 
@@ -55,3 +56,14 @@ def checked_speculative(catalog: Catalog, model: Model, sp: S, field: str) -> S:
         field,
     )
     return sp
+
+
+def check_context_window(model: Model, prompt_tokens: int, output_tokens: int) -> None:
+    """Refuse ``prompt_tokens + output_tokens`` longer than ``model``'s context window
+    (``max_context_tokens``), naming ``prompt_tokens``."""
+    if prompt_tokens + output_tokens > model.max_context_tokens:
+        raise PlanningError.for_field(
+            "prompt_tokens",
+            f"{prompt_tokens:,} + {output_tokens:,} tokens exceed {model.id}'s context window "
+            f"({model.max_context_tokens:,})",
+        )
