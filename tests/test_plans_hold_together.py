@@ -80,7 +80,10 @@ def test_prefill_link_options_nvlink_variant_pairs_only_with_its_own_type():
     by_link = {link.id: reach for link, reach in opts}
     assert by_link["nvlink5"] == frozenset({"gb200-per-gpu"})
     net = [reach for link, reach in opts if link.kind.value == "network"]
-    assert net == [None]  # the network variant pairs with any decode GPU type
+    # the network variant pairs with any decode GPU type of its vendor: not MI300X
+    assert net == [frozenset({"gb200-per-gpu"})]
+    opts = prefill_link_options(CAT, "gb200-per-gpu", ["gb200-per-gpu", "h200-sxm-141gb"])
+    assert [reach for link, reach in opts if link.kind.value == "network"] == [None]
 
 
 def _cand(cid, cls, role, gpu, cost, cap, pairs_with=None):
@@ -424,18 +427,55 @@ def test_cheap_class_bound_never_exceeds_the_class_optimum():
 
 
 def test_prefill_link_options_price_a_fleet_of_one_type_on_its_own_nic():
-    # MI300X prefill (eth-400g) offered L4 (eth-25g) and H100 (ib-ndr-400) decode too
-    opts = prefill_link_options(CAT, "mi300x", ["mi300x", "l4", "h100-sxm5-80gb"])
+    # H100 NVL prefill (eth-100g) offered L4 (eth-25g) and H200 (ib-ndr-400) decode too
+    opts = prefill_link_options(CAT, "h100-nvl-94gb", ["h100-nvl-94gb", "l4", "h200-sxm-141gb"])
     assert [(link.id, reach) for link, reach in opts] == [
         ("eth-25g", None),  # the slowest pair link: pairs with any decode type
         # its own NIC: pairs with the types reached at least that fast (its own among them)
-        ("eth-400g", frozenset({"mi300x", "h100-sxm5-80gb"})),
+        ("eth-100g", frozenset({"h100-nvl-94gb", "h200-sxm-141gb"})),
     ]
     # nothing faster than the slowest: the one unrestricted option
-    assert [r for _, r in prefill_link_options(CAT, "l4", ["l4", "mi300x"])] == [None]
+    assert [r for _, r in prefill_link_options(CAT, "l4", ["l4", "h100-sxm5-80gb"])] == [None]
     # a rack-scale type's own NIC would pair only with itself, which NVLink already does
     reach = [r for _, r in prefill_link_options(CAT, "gb200-per-gpu", ["gb200-per-gpu", "l4"])]
     assert reach == [frozenset({"gb200-per-gpu"}), None]
+
+
+def test_prefill_pools_hand_their_kv_cache_only_to_decode_pools_of_their_vendor():
+    # an MI300X prefill pool offered NVIDIA decode types pairs with AMD types only,
+    # priced on its own NIC (eth-400g), not on the slower L4's
+    opts = prefill_link_options(CAT, "mi300x", ["mi300x", "l4", "h100-sxm5-80gb", "mi325x"])
+    assert [(link.id, reach) for link, reach in opts] == [
+        ("eth-400g", frozenset({"mi300x", "mi325x"}))
+    ]
+    assert [r for _, r in prefill_link_options(CAT, "l4", ["l4", "mi300x"])] == [frozenset({"l4"})]
+
+
+def test_a_mixed_vendor_plan_never_pairs_prefill_and_decode_across_vendors():
+    # DeepSeek-V3 offered H200 and MI300X: disaggregated pools pair within one vendor
+    body = {
+        "name": "mixed vendors",
+        "model": "deepseek-v3",
+        "traffic": {
+            "rate_rps": 50,
+            "classes": [{"workload": "chat", "share": 0.7}, {"workload": "rag", "share": 0.3}],
+        },
+        "slo": {"ttft_ms": 2000, "tpot_ms": 60, "percentile": 90},
+        "candidates": {"gpus": ["h200-sxm-141gb", "mi300x"]},
+        "objective": "min_cost",
+    }
+    plan = make_plan(parse_request(body), CAT)
+    assert plan.status.value == "optimal"
+    vendor = {g: CAT.gpus[g].vendor for g in ("h200-sxm-141gb", "mi300x")}
+    split = 0
+    for c in plan.classes:
+        pools = [p for p in plan.pools if p.class_name == c.name]
+        prefill = [p.gpu for p in pools if p.role.value == "prefill"]
+        if prefill:
+            split += 1
+            decode = [p.gpu for p in pools if p.role.value == "decode"]
+            assert {vendor[g] for g in prefill + decode} == {vendor[prefill[0]]}
+    assert split  # (before: MI300X prefill pools handed their KV to H200 decode pools)
 
 
 def test_pruning_never_lets_a_restricted_prefill_replace_one_that_pairs_with_any_type():
@@ -535,3 +575,16 @@ def test_a_prefill_pool_keeps_one_percent_of_the_ttft_slo_to_queue_in():
     for c in sc.candidates:
         if c.config.role == PoolRole.PREFILL:
             assert c.queue_room_ms > 0
+
+
+def test_rounded_class_shares_are_scaled_to_sum_to_one_and_others_refused():
+    from planner.request import SHARE_SUM_TOLERANCE, Traffic
+
+    three = [{"workload": "chat", "share": 0.333, "name": n} for n in "abc"]
+    t = Traffic.model_validate({"rate_rps": 30, "classes": three})
+    assert [c.share for c in t.classes] == [pytest.approx(1 / 3)] * 3
+    assert sum(c.share for c in t.classes) == pytest.approx(1.0, abs=1e-12)
+    off = 1.0 - 2 * SHARE_SUM_TOLERANCE
+    two = [{"workload": "chat", "share": s, "name": n} for s, n in ((0.5, "a"), (off - 0.5, "b"))]
+    with pytest.raises(ValueError, match=r"class shares must sum to 1, got 0\.996"):
+        Traffic.model_validate({"rate_rps": 30, "classes": two})
