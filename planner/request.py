@@ -152,6 +152,11 @@ class ClassSpec(Strict):
     speculative: SpeculativeSpec | None = None
 
 
+#: How far class shares may sum from 1 and be taken as rounded (0.333 x 3 = 0.999): they
+#: are then scaled to sum to 1 exactly (each over their sum); further off is refused.
+SHARE_SUM_TOLERANCE = 2e-3
+
+
 class Traffic(Strict):
     rate_rps: Annotated[float, Field(strict=True, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)] = (
         Field(description="Total requests per second over all classes (at most 1,000,000).")
@@ -168,8 +173,11 @@ class Traffic(Strict):
     @model_validator(mode="after")
     def _shares(self) -> Traffic:
         total = sum(c.share for c in self.classes)
-        if not math.isclose(total, 1.0, abs_tol=1e-6):
+        if not math.isclose(total, 1.0, abs_tol=SHARE_SUM_TOLERANCE):
             raise ValueError(f"class shares must sum to 1, got {total:.6g}")
+        if total != 1.0:  # rounded shares (three of 0.333): each over their sum
+            scaled = [c.model_copy(update={"share": c.share / total}) for c in self.classes]
+            object.__setattr__(self, "classes", scaled)
         names = [c.name or c.workload for c in self.classes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
