@@ -57,6 +57,11 @@ def _solve(
     def remaining() -> float:
         return options.time_limit_s - (time.perf_counter() - t0)
 
+    if problem.objective == Objective.MIN_COST and problem.limits.budget_usd_per_hour is not None:
+        early = _budget_first(problem, options, t0, cache)
+        if early is not None:
+            return early
+
     if len(problem.classes) == 1 and any(c.pairs_with is not None for c in problem.candidates):
         # One class (the subproblems of the decompositions): the KV pairing rows only
         # forbid some (prefill, decode) combinations, so solve without them first (a
@@ -161,3 +166,58 @@ def _explain_infeasible(
     if not status.has_solution:
         return None  # out of time: unknown
     return {name: var_value(var) for name, var in v.slack.items() if var_value(var) > TOL}
+
+
+def gpu_cost_usd_per_hour(problem: Problem, replicas: dict[str, int]) -> float:
+    """The GPUs' cost of a fleet ($/hour): sum over candidates of the cost per replica x
+    replicas, what the budget limits (:func:`solver.constraints.limits.fleet_cost`;
+    operations costs are not in it)."""
+    by_id = {c.id: c for c in problem.candidates}
+    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
+
+
+def _budget_first(
+    problem: Problem, options: SolverOptions, t0: float, cache: dict | None
+) -> SolveResult | None:
+    """A least-cost problem with a budget, settled without the budget row where that is
+    exact (the budget couples every class, so the model with it cannot be solved class by
+    class and takes the whole time limit where a short budget makes it infeasible):
+
+    * the least GPU cost ``G`` under the other limits (operations costs left out: the
+      budget limits the GPUs' cost only) above the budget ``B``: no fleet fits it,
+      infeasible, the budget short by exactly ``G - B`` (``relaxation``);
+    * the least-cost fleet without the budget within it: optimal with it too (the budget
+      is ``binding`` when that fleet spends all of it).
+
+    None otherwise (the model with the budget decides), and wherever a sub-solve is not
+    proven optimal."""
+    from dataclasses import replace
+
+    budget = problem.limits.budget_usd_per_hour
+    assert budget is not None
+    free = replace(problem, limits=replace(problem.limits, budget_usd_per_hour=None))
+    gpus_only = replace(free, operations=type(problem.operations)())
+    least = _solve(gpus_only, options, None)
+    if least.status != SolveStatus.OPTIMAL:
+        return None
+    g = gpu_cost_usd_per_hour(problem, least.replicas)
+    # (within the solve's relative gap of the budget the model with it decides)
+    if g * (1.0 - (least.gap or 0.0)) > budget + TOL * max(1.0, budget):
+        short = g - budget
+        return SolveResult(
+            status=SolveStatus.INFEASIBLE,
+            objective=None,
+            gap=None,
+            runtime_s=time.perf_counter() - t0,
+            solver=least.solver,
+            relaxation={"budget": short},
+            message=f"fleet limits bind: budget short by {short:.4g}",
+        )
+    best = least if not problem.operations.active else _solve(free, options, cache)
+    if best.status != SolveStatus.OPTIMAL:
+        return None
+    spent = gpu_cost_usd_per_hour(problem, best.replicas)
+    if spent > budget + TOL * max(1.0, budget):
+        return None  # the least-cost fleet is over budget: another one may fit
+    binding = best.binding + (("budget",) if spent >= budget - TOL * max(1.0, budget) else ())
+    return replace(best, binding=binding, runtime_s=time.perf_counter() - t0)

@@ -15,6 +15,7 @@ from solver.problem import (
     Limits,
     Mode,
     Objective,
+    Operations,
     PoolCandidate,
     PoolRole,
     Problem,
@@ -594,3 +595,40 @@ def test_gpu_type_search_carries_a_fast_class_share_to_the_next():
     assert first[0] == pytest.approx(0.8, abs=0.05)
     assert first[1] >= first[0] - 1e-9 and first[2] >= first[1] - 1e-9
     assert first[2] <= 0.8 * 3.0
+
+
+def _ops_problem(budget):
+    # class a: 10 rps; "x" at $1 per 1 rps, "y" at $0.9 per 1 rps on another GPU type; with
+    # $5/h per GPU type, two classes on one type beat each on its cheapest
+    return Problem(
+        classes=(ClassDemand("a", 10.0), ClassDemand("b", 10.0)),
+        candidates=(
+            cand("ax", "a", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=1.0),
+            cand("ay", "a", PoolRole.AGGREGATED, gpu="y", cost=0.9, cap=1.0),
+            cand("bx", "b", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=1.0),
+        ),
+        limits=Limits(budget_usd_per_hour=budget),
+        operations=Operations(usd_per_hour_per_gpu_type=5.0),
+    )
+
+
+def test_a_short_budget_is_answered_with_the_least_gpu_cost_it_misses():
+    # the least GPU cost is $19/h (ay + bx, two GPU types), whatever operations cost: the
+    # budget (GPU cost only) is short by exactly $19 - B, without the elastic re-solve
+    r = solve(_ops_problem(15.0))
+    assert r.status == SolveStatus.INFEASIBLE
+    assert r.relaxation == {"budget": pytest.approx(4.0)}
+    assert "budget short by 4" in r.message
+    # a budget the least-cost fleet fits: that fleet (all on x, $20 GPUs + $5 ops), binding
+    r = solve(_ops_problem(20.0))
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.replicas == {"ax": 10, "bx": 10}
+    assert "budget" in r.binding
+    # between the two: the least-cost fleet ($20 GPUs) is over, the cheaper-GPU one
+    # ($19 GPUs + $10 ops) fits: the model with the budget row decides
+    r = solve(_ops_problem(19.5))
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.replicas == {"ay": 10, "bx": 10}
+    # far over: the same fleet as without a budget, not binding
+    r = solve(_ops_problem(1000.0))
+    assert r.replicas == {"ax": 10, "bx": 10} and "budget" not in r.binding
