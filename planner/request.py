@@ -263,7 +263,12 @@ class CandidateSpec(Strict):
 
 
 class ConstraintSpec(Strict):
-    budget_usd_per_hour: Amount | None = None
+    budget_usd_per_hour: Amount | None = Field(
+        default=None,
+        description="Most the GPUs may cost, US dollars per hour (the plan's "
+        "cost_usd_per_hour; the operations costs of GPU types and configurations come on "
+        "top, in total_cost_usd_per_hour).",
+    )
     max_gpus: dict[CatalogRef, Annotated[int, Field(strict=True, ge=0, le=10_000_000)]] = Field(
         default_factory=dict, max_length=MAX_GPU_TYPES
     )

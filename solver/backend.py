@@ -157,6 +157,29 @@ def binding_rows(prob: pulp.LpProblem) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _with_budget_spent(
+    rows: tuple[str, ...], problem: Problem, replicas: dict[str, int], served: dict[str, float]
+) -> tuple[str, ...]:
+    """The binding limit ``rows``, with ``"budget"`` added where a most-goodput fleet
+    leaves traffic unserved and its budget row keeps some slack, yet the budget is what
+    stops it: what is left buys no replica of any candidate, or no other limit binds (with
+    the budget alone the fleet would otherwise grow; a further replica of one role
+    serves nothing without its other role's)."""
+    budget = problem.limits.budget_usd_per_hour
+    if problem.objective != Objective.MAX_GOODPUT or budget is None or "budget" in rows:
+        return rows
+    demand = {c.id: c.rate_rps for c in problem.classes}
+    if not problem.candidates or all(
+        served.get(k, 0.0) >= r * (1 - 1e-6) - TOL for k, r in demand.items()
+    ):
+        return rows
+    spent = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
+    cheapest = min(c.cost_usd_per_hour_per_replica for c in problem.candidates)
+    if budget - spent < cheapest or not rows:
+        return tuple(sorted((*rows, "budget")))
+    return rows
+
+
 def extract_result(
     problem: Problem, v: Variables, status, gap, runtime_s, name, prob, message
 ) -> SolveResult:
@@ -180,7 +203,7 @@ def extract_result(
         rates_rps={k: r for k, r in rates.items() if r > TOL},
         modes=modes,
         served_rps=served,
-        binding=binding_rows(prob),
+        binding=_with_budget_spent(binding_rows(prob), problem, replicas, served),
         message=message,
         num_variables=prob.numVariables(),
         num_constraints=prob.numConstraints(),

@@ -156,3 +156,26 @@ def test_kv_transfer_sentence_names_the_priced_link_and_each_pairs_link():
         "rag prefill on h100-sxm5-80gb: TTFT includes 1.0 ms of KV-cache transfer priced "
         "over ib-ndr-400",
     ]
+
+
+def test_a_class_served_in_part_shows_served_and_unserved_traffic(plan_json):
+    import copy
+
+    from planner.report.blocks import classes_table
+
+    doc = copy.deepcopy(plan_json)
+    c = doc["classes"][0]
+    c["served_rps"] = c["rate_rps"] * 0.65
+    lines = section(render_plan_text(doc), "Classes (predicted latencies at the SLO percentile)")
+    assert "served r/s" in lines[0]
+    missing = c["rate_rps"] - c["served_rps"]
+    assert any(
+        f"{c['name']}: {missing:,.1f} of its {c['rate_rps']:,.1f} req/s NOT served (35%)" in x
+        for x in lines
+    )
+    assert "of" in classes_table(doc).rows[0][2] and "served" in classes_table(doc).rows[0][2]
+    # served in full: no column, no line
+    lines = section(
+        render_plan_text(plan_json), "Classes (predicted latencies at the SLO percentile)"
+    )
+    assert "served r/s" not in lines[0] and not any("NOT served" in x for x in lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pulp
 import pytest
@@ -632,3 +633,23 @@ def test_a_short_budget_is_answered_with_the_least_gpu_cost_it_misses():
     # far over: the same fleet as without a budget, not binding
     r = solve(_ops_problem(1000.0))
     assert r.replicas == {"ax": 10, "bx": 10} and "budget" not in r.binding
+
+
+def test_max_goodput_budget_binds_when_what_is_left_buys_no_replica():
+    # $6.5/h: five a1 and one b1 use $6; the $0.5 left buys no replica, b is short
+    p = Problem(
+        classes=(ClassDemand("a", 10.0), ClassDemand("b", 10.0)),
+        candidates=(
+            cand("a1", "a", PoolRole.AGGREGATED, cost=1.0, cap=2.0),
+            cand("b1", "b", PoolRole.AGGREGATED, cost=1.0, cap=1.0),
+        ),
+        limits=Limits(budget_usd_per_hour=6.5),
+        objective=Objective.MAX_GOODPUT,
+    )
+    r = solve(p)
+    assert r.served_rps["b"] == pytest.approx(1.0, rel=1e-5)
+    assert r.binding == ("budget",)
+    # every class served: nothing binds
+    r = solve(replace(p, limits=Limits(budget_usd_per_hour=100.0)))
+    assert r.served_rps == {"a": pytest.approx(10.0), "b": pytest.approx(10.0)}
+    assert r.binding == ()

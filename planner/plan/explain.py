@@ -18,7 +18,10 @@ from solver.variables import safe_name
 def binding_detail(name: str, req: ResolvedRequest) -> str:
     lim = req.request.constraints
     if name == "budget":
-        return f"budget of ${lim.budget_usd_per_hour:,.2f}/h is fully used"
+        return (
+            f"budget of ${lim.budget_usd_per_hour:,.2f}/h is spent as far as it buys "
+            "capacity (it limits the GPUs' cost; operations costs come on top)"
+        )
     if name == "power":
         return f"power limit of {lim.power_kw:,.1f} kW is fully used"
     if name.startswith("stock__"):

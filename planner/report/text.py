@@ -453,7 +453,10 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     classes = _list(plan.get("classes"))
     if not classes:
         return []
+    short = _unserved(classes)
     headers = ["class", "workload", "mode", "rate r/s", "SLO TTFT/TPOT ms", "TTFT ms", "TPOT ms"]
+    if short:
+        headers.insert(4, "served r/s")
     headers.append("meets SLO")
     rows = []
     reasons = []
@@ -486,15 +489,34 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
                 _yes_no(c.get("meets_slo")),
             ]
         )
+        if short:
+            rows[-1].insert(4, rate(c.get("served_rps")))
         if c.get("mode_reason"):
             reasons.append(f"  {c.get('name')}: {c['mode_reason']}")
     out = ["Classes (predicted latencies at the SLO percentile)"]
     out.append(render_table(headers, rows, indent="  "))
+    for name, offered, served in short:
+        out.append(
+            f"  {name}: {rate(offered - served)} of its {rate(offered)} req/s NOT served "
+            f"({(offered - served) / offered:.0%}): the fleet within the limits serves "
+            "no more (objective max_goodput); latencies are those of the traffic served"
+        )
     if reasons:
         out += ["", "  Why this mode:", *["  " + r for r in reasons]]
     if hits:
         out += ["", "  Prefix hits:", *["  " + h for h in hits]]
     return out + _assumed_block(plan)
+
+
+def _unserved(classes: list[Any]) -> list[tuple[str, float, float]]:
+    """``(class, offered, served)`` req/s of each class a most-goodput plan serves less
+    than 99.9% of (plan JSON ``rate_rps`` and ``served_rps``)."""
+    out = []
+    for c in map(_map, classes):
+        offered, served = c.get("rate_rps"), c.get("served_rps")
+        if _is_num(offered) and _is_num(served) and offered > 0 and served < 0.999 * offered:
+            out.append((_s(c.get("name")), float(offered), float(served)))
+    return out
 
 
 def _assumed_block(plan: Mapping[str, Any]) -> list[str]:
