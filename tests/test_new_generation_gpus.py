@@ -194,3 +194,24 @@ def test_the_plan_texts_unmeasured_line_names_a_borrowed_level():
     assert note.startswith("; mi355x, b300 measured on mixture-of-experts LLMs only")
     assert borrowed_level_note({"warnings": ["traffic.classes[1]: long prompts"]}) == ""
     assert borrowed_level_note({}) == ""
+
+
+def test_the_unmeasured_line_does_not_say_every_gpu_is_measured_beside_a_borrowed_level():
+    from planner.report.text import render_plan_text
+
+    warning = "gb200-per-gpu: measured on mixture-of-experts LLMs only (deepseek-v3); ..."
+    base: dict[str, Any] = {
+        "status": "optimal",
+        "pools": [{"gpu": "gb200-per-gpu", "replicas": 1}],
+        "risk": {"confidence": 0.8, "z": 0.842, "band_confidence": 0.9, "z_band": 1.645},
+        "unmeasured_gpus": [],
+    }
+    line = next(
+        x
+        for x in render_plan_text({**base, "warnings": [warning]}).splitlines()
+        if x.startswith("unmeasured GPUs")
+    )
+    assert line.startswith("unmeasured GPUs: none set by analogy; gb200-per-gpu measured on")
+    assert "every GPU bought" not in line
+    plain = render_plan_text(base)
+    assert "none (every GPU bought has efficiency fitted or scaled to measurements)" in plain

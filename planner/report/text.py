@@ -229,14 +229,17 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
     if risk and plan.get("pools"):
         unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+        borrowed = borrowed_level_note(plan)
         lines.append(
             "unmeasured GPUs: "
             + (
                 ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
                 if unmeasured
+                else "none set by analogy"
+                if borrowed
                 else "none (every GPU bought has efficiency fitted or scaled to measurements)"
             )
-            + borrowed_level_note(plan)
+            + borrowed
         )
     return lines
 
