@@ -100,6 +100,12 @@ def test_plan_report_in_every_format(client, sensitivity_calls):
         "chat share +20 pts",
     ]
     assert all(r["status"] == "optimal" for r in doc["sensitivity"]["rows"])
+    # rows and base priced alike: GPUs + operations (the rows' cost is the plan's total)
+    sens = doc["sensitivity"]
+    total = doc["plan"].get("total_cost_usd_per_hour") or doc["plan"]["cost_usd_per_hour"]
+    assert sens["base_cost_usd_per_hour"] == pytest.approx(total)
+    for r in sens["rows"]:
+        assert r["delta_usd_per_hour"] == pytest.approx(r["cost_usd_per_hour"] - total)
     assert len(sensitivity_calls) == 1  # computed by the first report, then cached
 
 

@@ -47,7 +47,7 @@ from planner.report.comparison_text import render_comparison_text
 from planner.report.render import FORMATS as REPORT_FORMATS
 from planner.report.render import MEDIA_TYPES, render_comparison_report, render_plan_report
 from planner.report.text import render_plan_text, render_table, usd
-from planner.sensitivity import sensitivity
+from planner.sensitivity import objective_cost_usd_per_hour, sensitivity
 from planner.service import SolverLimits
 from planner.simulate.report import render_simulation_text
 from solver.problem import has_solution
@@ -99,8 +99,9 @@ def compute_sensitivity(
     if not has_fleet(record):
         return None
     request_doc = dict(record.request or record.normalized_request or {})
-    base_cost = record.cost_usd_per_hour
     base_plan = dict(record.plan or {})  # its learned corrections carry over to every case
+    # the cost the rows are priced as: GPUs + operations (planner.sensitivity)
+    base_cost = objective_cost_usd_per_hour(base_plan) or record.cost_usd_per_hour
     calibrations = {}
     name = request_doc.get("calibration")
     if isinstance(name, str):

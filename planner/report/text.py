@@ -200,7 +200,8 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             "cost",
             f"{usd(plan.get('cost_usd_per_hour'))}/h{cost_band}   "
             f"{usd(plan.get('cost_usd_per_month'), 0)}/month   "
-            f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens",
+            f"{per_mtok(plan.get('cost_usd_per_million_tokens'))} per million tokens "
+            "(prompt, cached included, + output)",
         ),
         ("GPUs", gpus),
         ("power", f"{num(plan.get('power_kw'), 1)} kW"),
