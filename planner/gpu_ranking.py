@@ -146,14 +146,16 @@ def gpu_ranking(
     model: str = RANKING_MODEL,
     prompt_tokens: int = RANKING_PROMPT_TOKENS,
     output_tokens: int = RANKING_OUTPUT_TOKENS,
+    dtypes: Sequence[Dtype] = RANKING_DTYPES,
 ) -> list[GpuRank]:
-    """:func:`best_capacity` of every catalog GPU that runs ``model``, fastest per GPU
-    first, each with ``relative`` = its tokens/s per GPU over ``reference``'s (None for
-    all when the reference cannot run it)."""
+    """:func:`best_capacity` of every catalog GPU that runs ``model`` in one of
+    ``dtypes``, fastest per GPU first, each with ``relative`` = its tokens/s per GPU over
+    ``reference``'s (None for all when the reference cannot run it)."""
     ranks = [
         r
         for g in sorted(catalog.gpus)
-        if (r := best_capacity(catalog, g, model, prompt_tokens, output_tokens)) is not None
+        if (r := best_capacity(catalog, g, model, prompt_tokens, output_tokens, dtypes=dtypes))
+        is not None
     ]
     ref = next((r for r in ranks if r.gpu == reference), None)
     if ref is not None:
@@ -179,6 +181,11 @@ class GpuRankingRequest(BaseModel):
     reference: CatalogRef = Field(
         default=RANKING_REFERENCE, description="Catalog GPU id the others are compared with."
     )
+    dtype: Dtype | None = Field(
+        default=None,
+        description="Weight format every GPU is ranked in (fp4, fp8 or bf16), like for like; "
+        "default: each GPU at its best of the three. A GPU without a peak in it cannot run.",
+    )
 
 
 class GpuRanking(BaseModel):
@@ -191,6 +198,7 @@ class GpuRanking(BaseModel):
     prompt_tokens: int
     output_tokens: int
     reference: str
+    dtype: Dtype | None = None
     gpus: list[GpuRank]
     cannot_run: list[str]
     note: str
@@ -224,20 +232,25 @@ def gpu_ranking_analysis(catalog: Catalog, req: GpuRankingRequest) -> GpuRanking
             "reference", f"unknown GPU {req.reference!r} (fleetplan catalog list gpus)"
         )
     check_context_window(catalog.models[req.model], req.prompt_tokens, req.output_tokens)
-    ranks = gpu_ranking(catalog, req.reference, req.model, req.prompt_tokens, req.output_tokens)
+    dtypes = (req.dtype,) if req.dtype is not None else RANKING_DTYPES
+    ranks = gpu_ranking(
+        catalog, req.reference, req.model, req.prompt_tokens, req.output_tokens, dtypes
+    )
     ran = {r.gpu for r in ranks}
     if req.reference not in ran:
+        formats = " / ".join(d.value.upper() for d in dtypes)
         raise PlanningError.for_field(
             "reference",
             f"{req.reference} cannot run {req.model} at {req.prompt_tokens:,} / "
-            f"{req.output_tokens:,} tokens in any tried configuration (tp 1-8, FP4 / FP8 / "
-            "BF16): choose a reference GPU that can",
+            f"{req.output_tokens:,} tokens in any tried configuration (tp 1-8, {formats}): "
+            "choose a reference GPU that can",
         )
     return GpuRanking(
         model=req.model,
         prompt_tokens=req.prompt_tokens,
         output_tokens=req.output_tokens,
         reference=req.reference,
+        dtype=req.dtype,
         gpus=ranks,
         cannot_run=sorted(g for g in catalog.gpus if g not in ran),
         note=RANKING_NOTE,

@@ -192,7 +192,29 @@ def test_the_api_serves_the_ranking_and_names_bad_fields(client):
         ({"prompt_tokens": 4096}, "prompt_tokens"),
         ({"model": "llama-3.1-405b", "reference": "l40s"}, "reference"),
         ({"gpu": "b200"}, "gpu"),
+        ({"dtype": "fp5"}, "dtype"),
+        ({"dtype": "fp4"}, "reference"),  # H100 has no FP4 peak: no like-for-like ratio
     ):
         r = client.post("/analyses/gpu-ranking", json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["issues"][0]["field"] == field
+
+
+def test_a_ranking_in_one_weight_format_is_like_for_like(client, capsys):
+    fp8 = client.post("/analyses/gpu-ranking", json={"dtype": "fp8"}).json()
+    assert fp8["dtype"] == "fp8" and {g["dtype"] for g in fp8["gpus"]} == {"fp8"}
+    # GPUs without an FP8 peak cannot run it in FP8; every other one is priced in it
+    assert {"a100-sxm-80gb", "a10g"} <= set(fp8["cannot_run"])
+    best = {g.gpu: g for g in gr.gpu_ranking(CAT)}
+    for g in fp8["gpus"]:
+        if best[g["gpu"]].dtype == Dtype.FP8:  # its best was FP8 anyway: the same row
+            assert g["output_tokens_per_s_per_gpu"] == pytest.approx(
+                best[g["gpu"]].output_tokens_per_s_per_gpu
+            )
+    b200 = next(g for g in fp8["gpus"] if g["gpu"] == "b200")
+    assert b200["output_tokens_per_s_per_gpu"] < best["b200"].output_tokens_per_s_per_gpu
+    assert cli.main(["analyze", "gpus", "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "every GPU in BF16" in out and " fp8 " not in out and " fp4 " not in out
+    assert cli.main(["analyze", "gpus", "--dtype", "int3"]) == 2
+    assert capsys.readouterr().err.startswith("fleetplan: error: --dtype:")

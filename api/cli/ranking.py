@@ -26,6 +26,7 @@ RANKING_OPTIONS = {
     "prompt_tokens": "--prompt-tokens",
     "output_tokens": "--output-tokens",
     "reference": "--reference",
+    "dtype": "--dtype",
 }
 
 
@@ -35,6 +36,7 @@ def render_ranking(r: GpuRanking) -> str:
     head = (
         f"{r.model}, {r.prompt_tokens:,} prompt / {r.output_tokens:,} output tokens, every "
         f"prompt queued: predicted output tokens/s per GPU, relative to {r.reference}"
+        + (f", every GPU in {r.dtype.value.upper()}" if r.dtype is not None else "")
     )
     table = gr.ranking_table(r.gpus, r.reference)
     lines = [head, "", render_table(table[0], table[1:])]
@@ -50,6 +52,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         "prompt_tokens": args.prompt_tokens,
         "output_tokens": args.output_tokens,
         "reference": args.reference,
+        "dtype": args.dtype,
     }
     req = cli.validated_request(GpuRankingRequest, fields, RANKING_OPTIONS)
     try:
@@ -86,6 +89,11 @@ def register_ranking(asub: Any) -> None:
     )
     p.add_argument(
         "--reference", help=f"GPU id the others are compared with (default {gr.RANKING_REFERENCE})"
+    )
+    p.add_argument(
+        "--dtype",
+        help="rank every GPU in this weight format, like for like: fp4, fp8 or bf16 "
+        "(default: each GPU at its best of the three)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_gpus)
