@@ -22,7 +22,7 @@ from solver.problem import ClassDemand, Limits, Operations, Problem
 
 
 class RequestInvalid(PlanningError):
-    code = "invalid_request"
+    code = "invalid_input"  # as the API names every invalid request body (api.errors)
 
 
 def parse_request(data: Mapping[str, Any] | PlanRequest) -> PlanRequest:

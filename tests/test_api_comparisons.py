@@ -209,12 +209,12 @@ def test_wait_gives_up_after_the_limit_and_answers_202(client, monkeypatch):
         (
             spec(variants=[{"name": "neg", "override": {"traffic": {"rate_rps": -1}}}]),
             "variants[neg].traffic.rate_rps",
-            "invalid_request",
+            "invalid_input",
         ),
         (
             spec(variants=[{"name": "bad tp", "override": {"candidates": {"tp": [3]}}}]),
             "variants[bad tp].candidates.tp",
-            "invalid_request",
+            "invalid_input",
         ),
         (
             spec(variants=[{"name": "mix", "mix": {"chat": 0.5, "coder": 0.5}}]),
@@ -239,7 +239,7 @@ def test_wait_gives_up_after_the_limit_and_answers_202(client, monkeypatch):
         (
             spec(sweeps=[{"name": "ttft", "path": "slo.ttft_ms", "values": [500, -1]}]),
             "variants[ttft=-1].slo.ttft_ms",
-            "invalid_request",
+            "invalid_input",
         ),
         (spec(base={**BASE, "model": "nope"}), "base.model", "unknown_entry"),
         (
