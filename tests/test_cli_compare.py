@@ -139,6 +139,12 @@ def test_compare_save_list_show_and_reports(capfd, tmp_path, db, monkeypatch):
     out, _ = capfd.readouterr()
     assert [r.split("  ")[0].strip() for r in table_lines(out)] == NAMES
 
+    # the variants' plans share the request's name: the list tells them apart
+    assert cli.main(["plans", "list", "--limit", "50"]) == 0
+    listed = capfd.readouterr()[0]
+    for variant in NAMES:
+        assert f"[variant {variant}]" in listed, variant
+
     assert cli.main(["comparisons", "show", cid, "--json"]) == 0
     shown = json.loads(capfd.readouterr()[0])
     assert shown["status"] == "done" and shown["done"] == shown["total"] == 7

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from api.cli.common import (
     EXIT_OK,
@@ -143,6 +144,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- plans
 
 
+def _list_name(i: Any) -> str:
+    """A listed plan's name; a comparison's variant as ``<name> [variant <variant>]``,
+    so the base and its variants (which share the request's name) tell apart."""
+    name = i.name or ""
+    variant = getattr(i, "variant_name", None)
+    return f"{name} [variant {variant}]".strip() if variant else name
+
+
 def cmd_plans_list(args: argparse.Namespace) -> int:
     settings = load_settings()
     status = plans.PlanStatus(args.status) if args.status else None
@@ -157,7 +166,7 @@ def cmd_plans_list(args: argparse.Namespace) -> int:
         lambda i: [
             *record_cells(i),
             i.model,
-            i.name or "",
+            _list_name(i),
             usd(i.cost_usd_per_hour),
             str(i.gpus_total) if i.gpus_total is not None else "-",
         ],

@@ -94,10 +94,11 @@ def render_comparison_text(
         lines.append(f"{title}: {len(rows)} variants, base {usd(base.get('cost_usd_per_hour'))}/h")
         lines.append("")
     lines.append(render_table(headers, body))
-    lines.append(
+    lines += [
+        "",
         "$/h: the GPUs' cost (operations costs of GPU types and configurations not "
-        "included); $/Mtok: per million prompt (cached included) + output tokens"
-    )
+        "included); $/Mtok: per million prompt (cached included) + output tokens",
+    ]
     notes = []
     for r in rows:
         status = r.get("status")
