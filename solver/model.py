@@ -13,7 +13,13 @@ from solver.constraints.configurations import (
 )
 from solver.constraints.demand import define_demand
 from solver.constraints.kv_pairs import define_kv_pairs
-from solver.constraints.limits import define_budget, define_power, define_stock, fleet_cost
+from solver.constraints.limits import (
+    Elastic,
+    define_budget,
+    define_power,
+    define_stock,
+    fleet_cost,
+)
 from solver.constraints.pool_use import define_pool_use
 from solver.problem import Objective, Problem
 from solver.variables import Variables, create_variables, safe_name
@@ -24,7 +30,7 @@ LIMIT_ROWS = ("budget", "power", "stock__", "max_configurations", "max_gpu_types
 def build_model(
     problem: Problem,
     *,
-    elastic: bool = False,
+    elastic: Elastic = False,
     goodput_floor_rps: float | None = None,
 ) -> tuple[pulp.LpProblem, Variables]:
     """The fleet MILP.
@@ -37,20 +43,22 @@ def build_model(
     to every fleet limit (budget, stock, power, configurations, GPU types,
     replicas per pool, the replica minimum) and minimizes the sum of relative
     slacks (slack / limit), which says how far each limit must move for a fleet
-    to exist.
+    to exist; a frozenset of limit names (``"budget"``, ``"power"``,
+    ``"stock__<gpu>"``) adds it to those only, the others held.
     """
+    every = elastic is True
     goodput_stage = problem.objective == Objective.MAX_GOODPUT and goodput_floor_rps is None
     sense = pulp.LpMaximize if goodput_stage and not elastic else pulp.LpMinimize
     prob = pulp.LpProblem("fleetplan", sense)
     v = create_variables(prob, problem)
     define_demand(prob, problem, v)
     define_capacity(prob, problem, v)
-    define_pool_use(prob, problem, v, elastic)
+    define_pool_use(prob, problem, v, every)
     define_budget(prob, problem, v, elastic)
     define_stock(prob, problem, v, elastic)
     define_power(prob, problem, v, elastic)
-    define_configurations(prob, problem, v, elastic=elastic)
-    define_gpu_types(prob, problem, v, elastic)
+    define_configurations(prob, problem, v, elastic=every)
+    define_gpu_types(prob, problem, v, every)
     define_checkpoint(prob, problem, v)
     define_kv_pairs(prob, problem, v)
     if goodput_floor_rps is not None:

@@ -231,6 +231,8 @@ class SolveResult:
     served_rps: dict[str, float] = field(default_factory=dict)  # class id -> served rate
     binding: tuple[str, ...] = ()  # names of limit rows with no slack
     relaxation: dict[str, float] = field(default_factory=dict)  # limit -> amount to relax
+    # limit -> how far it alone must move, the others held (budget, power, stock)
+    relaxation_alone: dict[str, float] = field(default_factory=dict)
     message: str = ""
     num_variables: int = 0
     num_constraints: int = 0

@@ -22,6 +22,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
+from solver.variables import safe_name
 
 
 def solve(
@@ -113,6 +114,7 @@ def _solve(
     if status == SolveStatus.INFEASIBLE:
         explained = _explain_infeasible(problem, options, max(0.5, remaining()))
         relaxation = explained or {}
+        alone = _one_limit_alone(problem, options, remaining()) if relaxation else {}
         if relaxation:
             message = "fleet limits bind: " + ", ".join(
                 f"{k} short by {val:.4g}" for k, val in relaxation.items()
@@ -134,6 +136,7 @@ def _solve(
             runtime_s=time.perf_counter() - t0,
             solver=name,
             relaxation=relaxation,
+            relaxation_alone=alone,
             message=message,
             num_variables=prob.numVariables(),
             num_constraints=prob.numConstraints(),
@@ -166,6 +169,47 @@ def _explain_infeasible(
     if not status.has_solution:
         return None  # out of time: unknown
     return {name: var_value(var) for name, var in v.slack.items() if var_value(var) > TOL}
+
+
+#: Limits moved one at a time (:func:`_one_limit_alone`): what a buyer can change.
+BUY_LIMITS = ("budget", "power", "stock__")
+
+
+def _one_limit_alone(
+    problem: Problem, options: SolverOptions, time_limit_s: float
+) -> dict[str, float]:
+    """For each budget, power or stock limit of an infeasible ``problem`` (with two or more
+    of them): how far it alone must move, the others held, for a fleet to exist (an
+    elastic re-solve with that limit's slack only, :func:`solver.model.build_model`),
+    in its units; a limit that cannot do it alone, or whose re-solve ran out of its share
+    of ``time_limit_s``, is left out. The elastic re-solve over all of them gives one
+    combination; a buyer may be able to move only one (H100s out of stock, A100s to be
+    had)."""
+    names = [n for n in limit_names(problem) if n.startswith(BUY_LIMITS)]
+    if len(names) < 2:
+        return {}
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for i, name in enumerate(names):
+        left = time_limit_s - (time.perf_counter() - t0)
+        if left <= MIN_SOLVE_TIME_S:
+            break
+        prob, v = build_model(problem, elastic=frozenset([name]))
+        status, _, _, _ = run_solver(prob, options, left / (len(names) - i))
+        if status.has_solution and name in v.slack:
+            out[name] = var_value(v.slack[name])
+    return out
+
+
+def limit_names(problem: Problem) -> list[str]:
+    """The names of ``problem``'s budget, power and stock rows (as the model names them:
+    ``budget``, ``power``, ``stock__<gpu>`` for each GPU type with candidates)."""
+    lim = problem.limits
+    out = ["budget"] if lim.budget_usd_per_hour is not None else []
+    out += ["power"] if lim.power_kw is not None else []
+    gpus = {c.gpu for c in problem.candidates}
+    out += [f"stock__{safe_name(g)}" for g in sorted(lim.max_gpus) if g in gpus]
+    return out
 
 
 def gpu_cost_usd_per_hour(problem: Problem, replicas: dict[str, int]) -> float:

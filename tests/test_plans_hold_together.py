@@ -322,6 +322,14 @@ def test_relaxation_texts_say_what_to_move_and_how_far():
     assert relaxation_text("max_replicas_per_pool", 2.0, req).startswith(
         "allow 4 replicas per pool instead of 2"
     )
+    stock = resolve_request(
+        parse_request(request(constraints={"max_gpus": {"h100-sxm5-80gb": 1}})), CAT
+    )
+    # a fractional slack is whole GPUs, rounded up; one GPU is not "GPUs"
+    assert relaxation_text("stock__h100_sxm5_80gb", 0.4, stock) == (
+        "h100-sxm5-80gb stock of 1 GPU is short by 1 GPU"
+    )
+    assert relaxation_text("stock__h100_sxm5_80gb", 10.2, stock).endswith("short by 11 GPUs")
 
 
 def test_plan_infeasible_by_configuration_cap_names_it():
@@ -588,3 +596,21 @@ def test_rounded_class_shares_are_scaled_to_sum_to_one_and_others_refused():
     two = [{"workload": "chat", "share": s, "name": n} for s, n in ((0.5, "a"), (off - 0.5, "b"))]
     with pytest.raises(ValueError, match=r"class shares must sum to 1, got 0\.996"):
         Traffic.model_validate({"rate_rps": 30, "classes": two})
+
+
+def test_an_infeasible_plan_with_two_stocks_names_each_alone():
+    body = request(
+        candidates={"gpus": ["h100-sxm5-80gb", "h200-sxm-141gb"]},
+        constraints={"max_gpus": {"h100-sxm5-80gb": 2, "h200-sxm-141gb": 2}},
+    )
+    plan = make_plan(body, CAT, alternatives=False)
+    assert plan.status.value == "infeasible"
+    alone = plan.relaxation_alone
+    assert set(alone) == {"stock__h100_sxm5_80gb", "stock__h200_sxm_141gb"}
+    line = next(r for r in plan.infeasible_reasons if r.startswith("or any one of these alone"))
+    for gpu, key in (
+        ("h100-sxm5-80gb", "stock__h100_sxm5_80gb"),
+        ("h200-sxm-141gb", "stock__h200_sxm_141gb"),
+    ):
+        if key not in plan.relaxation or len(plan.relaxation) > 1:
+            assert f"{gpu} stock of 2 GPUs is short by {math.ceil(alone[key] - 1e-6)} GPUs" in line

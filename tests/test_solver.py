@@ -653,3 +653,23 @@ def test_max_goodput_budget_binds_when_what_is_left_buys_no_replica():
     r = solve(replace(p, limits=Limits(budget_usd_per_hour=100.0)))
     assert r.served_rps == {"a": pytest.approx(10.0), "b": pytest.approx(10.0)}
     assert r.binding == ()
+
+
+def test_an_infeasible_fleet_says_how_far_each_stock_alone_must_move():
+    # 10 rps; x: 1 rps per GPU, 4 in stock; y: 2 rps per GPU, 1 in stock: 6 rps at most
+    p = Problem(
+        classes=(ClassDemand("a", 10.0),),
+        candidates=(
+            cand("cx", "a", PoolRole.AGGREGATED, gpu="x", cost=1.0, cap=1.0),
+            cand("cy", "a", PoolRole.AGGREGATED, gpu="y", cost=5.0, cap=2.0),
+        ),
+        limits=Limits(max_gpus={"x": 4, "y": 1}),
+    )
+    r = solve(p)
+    assert r.status == SolveStatus.INFEASIBLE
+    assert r.relaxation == {"stock__x": pytest.approx(4.0)}  # least relative move
+    # either stock alone: 4 more x, or 2 more y
+    assert r.relaxation_alone == {"stock__x": pytest.approx(4.0), "stock__y": pytest.approx(2.0)}
+    # one limit: nothing more to say than the relaxation
+    one = solve(replace(p, candidates=p.candidates[:1], limits=Limits(max_gpus={"x": 4})))
+    assert one.status == SolveStatus.INFEASIBLE and one.relaxation_alone == {}

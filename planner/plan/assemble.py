@@ -195,6 +195,16 @@ def plan_from_result(
         infeasible = infeasibility_reasons(req, screening)
         if result.relaxation:
             infeasible += [relaxation_text(k, v, req) for k, v in result.relaxation.items()]
+        alone = {
+            k: v
+            for k, v in result.relaxation_alone.items()
+            if abs(result.relaxation.get(k, -1.0) - v) > 1e-6 or len(result.relaxation) > 1
+        }
+        if alone:
+            infeasible.append(
+                "or any one of these alone, the other limits as they are: "
+                + "; ".join(relaxation_text(k, v, req) for k, v in sorted(alone.items()))
+            )
         if not infeasible:
             infeasible = [result.message]
     return Plan(
@@ -224,6 +234,7 @@ def plan_from_result(
         + borrowed_level_warnings(pools, catalog, req.model_id)
         + fp4_weights_warnings(pools, catalog, req.model_id),
         relaxation=result.relaxation,
+        relaxation_alone=result.relaxation_alone,
         margins=plan_margins(req, pools),
         operations=ops,
         total_cost_usd_per_hour=(cost + ops.cost_usd_per_hour)

@@ -78,7 +78,11 @@ def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
         return f"power limit {lim.power_kw:,.1f} kW is short by {amount:,.1f} kW"
     for gpu, cap in lim.max_gpus.items():
         if name == f"stock__{safe_name(gpu)}":
-            return f"{gpu} stock of {cap} GPUs is short by {amount:,.0f} GPUs"
+            short = math.ceil(amount - 1e-6)
+            return (
+                f"{gpu} stock of {cap:,} GPU{'s' if cap != 1 else ''} is short by "
+                f"{short:,} GPU{'s' if short != 1 else ''}"
+            )
     return f"{name} short by {amount:.4g}"
 
 

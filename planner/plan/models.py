@@ -273,6 +273,12 @@ class Plan(Out):
     infeasible_reasons: list[str] = []
     warnings: list[str] = []
     relaxation: dict[str, float] = {}
+    relaxation_alone: dict[str, float] = Field(
+        default_factory=dict,
+        description="Infeasible with two or more budget, power or stock limits: how far each "
+        "of them alone must move, the others held, for a fleet to exist (its units; a limit "
+        "that cannot do it alone is absent). 'relaxation' is one combination.",
+    )
     solver: SolverInfo
     assumptions: dict[str, Any] = {}
     assumed_notes: list[str] = Field(

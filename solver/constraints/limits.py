@@ -15,9 +15,12 @@ import pulp
 from solver.problem import Problem
 from solver.variables import Variables, safe_name
 
+#: Which limits get a slack column: every one (True), none (False), or those named.
+Elastic = bool | frozenset[str]
 
-def _slack(prob: pulp.LpProblem, v: Variables, name: str, elastic: bool):
-    if not elastic:
+
+def _slack(prob: pulp.LpProblem, v: Variables, name: str, elastic: Elastic):
+    if not (elastic is True or (isinstance(elastic, frozenset) and name in elastic)):
         return 0
     var = prob.add_variable(f"slack__{name}", lowBound=0)
     v.slack[name] = var
@@ -31,14 +34,14 @@ def fleet_cost(problem: Problem, v: Variables) -> pulp.LpAffineExpression:
     )
 
 
-def define_budget(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: bool) -> None:
+def define_budget(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: Elastic) -> None:
     budget = problem.limits.budget_usd_per_hour
     if budget is None:
         return
     prob += fleet_cost(problem, v) <= budget + _slack(prob, v, "budget", elastic), "budget"
 
 
-def define_stock(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: bool) -> None:
+def define_stock(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: Elastic) -> None:
     for gpu, max_gpus in sorted(problem.limits.max_gpus.items()):
         cands = [c for c in problem.candidates if c.gpu == gpu]
         if not cands:
@@ -48,7 +51,7 @@ def define_stock(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: 
         prob += used <= max_gpus + _slack(prob, v, f"stock__{g}", elastic), f"stock__{g}"
 
 
-def define_power(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: bool) -> None:
+def define_power(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: Elastic) -> None:
     power = problem.limits.power_kw
     if power is None:
         return
