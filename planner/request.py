@@ -152,8 +152,7 @@ class ClassSpec(Strict):
     speculative: SpeculativeSpec | None = None
 
 
-#: How far class shares may sum from 1 and be taken as rounded (0.333 x 3 = 0.999): they
-#: are then scaled to sum to 1 exactly (each over their sum); further off is refused.
+#: How far class shares may sum from 1 as rounded ones (3 x 0.333): scaled to sum to 1.
 SHARE_SUM_TOLERANCE = 2e-3
 
 
@@ -265,9 +264,8 @@ class CandidateSpec(Strict):
 class ConstraintSpec(Strict):
     budget_usd_per_hour: Amount | None = Field(
         default=None,
-        description="Most the GPUs may cost, US dollars per hour (the plan's "
-        "cost_usd_per_hour; the operations costs of GPU types and configurations come on "
-        "top, in total_cost_usd_per_hour).",
+        description="Most the GPUs may cost, $/hour (the plan's cost_usd_per_hour; "
+        "operations costs come on top, in total_cost_usd_per_hour).",
     )
     max_gpus: dict[CatalogRef, Annotated[int, Field(strict=True, ge=0, le=10_000_000)]] = Field(
         default_factory=dict, max_length=MAX_GPU_TYPES

@@ -38,6 +38,7 @@ from planner.report.formatting import (
     usd,
     yes_no,
 )
+from planner.report.served import rate_served_cell
 
 # --------------------------------------------------------------------------- shared pieces
 
@@ -228,15 +229,6 @@ def gpus_by_role(c: Mapping[str, Any]) -> str:
     return " + ".join(parts) or "–"
 
 
-def _rate_served(c: Mapping[str, Any]) -> str:
-    """A class's rate (req/s), as ``"<served> of <rate> served"`` where a most-goodput
-    plan serves less than 99.9% of it (plan JSON ``rate_rps``, ``served_rps``)."""
-    offered, served = c.get("rate_rps"), c.get("served_rps")
-    if is_num(offered) and is_num(served) and offered > 0 and served < 0.999 * offered:
-        return f"{rps(served)} of {rps(offered)} served"
-    return rps(offered)
-
-
 def classes_table(plan: Mapping[str, Any]) -> Table:
     headers = [
         "Class",
@@ -258,7 +250,7 @@ def classes_table(plan: Mapping[str, Any]) -> Table:
             [
                 s(c.get("name")),
                 s(c.get("workload")),
-                _rate_served(c),
+                rate_served_cell(c) or rps(c.get("rate_rps")),
                 s(c.get("mode")),
                 f"{ptxt}{ms(slo.get('ttft_ms'))} / {ms(slo.get('tpot_ms'))}",
                 f"{ms(c.get('ttft_ms'))} / {ms(c.get('tpot_ms'))}",

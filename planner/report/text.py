@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 from planner.plan.notes import notes_of
 from planner.report.borrowed import borrowed_level_note
+from planner.report.served import unserved_lines
 from solver.problem import has_solution
 
 RULE = "-"
@@ -229,20 +230,17 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
     if risk and plan.get("pools"):
-        unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+        unmeasured = ", ".join(str(g) for g in _list(plan.get("unmeasured_gpus")))
         borrowed = borrowed_level_note(plan)
-        lines.append(
-            "unmeasured GPUs: "
-            + (
-                ", ".join(unmeasured) + " (efficiency set by analogy, no measurement)"
-                if unmeasured
-                else "none set by analogy"
-                if borrowed
-                else "none (every GPU bought has efficiency fitted or scaled to measurements)"
-            )
-            + borrowed
-        )
+        if unmeasured:
+            which = f"{unmeasured} (efficiency set by analogy, no measurement)"
+        else:
+            which = "none set by analogy" if borrowed else NONE_UNMEASURED
+        lines.append(f"unmeasured GPUs: {which}{borrowed}")
     return lines
+
+
+NONE_UNMEASURED = "none (every GPU bought has efficiency fitted or scaled to measurements)"
 
 
 def _operations_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -457,7 +455,7 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     classes = _list(plan.get("classes"))
     if not classes:
         return []
-    short = _unserved(classes)
+    short = unserved_lines(classes)
     headers = ["class", "workload", "mode", "rate r/s", "SLO TTFT/TPOT ms", "TTFT ms", "TPOT ms"]
     if short:
         headers.insert(4, "served r/s")
@@ -499,28 +497,12 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
             reasons.append(f"  {c.get('name')}: {c['mode_reason']}")
     out = ["Classes (predicted latencies at the SLO percentile)"]
     out.append(render_table(headers, rows, indent="  "))
-    for name, offered, served in short:
-        out.append(
-            f"  {name}: {rate(offered - served)} of its {rate(offered)} req/s NOT served "
-            f"({(offered - served) / offered:.0%}): the fleet within the limits serves "
-            "no more (objective max_goodput); latencies are those of the traffic served"
-        )
+    out += short
     if reasons:
         out += ["", "  Why this mode:", *["  " + r for r in reasons]]
     if hits:
         out += ["", "  Prefix hits:", *["  " + h for h in hits]]
     return out + _assumed_block(plan)
-
-
-def _unserved(classes: list[Any]) -> list[tuple[str, float, float]]:
-    """``(class, offered, served)`` req/s of each class a most-goodput plan serves less
-    than 99.9% of (plan JSON ``rate_rps`` and ``served_rps``)."""
-    out = []
-    for c in map(_map, classes):
-        offered, served = c.get("rate_rps"), c.get("served_rps")
-        if _is_num(offered) and _is_num(served) and offered > 0 and served < 0.999 * offered:
-            out.append((_s(c.get("name")), float(offered), float(served)))
-    return out
 
 
 def _assumed_block(plan: Mapping[str, Any]) -> list[str]:
