@@ -207,7 +207,8 @@ class GpuRanking(BaseModel):
 #: What every ranking says about itself.
 RANKING_NOTE = (
     "Predictions of the cost model, each GPU at its best tensor parallelism (1-8) and "
-    "weight format (FP4 and FP8 with an FP8 KV cache where the GPU has the peak, BF16), "
+    "weight format (FP4 and FP8 with an FP8 KV cache where the GPU has the peak, BF16; "
+    "or in the one format asked for), "
     "every prompt queued (maximum throughput), TensorRT-LLM on NVIDIA GPUs and vLLM on the "
     "others. One replica of at most 8 GPUs, no expert, pipeline or data-parallel attention "
     "layouts: a model that needs more than one server (DeepSeek-V3 on H100) shows as unable "

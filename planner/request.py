@@ -174,7 +174,7 @@ class Traffic(Strict):
         total = sum(c.share for c in self.classes)
         if not math.isclose(total, 1.0, abs_tol=SHARE_SUM_TOLERANCE):
             raise ValueError(f"class shares must sum to 1, got {total:.6g}")
-        if total != 1.0:  # rounded shares (three of 0.333): each over their sum
+        if abs(total - 1.0) > 1e-9:  # rounded shares (three of 0.333): each over their sum
             scaled = [c.model_copy(update={"share": c.share / total}) for c in self.classes]
             object.__setattr__(self, "classes", scaled)
         names = [c.name or c.workload for c in self.classes]
@@ -342,8 +342,8 @@ class RiskSpec(Strict):
 class ScenarioSpec(Strict):
     """A future (or present) state of the traffic, as changes to the base request.
 
-    ``mix`` sets class shares by class name (the rest keep their share,
-    renormalized is NOT applied: give every class or make them sum to 1);
+    ``mix`` sets class shares by class name (the rest keep their share; the shares
+    must then sum to 1, within the rounding ``SHARE_SUM_TOLERANCE`` scales away);
     ``rate_scale`` multiplies the total rate; ``override`` is deep-merged into
     the base request (mappings merge, lists and values replace)."""
 

@@ -21,6 +21,7 @@ from solver.problem import (
     MIN_SOLVE_TIME_S,
     Mode,
     Objective,
+    PoolRole,
     Problem,
     SolveResult,
     SolverOptions,
@@ -161,23 +162,40 @@ def _with_budget_spent(
     rows: tuple[str, ...], problem: Problem, replicas: dict[str, int], served: dict[str, float]
 ) -> tuple[str, ...]:
     """The binding limit ``rows``, with ``"budget"`` added where a most-goodput fleet
-    leaves traffic unserved and its budget row keeps some slack, yet the budget is what
-    stops it: what is left buys no replica of any candidate, or no other limit binds (with
-    the budget alone the fleet would otherwise grow; a further replica of one role
-    serves nothing without its other role's)."""
+    leaves a class unserved while its budget row keeps some slack, yet what is left buys
+    no more of it: less than the cheapest replica that serves that class on its own (an
+    aggregated one) or with its other role (a prefill plus a decode one), among candidates
+    below their replica cap (:func:`cheapest_more_usd_per_hour`)."""
     budget = problem.limits.budget_usd_per_hour
     if problem.objective != Objective.MAX_GOODPUT or budget is None or "budget" in rows:
         return rows
-    demand = {c.id: c.rate_rps for c in problem.classes}
-    if not problem.candidates or all(
-        served.get(k, 0.0) >= r * (1 - 1e-6) - TOL for k, r in demand.items()
-    ):
-        return rows
     spent = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
-    cheapest = min(c.cost_usd_per_hour_per_replica for c in problem.candidates)
-    if budget - spent < cheapest or not rows:
-        return tuple(sorted((*rows, "budget")))
+    left = budget - spent
+    for cls in problem.classes:
+        if served.get(cls.id, 0.0) >= cls.rate_rps * (1 - 1e-6) - TOL:
+            continue
+        more = cheapest_more_usd_per_hour(problem, cls.id, replicas)
+        if more is not None and left < more:
+            return tuple(sorted((*rows, "budget")))
     return rows
+
+
+def cheapest_more_usd_per_hour(
+    problem: Problem, class_id: str, replicas: dict[str, int]
+) -> float | None:
+    """The least that serves more of class ``class_id`` ($/hour): one more aggregated
+    replica, or one more prefill and one more decode replica, of candidates below their
+    ``max_replicas`` and the request's replicas per pool; None when none can grow."""
+    by_role: dict[PoolRole, list[float]] = {}
+    pool_cap = problem.limits.max_replicas_per_pool
+    for c in problem.candidates:
+        cap = c.max_replicas if pool_cap is None else min(c.max_replicas, pool_cap)
+        if c.class_id == class_id and replicas.get(c.id, 0) < cap:
+            by_role.setdefault(c.role, []).append(c.cost_usd_per_hour_per_replica)
+    options = [min(by_role[PoolRole.AGGREGATED])] if PoolRole.AGGREGATED in by_role else []
+    if PoolRole.PREFILL in by_role and PoolRole.DECODE in by_role:
+        options.append(min(by_role[PoolRole.PREFILL]) + min(by_role[PoolRole.DECODE]))
+    return min(options) if options else None
 
 
 def extract_result(

@@ -216,6 +216,9 @@ class SolverOptions:
     solver: str = "highs"  # or "cbc"
     threads: int | None = None
     decompose: bool = True  # try class-by-class first (exact when limits allow)
+    # settle a budget-only least-cost problem without its budget row first
+    # (solver.solve._budget_first); off inside the solves that follow it
+    budget_first: bool = True
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ fleet limit must move (an elastic re-solve).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from solver.backend import TOL, extract_result, run_solver, var_value
 from solver.checks import has_limits, merge_split_pools, pairs_respected, unservable_classes
@@ -55,13 +56,16 @@ def _solve(
             message="no feasible pool candidates for class(es): " + ", ".join(missing),
         )
 
-    def remaining() -> float:
-        return options.time_limit_s - (time.perf_counter() - t0)
+    limit_s = options.time_limit_s
 
-    if problem.objective == Objective.MIN_COST and problem.limits.budget_usd_per_hour is not None:
+    def remaining() -> float:
+        return limit_s - (time.perf_counter() - t0)
+
+    if options.budget_first and budget_only(problem):
         early = _budget_first(problem, options, t0, cache)
         if early is not None:
             return early
+        options = replace(options, budget_first=False)  # not again in the solves below
 
     if len(problem.classes) == 1 and any(c.pairs_with is not None for c in problem.candidates):
         # One class (the subproblems of the decompositions): the KV pairing rows only
@@ -196,7 +200,7 @@ def _one_limit_alone(
             break
         prob, v = build_model(problem, elastic=frozenset([name]))
         status, _, _, _ = run_solver(prob, options, left / (len(names) - i))
-        if status.has_solution and name in v.slack:
+        if status == SolveStatus.OPTIMAL and name in v.slack:
             out[name] = var_value(v.slack[name])
     return out
 
@@ -220,33 +224,60 @@ def gpu_cost_usd_per_hour(problem: Problem, replicas: dict[str, int]) -> float:
     return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
 
 
+def budget_only(problem: Problem) -> bool:
+    """A least-cost problem whose one fleet limit is a budget: without it, it decomposes
+    (class by class, or by GPU-type sets with operations costs) as a plan without limits
+    does, which :func:`_budget_first` uses."""
+    lim = problem.limits
+    return (
+        problem.objective == Objective.MIN_COST
+        and lim.budget_usd_per_hour is not None
+        and not lim.max_gpus
+        and lim.power_kw is None
+        and lim.max_configurations is None
+        and lim.max_gpu_types is None
+        and lim.max_replicas_per_pool is None
+        and lim.min_replicas_per_pool <= 1
+    )
+
+
 def _budget_first(
     problem: Problem, options: SolverOptions, t0: float, cache: dict | None
 ) -> SolveResult | None:
-    """A least-cost problem with a budget, settled without the budget row where that is
-    exact (the budget couples every class, so the model with it cannot be solved class by
-    class and takes the whole time limit where a short budget makes it infeasible):
+    """A least-cost problem whose one limit is a budget (:func:`budget_only`), settled
+    without the budget row where that is exact (the budget couples every class, so the
+    model with it cannot be solved class by class and takes the whole time limit where a
+    short budget makes it infeasible):
 
-    * the least GPU cost ``G`` under the other limits (operations costs left out: the
-      budget limits the GPUs' cost only) above the budget ``B``: no fleet fits it,
-      infeasible, the budget short by exactly ``G - B`` (``relaxation``);
+    * the least GPU cost ``G`` (operations costs left out: the budget limits the GPUs'
+      cost only) above the budget ``B`` by more than the sub-solve's gap: no fleet fits
+      it, infeasible, the budget short by ``G - B`` (``relaxation``);
+    * no fleet at all without the budget: infeasible as that sub-solve says (a budget
+      cannot help);
     * the least-cost fleet without the budget within it: optimal with it too (the budget
       is ``binding`` when that fleet spends all of it).
 
-    None otherwise (the model with the budget decides), and wherever a sub-solve is not
-    proven optimal."""
-    from dataclasses import replace
-
+    None otherwise, or where a sub-solve is not proven optimal (then the model with the
+    budget row decides, with what is left of the time limit). Each sub-solve may take half
+    of what is left."""
     budget = problem.limits.budget_usd_per_hour
     assert budget is not None
+    inner = replace(options, budget_first=False)
+
+    def left() -> SolverOptions:
+        rest = options.time_limit_s - (time.perf_counter() - t0)
+        return replace(inner, time_limit_s=max(MIN_SOLVE_TIME_S, rest / 2))
+
     free = replace(problem, limits=replace(problem.limits, budget_usd_per_hour=None))
     gpus_only = replace(free, operations=type(problem.operations)())
-    least = _solve(gpus_only, options, None)
+    least = _solve(gpus_only, left(), None)
+    if least.status == SolveStatus.INFEASIBLE:
+        return replace(least, runtime_s=time.perf_counter() - t0)
     if least.status != SolveStatus.OPTIMAL:
         return None
     g = gpu_cost_usd_per_hour(problem, least.replicas)
     # (within the solve's relative gap of the budget the model with it decides)
-    if g * (1.0 - (least.gap or 0.0)) > budget + TOL * max(1.0, budget):
+    if g * (1.0 - max(least.gap or 0.0, options.rel_gap)) > budget + TOL * max(1.0, budget):
         short = g - budget
         return SolveResult(
             status=SolveStatus.INFEASIBLE,
@@ -257,7 +288,7 @@ def _budget_first(
             relaxation={"budget": short},
             message=f"fleet limits bind: budget short by {short:.4g}",
         )
-    best = least if not problem.operations.active else _solve(free, options, cache)
+    best = least if not problem.operations.active else _solve(free, left(), cache)
     if best.status != SolveStatus.OPTIMAL:
         return None
     spent = gpu_cost_usd_per_hour(problem, best.replicas)

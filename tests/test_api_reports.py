@@ -123,7 +123,8 @@ def test_sensitivity_is_computed_once_and_stored(client, db_url, sensitivity_cal
     }
     second = client.get(f"/plans/{pid}/report?format=json").json()["sensitivity"]
     assert second == first and len(sensitivity_calls) == 1
-    base = client.get(f"/plans/{pid}").json()["cost_usd_per_hour"]
+    # the base priced as the rows are: GPUs + operations (the plan's total)
+    base = client.get(f"/plans/{pid}").json()["plan"]["total_cost_usd_per_hour"]
     x2 = next(r for r in first["rows"] if r["name"] == "traffic ×2")
     assert x2["delta_pct"] == pytest.approx(100 * (x2["cost_usd_per_hour"] - base) / base)
 

@@ -80,10 +80,9 @@ def test_prefill_link_options_nvlink_variant_pairs_only_with_its_own_type():
     by_link = {link.id: reach for link, reach in opts}
     assert by_link["nvlink5"] == frozenset({"gb200-per-gpu"})
     net = [reach for link, reach in opts if link.kind.value == "network"]
-    # the network variant pairs with any decode GPU type of its vendor: not MI300X
-    assert net == [frozenset({"gb200-per-gpu"})]
-    opts = prefill_link_options(CAT, "gb200-per-gpu", ["gb200-per-gpu", "h200-sxm-141gb"])
-    assert [reach for link, reach in opts if link.kind.value == "network"] == [None]
+    # the network variant pairs with any decode GPU type (of its vendor: screening's
+    # restrict_prefill_links narrows it where another vendor's decode pools are screened)
+    assert net == [None]
 
 
 def _cand(cid, cls, role, gpu, cost, cap, pairs_with=None):
@@ -450,13 +449,30 @@ def test_prefill_link_options_price_a_fleet_of_one_type_on_its_own_nic():
 
 
 def test_prefill_pools_hand_their_kv_cache_only_to_decode_pools_of_their_vendor():
-    # an MI300X prefill pool offered NVIDIA decode types pairs with AMD types only,
-    # priced on its own NIC (eth-400g), not on the slower L4's
+    # an MI300X prefill pool offered NVIDIA decode types is priced on its vendor's links
+    # only: its own NIC (eth-400g), not the slower L4's
     opts = prefill_link_options(CAT, "mi300x", ["mi300x", "l4", "h100-sxm5-80gb", "mi325x"])
-    assert [(link.id, reach) for link, reach in opts] == [
-        ("eth-400g", frozenset({"mi300x", "mi325x"}))
-    ]
-    assert [r for _, r in prefill_link_options(CAT, "l4", ["l4", "mi300x"])] == [frozenset({"l4"})]
+    assert [(link.id, reach) for link, reach in opts] == [("eth-400g", None)]
+    # screening narrows it to the AMD decode types with candidates, re-priced on them
+    body = request(
+        model="llama-3.1-8b",
+        traffic={"rate_rps": 20, "classes": [{"workload": "rag", "share": 1.0}]},
+        candidates={"gpus": ["mi300x", "h100-sxm5-80gb", "l4"], "dtypes": ["fp8"]},
+    )
+    got = screen_candidates(resolve_request(parse_request(body), CAT), CAT)
+    prefills = [c for c in got.candidates if c.config.role.value == "prefill"]
+    decodes = {c.config.gpu for c in got.candidates if c.config.role.value == "decode"}
+    assert "mi300x" in decodes and decodes & {"h100-sxm5-80gb", "l4"}
+    assert prefills
+    for c in prefills:
+        vendor = CAT.gpus[c.config.gpu].vendor
+        assert c.pairs_with is not None, c.id
+        assert {CAT.gpus[g].vendor for g in c.pairs_with} == {vendor}, c.id
+        if c.config.gpu == "h100-sxm5-80gb":
+            # priced on an NVIDIA decode type's link, never on MI300X's NIC (eth-400g)
+            assert c.kv_transfer_link != "eth-400g", c.id
+    ids = [c.id for c in got.candidates]
+    assert len(ids) == len(set(ids))
 
 
 def test_a_mixed_vendor_plan_never_pairs_prefill_and_decode_across_vendors():
@@ -592,6 +608,15 @@ def test_rounded_class_shares_are_scaled_to_sum_to_one_and_others_refused():
     t = Traffic.model_validate({"rate_rps": 30, "classes": three})
     assert [c.share for c in t.classes] == [pytest.approx(1 / 3)] * 3
     assert sum(c.share for c in t.classes) == pytest.approx(1.0, abs=1e-12)
+    # shares that sum to 1 but for float rounding are kept as given (not re-scaled)
+    exact = [
+        {"workload": "chat", "share": s, "name": n} for s, n in ((0.7, "a"), (0.2, "b"), (0.1, "c"))
+    ]
+    assert [c.share for c in Traffic.model_validate({"rate_rps": 1, "classes": exact}).classes] == [
+        0.7,
+        0.2,
+        0.1,
+    ]
     off = 1.0 - 2 * SHARE_SUM_TOLERANCE
     two = [{"workload": "chat", "share": s, "name": n} for s, n in ((0.5, "a"), (off - 0.5, "b"))]
     with pytest.raises(ValueError, match=r"class shares must sum to 1, got 0\.996"):

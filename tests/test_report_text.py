@@ -166,6 +166,10 @@ def test_a_class_served_in_part_shows_served_and_unserved_traffic(plan_json):
     doc = copy.deepcopy(plan_json)
     c = doc["classes"][0]
     c["served_rps"] = c["rate_rps"] * 0.65
+    # a least-cost plan serves all or nothing (an infeasible one nothing, by no choice)
+    assert "NOT served" not in render_plan_text(doc)
+    assert "served" not in classes_table(doc).rows[0][2]
+    doc["objective"] = "max_goodput"
     lines = section(render_plan_text(doc), "Classes (predicted latencies at the SLO percentile)")
     assert "served r/s" in lines[0]
     missing = c["rate_rps"] - c["served_rps"]

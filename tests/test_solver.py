@@ -673,3 +673,21 @@ def test_an_infeasible_fleet_says_how_far_each_stock_alone_must_move():
     # one limit: nothing more to say than the relaxation
     one = solve(replace(p, candidates=p.candidates[:1], limits=Limits(max_gpus={"x": 4})))
     assert one.status == SolveStatus.INFEASIBLE and one.relaxation_alone == {}
+
+
+def test_max_goodput_budget_is_not_binding_when_something_else_stops_the_fleet():
+    one = (cand("a1", "a", PoolRole.AGGREGATED, cost=1.0, cap=1.0),)
+    goodput = Objective.MAX_GOODPUT
+    for p in (
+        # a replica cap per pool, a candidate's own cap, a class nothing can serve
+        Problem((ClassDemand("a", 10.0),), one, Limits(100.0, max_replicas_per_pool=3), goodput),
+        Problem(
+            (ClassDemand("a", 10.0),),
+            (cand("a1", "a", PoolRole.AGGREGATED, cost=1.0, cap=1.0, max_rep=4),),
+            Limits(100.0),
+            goodput,
+        ),
+        Problem((ClassDemand("a", 10.0), ClassDemand("b", 5.0)), one, Limits(100.0), goodput),
+    ):
+        r = solve(p)
+        assert r.status == SolveStatus.OPTIMAL and "budget" not in r.binding, p.limits

@@ -128,8 +128,8 @@ def same_vendor_gpus(catalog: Catalog, prefill_gpu: str, decode_gpus: Iterable[s
     the engines' KV connectors pair like workers), and the caches' formats differ (MI300X
     and MI325X keep FP8 as e4m3fnuz, NVIDIA GPUs as e4m3fn), so a plan never pairs a
     prefill pool of one vendor with a decode pool of another."""
-    vendor = catalog.gpus[prefill_gpu].vendor
-    return [d for d in decode_gpus if catalog.gpus[d].vendor == vendor]
+    vendor = catalog.gpus[prefill_gpu].vendor.casefold()
+    return [d for d in decode_gpus if catalog.gpus[d].vendor.casefold() == vendor]
 
 
 def prefill_link_options(
@@ -138,9 +138,9 @@ def prefill_link_options(
     """The KV links a prefill replica on ``prefill_gpu`` may be priced on, each with
     the decode GPU types it may pair with (None: any):
 
-    * only decode GPU types of its own vendor are ever reached
-      (:func:`same_vendor_gpus`): where others are offered, every option lists the
-      types it pairs with;
+    * only decode GPU types of its own vendor are priced (:func:`same_vendor_gpus`); the
+      unrestricted option is narrowed to them where another vendor's decode candidates
+      are screened (:func:`planner.candidates.prune.restrict_prefill_links`);
     * NVLink, when the GPU is rack-scale (:func:`kv_pair_link`) and offered for
       decode too: pairs only with decode pools of the same GPU type;
     * the network: the slowest :func:`kv_pair_link` to any decode GPU type offered
@@ -153,10 +153,7 @@ def prefill_link_options(
       eth-400g, not another type's eth-100g). One option, not one per link speed: each
       adds a copy of the GPU's prefill candidates to the MILP.
     """
-    offered = list(decode_gpus)
-    decode_gpus = same_vendor_gpus(catalog, prefill_gpu, offered)
-    # every decode type, or only the prefill GPU's vendor's (None: any offered)
-    anyone = None if len(decode_gpus) == len(offered) else frozenset(decode_gpus)
+    decode_gpus = same_vendor_gpus(catalog, prefill_gpu, decode_gpus)
     out: list[tuple[Link, frozenset[str] | None]] = []
     same = kv_pair_link(catalog, prefill_gpu, prefill_gpu)
     if prefill_gpu in decode_gpus and same.kind.value == "scale_up":
@@ -166,9 +163,9 @@ def prefill_link_options(
         d: own if d == prefill_gpu else kv_pair_link(catalog, prefill_gpu, d) for d in decode_gpus
     }
     slowest = min([*pair.values(), own], key=_speed)
-    out.append((slowest, anyone))
+    out.append((slowest, None))
     reach = frozenset(d for d, x in pair.items() if _speed(x) >= _speed(own))
-    if _speed(own) > _speed(slowest) and reach and reach not in {r for _, r in out} | {anyone}:
+    if _speed(own) > _speed(slowest) and reach and reach not in {r for _, r in out}:
         out.append((own, reach))  # (not when NVLink already serves that reach, faster)
     return out
 

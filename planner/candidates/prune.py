@@ -9,7 +9,7 @@ import numpy as np
 
 from catalog.schema import Catalog, Link
 from planner import queueing
-from planner.candidates.links import kv_exposed_ms, network_link_for_pairs
+from planner.candidates.links import kv_exposed_ms, network_link_for_pairs, same_vendor_gpus
 from planner.candidates.model import (
     KEEP_PER_GPU,
     MAX_REPLICAS_PER_POOL,
@@ -428,17 +428,22 @@ def restrict_prefill_links(
     keep: list[Candidate] = []
     drop: list[Candidate] = []
     links: dict[tuple[str, frozenset[str]], Link] = {}
+    nets: list[Candidate] = []  # the network-priced ones, re-priced below
     for c in cands:
         if c.config.role != PoolRole.PREFILL:
             keep.append(c)
             continue
-        reach = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        screened = decode_gpus.get((c.class_name, _pair_format(c)), set())
+        reach = set(same_vendor_gpus(catalog, c.config.gpu, sorted(screened)))
         if c.pairs_with is not None:
             (keep if c.pairs_with & reach else drop).append(c)
             continue
         if not reach:
             drop.append(c)
             continue
+        if reach != screened:  # another vendor's decode pools: never its partners
+            c.pairs_with = frozenset(reach)
+        nets.append(c)
         key = (c.config.gpu, frozenset(reach))
         if key not in links:  # the same for every candidate of a GPU type and reach
             links[key] = network_link_for_pairs(catalog, c.config.gpu, sorted(reach))
@@ -449,10 +454,9 @@ def restrict_prefill_links(
             )
             c.kv_transfer_link = link.id
         (keep if c.queue_room_ms > 0 else drop).append(c)
-    # a restricted copy on the link its unrestricted sibling now has: the same id, fewer partners
-    unrestricted = {
-        c.id for c in keep if c.config.role == PoolRole.PREFILL and c.pairs_with is None
-    }
-    copies = [c for c in keep if c.pairs_with is not None and c.id in unrestricted]
-    keep = [c for c in keep if c.pairs_with is None or c.id not in unrestricted]
+    # a restricted copy on the link its network sibling now has: the same id, fewer partners
+    network = {id(c) for c in nets}
+    kept_ids = {c.id for c in keep if id(c) in network}
+    copies = [c for c in keep if id(c) not in network and c.pairs_with and c.id in kept_ids]
+    keep = [c for c in keep if id(c) in network or not (c.pairs_with and c.id in kept_ids)]
     return keep, drop + copies

@@ -250,7 +250,7 @@ def classes_table(plan: Mapping[str, Any]) -> Table:
             [
                 s(c.get("name")),
                 s(c.get("workload")),
-                rate_served_cell(c) or rps(c.get("rate_rps")),
+                rate_served_cell(plan, c) or rps(c.get("rate_rps")),
                 s(c.get("mode")),
                 f"{ptxt}{ms(slo.get('ttft_ms'))} / {ms(slo.get('tpot_ms'))}",
                 f"{ms(c.get('ttft_ms'))} / {ms(c.get('tpot_ms'))}",

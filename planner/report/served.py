@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 #: A class served below this share of its rate is shown as served in part.
@@ -24,10 +24,19 @@ def served_in_part(c: Mapping[str, Any]) -> tuple[float, float] | None:
     return None
 
 
-def unserved_lines(classes: Sequence[Any]) -> list[str]:
-    """One line per class served in part: how much of its rate is not served."""
+def goodput_fleet(plan: Mapping[str, Any]) -> bool:
+    """Whether ``plan`` (its JSON) is a most-goodput plan with a fleet: only such a plan
+    serves part of a class (an infeasible or failed one serves nothing, by no choice)."""
+    return plan.get("objective") == "max_goodput" and bool(plan.get("pools"))
+
+
+def unserved_lines(plan: Mapping[str, Any]) -> list[str]:
+    """One line per class a most-goodput plan serves in part (:func:`goodput_fleet`): how
+    much of its rate is not served."""
+    if not goodput_fleet(plan):
+        return []
     out = []
-    for c in classes:
+    for c in plan.get("classes") or []:
         got = served_in_part(c) if isinstance(c, Mapping) else None
         if got is not None:
             offered, served = got
@@ -39,7 +48,8 @@ def unserved_lines(classes: Sequence[Any]) -> list[str]:
     return out
 
 
-def rate_served_cell(c: Mapping[str, Any]) -> str | None:
-    """``"<served> of <rate> served"`` for a class served in part, else None."""
-    got = served_in_part(c)
+def rate_served_cell(plan: Mapping[str, Any], c: Mapping[str, Any]) -> str | None:
+    """``"<served> of <rate> served"`` for a class ``c`` a most-goodput plan serves in
+    part, else None."""
+    got = served_in_part(c) if goodput_fleet(plan) else None
     return None if got is None else f"{_rps(got[1])} of {_rps(got[0])} served"

@@ -455,7 +455,7 @@ def _classes(plan: Mapping[str, Any]) -> list[str]:
     classes = _list(plan.get("classes"))
     if not classes:
         return []
-    short = unserved_lines(classes)
+    short = unserved_lines(plan)
     headers = ["class", "workload", "mode", "rate r/s", "SLO TTFT/TPOT ms", "TTFT ms", "TPOT ms"]
     if short:
         headers.insert(4, "served r/s")
