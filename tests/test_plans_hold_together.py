@@ -639,3 +639,21 @@ def test_an_infeasible_plan_with_two_stocks_names_each_alone():
     ):
         if key not in plan.relaxation or len(plan.relaxation) > 1:
             assert f"{gpu} stock of 2 GPUs is short by {math.ceil(alone[key] - 1e-6)} GPUs" in line
+
+
+def test_every_candidate_carries_its_class_alone_in_the_milps_rows_at_its_replica_cap():
+    # the chords of a capacity curve, lowered to stay under it, could end a hair below the
+    # curve at the cap: the 80/20 agent prefill on MI300X tp2 allowed 59.9997 req/s at its
+    # cap of 239, so the MILP added a tp4 replica (and a configuration) to reach 60
+    from planner.candidates.prune import segments_at
+
+    body = yaml.safe_load(
+        (Path(__file__).parents[1] / "examples/chat-agent-80-20.yaml").read_text()
+    )
+    got = screen_candidates(resolve_request(parse_request(body), CAT), CAT)
+    checked = 0
+    for c in got.candidates:
+        if c.segments:
+            checked += 1
+            assert segments_at(c.segments, c.max_replicas) >= c.rate_rps * (1 - 1e-9), c.id
+    assert checked > 100

@@ -368,7 +368,6 @@ def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
             lo_n = mid
     # a pool must be able to hold the redundancy minimum and its spares
     n = max(hi_n, cand.min_replicas, k + 1)
-    cand.max_replicas = n
     role = cand.config.role
     prefill_curve = cand.with_margin(prefill)
     decode_curve = cand.with_margin(decode)
@@ -378,12 +377,33 @@ def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
         curve = prefill_curve
         points = _breakpoints(n)
         yield asks(*points, *(a + 1 for a in points), n)
+    cand.segments = segments_for(curve, n)
+    if segments_at(cand.segments, n) < rate and n < MAX_REPLICAS_PER_POOL:
+        # the rows' chords, lowered to stay under the curve, can end a hair below it: the
+        # class on this candidate alone then needs one more replica in the MILP (the
+        # 80/20 agent prefill on MI300X tp2: 59.9997 req/s at 239, against 60)
+        if role != PoolRole.DECODE:
+            more = _breakpoints(n + 1)
+            yield asks(*more, *(a + 1 for a in more), n + 1)
+        n += 1
+        cand.segments = segments_for(curve, n)
+    cand.max_replicas = n
     if role == PoolRole.AGGREGATED:
         a = max(0, n - 1)
         f0, f1 = decode_curve(a), decode_curve(a + 1)
         cand.cuts = (CapacityCut(f0 - (f1 - f0) * a, f1 - f0),)
-    cand.segments = segments_for(curve, n)
     return None
+
+
+def segments_at(segments: tuple[Segment, ...], n: int) -> float:
+    """The capacity (requests/s) the MILP's segment rows allow ``n`` replicas: the
+    least over the segments covering ``n`` of intercept + slope x n (inf with none)."""
+    vals = [
+        s.intercept_rps + s.slope_rps_per_replica * n
+        for s in segments
+        if s.start_replicas <= n <= s.end_replicas
+    ]
+    return min(vals) if vals else math.inf
 
 
 def segments_for(curve, n_max: int) -> tuple[Segment, ...]:
