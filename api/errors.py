@@ -27,7 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.services.errors import Busy, Conflict, KeyReused, NotFound, ServiceError, error_reference
 from catalog.loader import CatalogError
+from planner.capacity_analysis import CapacityRequest
 from planner.errors import PlanningError, UnknownEntryError
+from planner.gpu_ranking import GpuRankingRequest
 from planner.request import PlanRequest
 from planner.validation import friendly_issues, friendly_message
 
@@ -137,7 +139,12 @@ def _issue(e: Mapping[str, Any], root: type | None = None) -> tuple[str, str]:
 
 
 #: Request bodies whose errors can name the shape expected, by route path.
-BODY_MODELS: dict[str, type] = {"/plans": PlanRequest, "/plans/validate": PlanRequest}
+BODY_MODELS: dict[str, type] = {
+    "/plans": PlanRequest,
+    "/plans/validate": PlanRequest,
+    "/analyses/capacity": CapacityRequest,
+    "/analyses/gpu-ranking": GpuRankingRequest,
+}
 
 
 def validation_issues(err: RequestValidationError, path: str = "") -> list[tuple[str, str]]:

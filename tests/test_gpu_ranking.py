@@ -218,3 +218,21 @@ def test_a_ranking_in_one_weight_format_is_like_for_like(client, capsys):
     assert "every GPU in BF16" in out and " fp8 " not in out and " fp4 " not in out
     assert cli.main(["analyze", "gpus", "--dtype", "int3"]) == 2
     assert capsys.readouterr().err.startswith("fleetplan: error: --dtype:")
+
+
+def test_an_analysis_body_with_an_unknown_field_is_told_the_fields_it_takes(client):
+    r = client.post("/analyses/gpu-ranking", json={"modle": "llama-3.1-8b"})
+    assert r.status_code == 422
+    (issue,) = r.json()["issues"]
+    assert issue["field"] == "modle"
+    assert issue["message"] == (
+        "unknown field 'modle'; expected one of: model, prompt_tokens, output_tokens, "
+        "reference, dtype"
+    )
+    body = {"model": "llama-3.1-8b", "gpu": "h100-sxm5-80gb", "prompt_tokens": 100}
+    r = client.post("/analyses/capacity", json={**body, "output_tokens": 50, "request_rate": 3})
+    (issue,) = r.json()["issues"]
+    assert (
+        issue["field"] == "request_rate" and "expected one of: model, gpu, tp" in issue["message"]
+    )
+    assert "request_rate_rps" in issue["message"]
