@@ -169,8 +169,7 @@ def _with_budget_spent(
     budget = problem.limits.budget_usd_per_hour
     if problem.objective != Objective.MAX_GOODPUT or budget is None or "budget" in rows:
         return rows
-    spent = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
-    left = budget - spent
+    left = budget - problem.gpu_cost_usd_per_hour(replicas)
     for cls in problem.classes:
         if served.get(cls.id, 0.0) >= cls.rate_rps * (1 - 1e-6) - TOL:
             continue
@@ -208,8 +207,7 @@ def extract_result(
         for k, m in v.disagg.items()
     }
     served = {k: var_value(s) for k, s in v.served.items()}
-    cost = sum(c.cost_usd_per_hour_per_replica * replicas[c.id] for c in problem.candidates)
-    cost += problem.operations_cost_usd_per_hour(replicas)
+    cost = problem.gpu_cost_usd_per_hour(replicas) + problem.operations_cost_usd_per_hour(replicas)
     objective = cost if problem.objective == Objective.MIN_COST else sum(served.values())
     return SolveResult(
         status=status,

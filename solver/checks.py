@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from solver.backend import TOL
 from solver.problem import PoolCandidate, PoolRole, Problem, SolveResult
-from solver.variables import modes_available, safe_name
+from solver.variables import modes_available, stock_row
 
 
 def unservable_classes(problem: Problem) -> list[str]:
@@ -62,7 +62,7 @@ def limits_slack(problem: Problem, replicas: dict[str, int]) -> dict[str, float]
     if lim.power_kw is not None:
         slack["power"] = lim.power_kw - sum(c.power_kw_per_replica * n for c, n in used)
     for gpu, cap in lim.max_gpus.items():
-        name = f"stock__{safe_name(gpu)}"
+        name = stock_row(gpu)
         slack[name] = cap - sum(c.gpus_per_replica * n for c, n in used if c.gpu == gpu)
     if lim.max_configurations is not None:
         keys = {c.config_key or c.id for c, _ in used}

@@ -22,7 +22,7 @@ from solver.constraints.limits import (
 )
 from solver.constraints.pool_use import define_pool_use
 from solver.problem import Objective, Problem
-from solver.variables import Variables, create_variables, safe_name
+from solver.variables import Variables, create_variables, stock_row
 
 LIMIT_ROWS = ("budget", "power", "stock__", "max_configurations", "max_gpu_types")
 
@@ -67,7 +67,7 @@ def build_model(
         lim = problem.limits
         scale = {"budget": lim.budget_usd_per_hour or 1.0, "power": lim.power_kw or 1.0}
         for gpu, cap in lim.max_gpus.items():
-            scale[f"stock__{safe_name(gpu)}"] = max(1.0, float(cap))
+            scale[stock_row(gpu)] = max(1.0, float(cap))
         scale["max_configurations"] = float(lim.max_configurations or 1)
         scale["max_gpu_types"] = float(lim.max_gpu_types or 1)
         scale["max_replicas_per_pool"] = float(lim.max_replicas_per_pool or 1)

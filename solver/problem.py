@@ -94,6 +94,18 @@ class Segment:
     slope_rps_per_replica: float
 
 
+def segments_capacity_rps(segments: tuple[Segment, ...], replicas: int) -> float:
+    """The capacity (requests/s) a pool's segment rows allow ``replicas`` replicas, as the
+    MILP enforces it: the best segment holding ``replicas`` (its intercept + slope x
+    replicas); 0 where none holds it."""
+    held = [
+        s.intercept_rps + s.slope_rps_per_replica * replicas
+        for s in segments
+        if s.start_replicas <= replicas <= s.end_replicas
+    ]
+    return max(held) if held else 0.0
+
+
 @dataclass(frozen=True)
 class ClassDemand:
     """A traffic class: its rate and the modes it may be served in."""
@@ -136,12 +148,7 @@ class PoolCandidate:
             return 0.0
         caps = [c.intercept_rps + c.slope_rps_per_replica * replicas for c in self.cuts]
         if self.segments:
-            held = [
-                s.intercept_rps + s.slope_rps_per_replica * replicas
-                for s in self.segments
-                if s.start_replicas <= replicas <= s.end_replicas
-            ]
-            caps.append(max(held) if held else 0.0)
+            caps.append(segments_capacity_rps(self.segments, replicas))
         return max(0.0, min(caps)) if caps else 0.0
 
 
@@ -191,6 +198,13 @@ class Problem:
         """True when a fleet-wide term links the classes beyond budget/stock/power:
         operations costs or a GPU-type cap (then the class-by-class solve is not exact)."""
         return self.operations.active or self.limits.max_gpu_types is not None
+
+    def gpu_cost_usd_per_hour(self, replicas: dict[str, int]) -> float:
+        """The GPUs' cost ($/hour) of a fleet given as replicas per candidate id: the sum
+        of each candidate's cost per replica x replicas (what a budget limits; the
+        operations costs are apart, :meth:`operations_cost_usd_per_hour`)."""
+        by_id = {c.id: c for c in self.candidates}
+        return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
 
     def operations_cost_usd_per_hour(self, replicas: dict[str, int]) -> float:
         """Operations cost ($/hour) of a fleet given as replicas per candidate id:

@@ -42,7 +42,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
-from solver.variables import Variables, create_variables, safe_name
+from solver.variables import Variables, create_variables, safe_name, stock_row
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def solve_robust(
         per.append((sc, tagged, v))
     for g, cap in sorted(limits.max_gpus.items()):
         if g in bought:
-            prob += bought[g] <= cap, f"stock__{safe_name(g)}"
+            prob += bought[g] <= cap, stock_row(g)
     cost = pulp.lpSum(price[g] * var for g, var in bought.items())
     if limits.budget_usd_per_hour is not None:
         prob += cost <= limits.budget_usd_per_hour, "budget"

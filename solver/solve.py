@@ -23,7 +23,7 @@ from solver.problem import (
     SolverOptions,
     SolveStatus,
 )
-from solver.variables import safe_name
+from solver.variables import stock_row
 
 
 def solve(
@@ -212,33 +212,22 @@ def limit_names(problem: Problem) -> list[str]:
     out = ["budget"] if lim.budget_usd_per_hour is not None else []
     out += ["power"] if lim.power_kw is not None else []
     gpus = {c.gpu for c in problem.candidates}
-    out += [f"stock__{safe_name(g)}" for g in sorted(lim.max_gpus) if g in gpus]
+    out += [stock_row(g) for g in sorted(lim.max_gpus) if g in gpus]
     return out
-
-
-def gpu_cost_usd_per_hour(problem: Problem, replicas: dict[str, int]) -> float:
-    """The GPUs' cost of a fleet ($/hour): sum over candidates of the cost per replica x
-    replicas, what the budget limits (:func:`solver.constraints.limits.fleet_cost`;
-    operations costs are not in it)."""
-    by_id = {c.id: c for c in problem.candidates}
-    return sum(by_id[k].cost_usd_per_hour_per_replica * n for k, n in replicas.items())
 
 
 def budget_only(problem: Problem) -> bool:
     """A least-cost problem whose one fleet limit is a budget: without it, it decomposes
     (class by class, or by GPU-type sets with operations costs) as a plan without limits
     does, which :func:`_budget_first` uses."""
-    lim = problem.limits
-    return (
-        problem.objective == Objective.MIN_COST
-        and lim.budget_usd_per_hour is not None
-        and not lim.max_gpus
-        and lim.power_kw is None
-        and lim.max_configurations is None
-        and lim.max_gpu_types is None
-        and lim.max_replicas_per_pool is None
-        and lim.min_replicas_per_pool <= 1
-    )
+    if problem.objective != Objective.MIN_COST or problem.limits.budget_usd_per_hour is None:
+        return False
+    return not has_limits(without_budget(problem))
+
+
+def without_budget(problem: Problem) -> Problem:
+    """``problem`` with no budget row."""
+    return replace(problem, limits=replace(problem.limits, budget_usd_per_hour=None))
 
 
 def _budget_first(
@@ -268,14 +257,14 @@ def _budget_first(
         rest = options.time_limit_s - (time.perf_counter() - t0)
         return replace(inner, time_limit_s=max(MIN_SOLVE_TIME_S, rest / 2))
 
-    free = replace(problem, limits=replace(problem.limits, budget_usd_per_hour=None))
+    free = without_budget(problem)
     gpus_only = replace(free, operations=type(problem.operations)())
     least = _solve(gpus_only, left(), None)
     if least.status == SolveStatus.INFEASIBLE:
         return replace(least, runtime_s=time.perf_counter() - t0)
     if least.status != SolveStatus.OPTIMAL:
         return None
-    g = gpu_cost_usd_per_hour(problem, least.replicas)
+    g = problem.gpu_cost_usd_per_hour(least.replicas)
     # (within the solve's relative gap of the budget the model with it decides)
     if g * (1.0 - max(least.gap or 0.0, options.rel_gap)) > budget + TOL * max(1.0, budget):
         short = g - budget
@@ -291,7 +280,7 @@ def _budget_first(
     best = least if not problem.operations.active else _solve(free, left(), cache)
     if best.status != SolveStatus.OPTIMAL:
         return None
-    spent = gpu_cost_usd_per_hour(problem, best.replicas)
+    spent = problem.gpu_cost_usd_per_hour(best.replicas)
     if spent > budget + TOL * max(1.0, budget):
         return None  # the least-cost fleet is over budget: another one may fit
     binding = best.binding + (("budget",) if spent >= budget - TOL * max(1.0, budget) else ())

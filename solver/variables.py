@@ -11,6 +11,11 @@ from solver.problem import Mode, Objective, PoolRole, Problem
 
 
 @lru_cache(maxsize=65536)
+def stock_row(gpu: str) -> str:
+    """The name of the stock row (and its slack) of GPU type ``gpu``."""
+    return f"stock__{safe_name(gpu)}"
+
+
 def safe_name(text: str) -> str:
     """A row/column name PuLP keeps as is (it rewrites '-', spaces, brackets);
     remembered (a candidate's id is asked for by every subproblem holding it)."""

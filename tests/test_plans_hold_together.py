@@ -645,7 +645,7 @@ def test_every_candidate_carries_its_class_alone_in_the_milps_rows_at_its_replic
     # the chords of a capacity curve, lowered to stay under it, could end a hair below the
     # curve at the cap: the 80/20 agent prefill on MI300X tp2 allowed 59.9997 req/s at its
     # cap of 239, so the MILP added a tp4 replica (and a configuration) to reach 60
-    from planner.candidates.prune import segments_at
+    from solver.problem import segments_capacity_rps as segments_at
 
     body = yaml.safe_load(
         (Path(__file__).parents[1] / "examples/chat-agent-80-20.yaml").read_text()

@@ -18,7 +18,7 @@ from planner.candidates.model import (
     pair_checkpoint,
 )
 from planner.request import ResolvedRequest
-from solver.problem import CapacityCut, PoolRole, Segment
+from solver.problem import CapacityCut, PoolRole, Segment, segments_capacity_rps
 from solver.prune import capacity_table, may_replace
 
 #: Most replicas one pool may have; a class needing more on one config is rejected there.
@@ -378,7 +378,7 @@ def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
         points = _breakpoints(n)
         yield asks(*points, *(a + 1 for a in points), n)
     cand.segments = segments_for(curve, n)
-    if segments_at(cand.segments, n) < rate and n < MAX_REPLICAS_PER_POOL:
+    if segments_capacity_rps(cand.segments, n) < rate and n < MAX_REPLICAS_PER_POOL:
         # the rows' chords, lowered to stay under the curve, can end a hair below it: the
         # class on this candidate alone then needs one more replica in the MILP (the
         # 80/20 agent prefill on MI300X tp2: 59.9997 req/s at 239, against 60)
@@ -393,17 +393,6 @@ def _capacity_steps(cand: Candidate, prefill_at: dict[int, float]):
         f0, f1 = decode_curve(a), decode_curve(a + 1)
         cand.cuts = (CapacityCut(f0 - (f1 - f0) * a, f1 - f0),)
     return None
-
-
-def segments_at(segments: tuple[Segment, ...], n: int) -> float:
-    """The capacity (requests/s) the MILP's segment rows allow ``n`` replicas: the
-    least over the segments covering ``n`` of intercept + slope x n (inf with none)."""
-    vals = [
-        s.intercept_rps + s.slope_rps_per_replica * n
-        for s in segments
-        if s.start_replicas <= n <= s.end_replicas
-    ]
-    return min(vals) if vals else math.inf
 
 
 def segments_for(curve, n_max: int) -> tuple[Segment, ...]:
@@ -449,12 +438,18 @@ def restrict_prefill_links(
     drop: list[Candidate] = []
     links: dict[tuple[str, frozenset[str]], Link] = {}
     nets: list[Candidate] = []  # the network-priced ones, re-priced below
+    reaches: dict[tuple[str, tuple], set[str]] = {}
     for c in cands:
         if c.config.role != PoolRole.PREFILL:
             keep.append(c)
             continue
-        screened = decode_gpus.get((c.class_name, _pair_format(c)), set())
-        reach = set(same_vendor_gpus(catalog, c.config.gpu, sorted(screened)))
+        pair_key = (c.class_name, _pair_format(c))
+        screened = decode_gpus.get(pair_key, set())
+        if (c.config.gpu, pair_key) not in reaches:  # the same for a GPU type and pairing
+            reaches[c.config.gpu, pair_key] = set(
+                same_vendor_gpus(catalog, c.config.gpu, sorted(screened))
+            )
+        reach = reaches[c.config.gpu, pair_key]
         if c.pairs_with is not None:
             (keep if c.pairs_with & reach else drop).append(c)
             continue

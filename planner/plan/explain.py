@@ -12,7 +12,7 @@ from planner.candidates import Candidate, Rejection, Screening
 from planner.plan.models import ClassPlan, PoolPlan, WhyNot
 from planner.request import ResolvedRequest
 from solver.problem import Mode, PoolRole
-from solver.variables import safe_name
+from solver.variables import stock_row
 
 
 def binding_detail(name: str, req: ResolvedRequest) -> str:
@@ -26,7 +26,7 @@ def binding_detail(name: str, req: ResolvedRequest) -> str:
         return f"power limit of {lim.power_kw:,.1f} kW is fully used"
     if name.startswith("stock__"):
         for gpu, cap in lim.max_gpus.items():
-            if name == f"stock__{safe_name(gpu)}":
+            if name == stock_row(gpu):
                 return f"all {cap} {gpu} GPUs in stock are used"
     if name == "max_configurations":
         return f"at most {lim.max_configurations} distinct configurations"
@@ -77,7 +77,7 @@ def relaxation_text(name: str, amount: float, req: ResolvedRequest) -> str:
     if name == "power":
         return f"power limit {lim.power_kw:,.1f} kW is short by {amount:,.1f} kW"
     for gpu, cap in lim.max_gpus.items():
-        if name == f"stock__{safe_name(gpu)}":
+        if name == stock_row(gpu):
             short = math.ceil(amount - 1e-6)
             return (
                 f"{gpu} stock of {cap:,} GPU{'s' if cap != 1 else ''} is short by "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pulp
 
 from solver.problem import Problem
-from solver.variables import Variables, safe_name
+from solver.variables import Variables, stock_row
 
 #: Which limits get a slack column: every one (True), none (False), or those named.
 Elastic = bool | frozenset[str]
@@ -46,9 +46,9 @@ def define_stock(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: 
         cands = [c for c in problem.candidates if c.gpu == gpu]
         if not cands:
             continue
-        g = safe_name(gpu)
+        row = stock_row(gpu)
         used = pulp.lpSum(c.gpus_per_replica * v.replicas[c.id] for c in cands)
-        prob += used <= max_gpus + _slack(prob, v, f"stock__{g}", elastic), f"stock__{g}"
+        prob += used <= max_gpus + _slack(prob, v, row, elastic), row
 
 
 def define_power(prob: pulp.LpProblem, problem: Problem, v: Variables, elastic: Elastic) -> None:
