@@ -135,7 +135,8 @@ class Efficiency(Uncertainty):
     :func:`planner.roofline.moe_level_ratio`): MI300X serves DeepSeek-V3 at about half
     the share of peak it serves dense Llamas at. 1: not measured, or no lower.
     ``fp4_level_ratio``: measured level of the GPU's FP4 runs over its level
-    (dimensionless, 0 < r <= 2; the FP4 derates x r, each capped at 1,
+    (dimensionless, 0 < r <= 2; the FP4 derates x r, the GEMM's capped at 1, the weight
+    read's at the best-measured GPUs' share of peak bandwidth,
     :func:`planner.kernel_floors.weight_dtype_derates`). 1: not measured.
     Both are written by ``make calibrate-defaults`` (planner.fidelity.level_scale).
     ``dp_attention_level_ratio``: measured level of its data-parallel-attention runs over

@@ -256,6 +256,14 @@ FP4_GEMM_DERATE = 0.75
 #: in small-batch GEMMs costs issue slots a BF16/FP8 read does not). Assumed, not fitted.
 FP4_WEIGHT_READ_DERATE = 0.85
 
+#: The largest share of peak HBM bandwidth a measured FP4 level may lift FP4 weight reads
+#: to (dimensionless): the decode MBU of the best-measured GPUs, H100/H200's 0.7, the MBU
+#: cap every measured level stops at (:func:`planner.levels.factor_caps`). The read
+#: derate ``FP4_WEIGHT_READ_DERATE x r`` may pass 1 (the GPU's level is set on its other
+#: formats and LLMs; its FP4 runs may read faster than that level says), never past this
+#: share: B200, MBU 0.571, FP4 runs at r = 1.332: 0.85 x 1.332 = 1.132 (0.647 of peak).
+MAX_WEIGHT_READ_MBU = 0.7
+
 
 def fp4_level_ratio(gpu: Gpu) -> float:
     """The measured ratio that priced ``gpu``'s FP4 weights (dimensionless): 1 where it
@@ -292,15 +300,17 @@ def weight_dtype_derates(
       their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine
       (:func:`planner.kernel_floors.fp8_gemm_efficiency`; H100 with TensorRT-LLM 0.741);
     * fp4: ``(min(1, q x r) x fp8_gemm_efficiency(gpu, engine),
-      min(1, FP4_WEIGHT_READ_DERATE x r))`` with ``q`` :func:`fp4_gemm_ratio` (measured
-      FP4 over FP8 GEMM share on Blackwell, else the assumed :data:`FP4_GEMM_DERATE`) and
-      ``r = efficiency.fp4_level_ratio`` (the GPU's FP4 runs measured against these
-      derates, 1 where none is) unless the
-      GPU's catalog (or an applied calibration) has factors measured in fp4
-      (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on BF16/FP8
-      runs, and an unmeasured format must not look better than a measured one (an
-      unmeasured FP4 GEMM runs at most 1.5x the FP8 one of the same GPU, a measured one
-      at most 2x, the peak ratio);
+      min(FP4_WEIGHT_READ_DERATE x r, max(1, MAX_WEIGHT_READ_MBU / mbu)))`` with ``q``
+      :func:`fp4_gemm_ratio` (measured FP4 over FP8 GEMM share on Blackwell, else the
+      assumed :data:`FP4_GEMM_DERATE`), ``r = efficiency.fp4_level_ratio`` (the GPU's FP4
+      runs measured against these derates, 1 where none is) and ``mbu`` the GPU's decode
+      MBU, unless the GPU's catalog (or an applied calibration) has factors measured in
+      fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on
+      BF16/FP8 runs, and an unmeasured format must not look better than a measured one
+      (an unmeasured FP4 GEMM runs at most 1.5x the FP8 one of the same GPU, a measured
+      one at most 2x, the peak ratio; unmeasured FP4 weights are read at 0.85 of the
+      GPU's MBU, measured ones as their runs say, at most at the best-measured GPUs'
+      share of peak, :data:`MAX_WEIGHT_READ_MBU`; B200 at r = 1.332: 1.132);
     * (1, 1) for every other dtype."""
     d = Dtype(dtype)
     if d == Dtype.FP8:
@@ -310,7 +320,7 @@ def weight_dtype_derates(
     r = fp4_level_ratio(gpu)
     return (
         min(1.0, fp4_gemm_ratio(gpu, engine) * r) * fp8_gemm_efficiency(gpu, engine),
-        min(1.0, FP4_WEIGHT_READ_DERATE * r),
+        min(FP4_WEIGHT_READ_DERATE * r, max(1.0, MAX_WEIGHT_READ_MBU / gpu.efficiency.decode_mbu)),
     )
 
 

@@ -441,7 +441,8 @@ def ratio_reason(e: dict) -> str:
     if e["fp4_ratio"] != 1.0:
         parts.append(
             f"its FP4 runs at {e['fp4_ratio']:.2f}x the FP4 derates "
-            "(fp4_level_ratio: each derate x it, capped at 1)"
+            "(fp4_level_ratio: each derate x it, the GEMM's capped at 1, the read's "
+            "at 0.7 of peak bandwidth)"
         )
     if dp_reason(e):
         parts.append(dp_reason(e))

@@ -148,10 +148,12 @@ def test_fp4_measured_in_the_catalog_is_not_derated():
     q = kf.fp4_gemm_ratio(plain, None)  # the least engine's FP4 and FP8 GEMM shares
     assert q == pytest.approx(0.239 / 0.314)
     assert kn.weight_dtype_derates(plain, "fp4") == pytest.approx((q * 0.641, 0.85))
-    # the shipped B200's FP4 runs lift the assumed derates, each at most to 1
+    # the shipped B200's FP4 runs lift the assumed derates: the GEMM's at most to 1 (the
+    # peak ratio), the read's at most to the best-measured GPUs' MBU 0.7 over its own
     r = CAT.gpus["b200"].efficiency.fp4_level_ratio
+    mbu = CAT.gpus["b200"].efficiency.decode_mbu
     assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp4") == pytest.approx(
-        (min(1.0, q * r) * 0.641, min(1.0, 0.85 * r))
+        (min(1.0, q * r) * 0.641, min(0.85 * r, 0.7 / mbu))
     )
     # FP8 carries the measured FP8 GEMM efficiency (the least of B200's engines unnamed)
     assert kn.weight_dtype_derates(CAT.gpus["b200"], "fp8") == (0.641, 1.0)
@@ -276,7 +278,9 @@ def test_the_text_plan_says_fp4_efficiency_is_assumed():
     assert "fp4: checkpoint RedHatAI/Llama-3.1-70B-Instruct-NVFP4 (nvfp4, 4.5 bits" in text
     r = CAT.gpus["b200"].efficiency.fp4_level_ratio
     gemm = round(min(1.0, kf.fp4_gemm_ratio(CAT.gpus["b200"], "vllm") * r) * 0.641, 3)
-    read = round(min(1.0, kn.FP4_WEIGHT_READ_DERATE * r), 3)
+    mbu = CAT.gpus["b200"].efficiency.decode_mbu
+    read = round(min(kn.FP4_WEIGHT_READ_DERATE * r, 0.7 / mbu), 3)
+    assert read == 1.132  # B200's FP4 runs read faster than its level says
     assert (
         f"b200 GEMMs x{gemm}, weight reads x{read} (FP4 runs measured at x{r} these "
         "derates), factors analogy"
@@ -309,3 +313,32 @@ def test_fp4_is_priced_no_better_than_fp8_against_measurements():
     assert len(fp4) >= 5 and len(fp8) >= 5
     assert statistics.median(fp4) >= statistics.median(fp8)
     assert statistics.median(fp4) > 1.0  # pessimistic, not optimistic
+
+
+def test_the_unmeasured_line_says_a_measured_gpu_is_unmeasured_in_fp4_only():
+    from planner.report.borrowed import unmeasured_gpu_note
+
+    plan = make_plan(_request(["fp4"]), CAT, alternatives=False, verify=False)
+    doc = plan.to_json_dict()
+    assert doc["unmeasured_gpus"] == ["b200"]
+    text = render_plan_text(doc)
+    assert (
+        "unmeasured GPUs: b200 (fp4 pools: no factors measured in fp4; its measured level x "
+        "the FP4 derates, see fp4 under Assumed)"
+    ) in text
+    # a GPU set by analogy (level 1, nothing measured) or priced by analogy in another
+    # format (a hand-set efficiency) keeps the plain words
+    pool = {"gpu": "x", "dtype": "fp4", "provenance": "analogy", "level_scale": 1.0}
+    plain = "x (efficiency set by analogy, no measurement)"
+    assert unmeasured_gpu_note({"pools": [pool]}, "x") == plain
+    fp8 = {**pool, "dtype": "fp8", "level_scale": 0.88}
+    assert unmeasured_gpu_note({"pools": [fp8]}, "x") == plain
+    assert unmeasured_gpu_note({"pools": [{**pool, "level_scale": 0.88}, fp8]}, "x") == plain
+    assert unmeasured_gpu_note({"pools": "junk"}, "x") == plain
+    # the report's uncertainty sentence says the same
+    from planner.report.render import render_plan_report
+
+    md, _ = render_plan_report({"plan": doc, "request": _request(["fp4"])}, "md", CAT)
+    assert isinstance(md, str)
+    assert "No FP4 run backs b200 in FP4: its measured level times assumed FP4 derates" in md
+    assert "No measurement backs b200" not in md

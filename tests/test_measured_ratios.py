@@ -216,7 +216,7 @@ def test_fp4_runs_are_their_own_group_and_give_the_fp4_ratio():
     assert {name for name, _ in lv.by_model} == {"deepseek-v3", "deepseek-v3 fp4"}
 
 
-def test_the_fp4_ratio_lifts_the_fp4_derates_up_to_the_peak_ratio():
+def test_the_fp4_ratio_lifts_the_fp4_derates_up_to_the_peak_ratio_and_the_best_read_share():
     gpu = CAT.gpus["b200"]
     fp8 = kf.fp8_gemm_efficiency(gpu, "trtllm")
     # B200's FP4 GEMMs are measured: 0.239 of the FP4 peak against 0.314 of the FP8 one
@@ -230,9 +230,17 @@ def test_the_fp4_ratio_lifts_the_fp4_derates_up_to_the_peak_ratio():
     assert kf.weight_dtype_derates(lifted, Dtype.FP4, "trtllm") == pytest.approx(
         (q * 1.1 * fp8, kf.FP4_WEIGHT_READ_DERATE * 1.1)
     )
-    # never past the FP4 peak ratio (GEMM) nor the GPU's own read share
+    # never past the FP4 peak ratio (GEMM) nor, reading, past the best-measured GPUs'
+    # share of peak bandwidth: B200's MBU 0.5713 reads FP4 at most at 0.7 / 0.5713
+    assert gpu.efficiency.decode_mbu == 0.5713 and kf.MAX_WEIGHT_READ_MBU == 0.7
     high = _with_efficiency("b200", fp4_level_ratio=1.9).gpus["b200"]
-    assert kf.weight_dtype_derates(high, Dtype.FP4, "trtllm") == pytest.approx((fp8, 1.0))
+    assert kf.weight_dtype_derates(high, Dtype.FP4, "trtllm") == pytest.approx((fp8, 0.7 / 0.5713))
+    # past 1 below that share: its measured FP4 runs read faster than its level says
+    # (0.85 x 1.332 = 1.132, 0.647 of peak)
+    shipped = kf.weight_dtype_derates(gpu, Dtype.FP4, "trtllm")
+    assert gpu.efficiency.fp4_level_ratio == 1.332
+    assert shipped == pytest.approx((min(1.0, q * 1.332) * fp8, 0.85 * 1.332))
+    assert gpu.efficiency.decode_mbu * shipped[1] == pytest.approx(0.6468, abs=1e-4)
     # a ratio below 1 (FP4 measured slower than assumed) derates further
     low = _with_efficiency("b200", fp4_level_ratio=0.8).gpus["b200"]
     assert kf.weight_dtype_derates(low, Dtype.FP4, "trtllm")[1] == pytest.approx(0.68)

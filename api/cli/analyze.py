@@ -419,7 +419,7 @@ def _replica_options(p: argparse.ArgumentParser, *, gpu_required: bool = True) -
             p, "--tp", int, default=1, help="tensor parallelism (power of two, default 1)"
         )
         p.add_argument(
-            "--dtype", default="bf16", help="weight/compute dtype: bf16 or fp8 (default bf16)"
+            "--dtype", default="bf16", help="weight/compute dtype: bf16, fp8 or fp4 (default bf16)"
         )
         cli.add_number(p, "--mfu", float, help="model FLOP utilization (default: the GPU's)")
     p.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype: bf16 or fp8 (default bf16)")

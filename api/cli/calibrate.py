@@ -170,7 +170,7 @@ def render_capacity(a: CapacityAnalysis) -> str:
         if f.fp4_level_ratio != 1.0:
             lines.append(
                 f"{'':20}FP4 runs measured at x{f.fp4_level_ratio:.2f} the assumed FP4 "
-                "derates (each capped at 1)"
+                "derates (GEMMs at most 2x FP8, reads at most 0.7 of peak)"
             )
         if f.requests_per_s_band is not None:
             lo, hi = f.requests_per_s_band
@@ -250,7 +250,7 @@ def register_capacity(asub: Any) -> None:
     p.add_argument("--model", required=True, help="model id (fleetplan catalog list models)")
     p.add_argument("--gpu", required=True, help="GPU id (fleetplan catalog list gpus)")
     cli.add_number(p, "--tp", int, default=1, help="tensor parallelism (default 1)")
-    p.add_argument("--dtype", default="bf16", help="weight dtype: bf16 or fp8 (default bf16)")
+    p.add_argument("--dtype", default="bf16", help="weight dtype: bf16, fp8 or fp4 (default bf16)")
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: bf16 with bf16 weights, else fp8)")
     cli.add_number(p, "--prompt-tokens", int, required=True, help="prompt length ISL (tokens)")
     cli.add_number(

@@ -9,7 +9,7 @@ from typing import Any
 from planner.report import charts
 from planner.report import text as _text
 from planner.report.blocks import verified_text
-from planner.report.borrowed import borrowed_level_gpus
+from planner.report.borrowed import analogy_in_fp4_only, borrowed_level_gpus
 from planner.report.document import (
     Block,
     Chart,
@@ -192,13 +192,20 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
         f"band); each pool's capacity was derated to hold at {pct(risk.get('confidence'))} "
         "confidence.",
     ]
-    unmeasured = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+    listed = [str(g) for g in _list(plan.get("unmeasured_gpus"))]
+    fp4 = [g for g in listed if analogy_in_fp4_only(plan, g)]
+    unmeasured = [g for g in listed if g not in fp4]
     if unmeasured:
         runs.append(
             f" No measurement backs {', '.join(unmeasured)}: its factors are set by analogy "
             "(wider band); benchmark it before buying at scale."
         )
-    else:
+    if fp4:
+        runs.append(
+            f" No FP4 run backs {', '.join(fp4)} in FP4: its measured level times assumed FP4 "
+            "derates (wider band); benchmark FP4 on it before buying at scale."
+        )
+    if not listed:
         runs.append(" Every GPU bought has factors fitted or scaled to measurements.")
     # planner.plan.assemble.borrowed_level_warnings: measured, but on other LLMs only
     borrowed = borrowed_level_gpus(plan)

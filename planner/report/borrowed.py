@@ -1,6 +1,7 @@
-"""GPUs whose factors for a plan's (dense) model are borrowed: measured on
-mixture-of-experts LLMs only (planner.plan.assemble.borrowed_level_warnings), found in
-the plan's warnings for the report's sentences."""
+"""GPUs whose factors for a plan's model rest on no measurement of their own: borrowed,
+measured on mixture-of-experts LLMs only (planner.plan.assemble.borrowed_level_warnings,
+found in the plan's warnings), or set by analogy (the plan's ``unmeasured_gpus``), as
+the report's sentences name them."""
 
 from __future__ import annotations
 
@@ -30,3 +31,36 @@ def borrowed_level_note(plan: Mapping[str, Any]) -> str:
         f"; {', '.join(gpus)} {BORROWED_LEVEL_MARK}: the factors for this model are borrowed "
         "from a measured GPU (see the warnings)"
     )
+
+
+def analogy_in_fp4_only(plan: Mapping[str, Any], gpu: str) -> bool:
+    """True when ``gpu``'s pools priced by analogy are all FP4 pools of a GPU whose level
+    was measured (``level_scale`` not 1): factors measured in other formats, none in FP4
+    (planner.risk.factor_uncertainty), so it rests on a measurement, not on none."""
+    pools = [p for p in map(_as_map, _items(plan.get("pools"))) if p.get("gpu") == gpu]
+    analogy = [p for p in pools if p.get("provenance") == "analogy"]
+    return bool(analogy) and all(
+        str(p.get("dtype", "")).startswith("fp4") and p.get("level_scale") not in (None, 1.0)
+        for p in analogy
+    )
+
+
+def unmeasured_gpu_note(plan: Mapping[str, Any], gpu: str) -> str:
+    """``gpu`` as the plan's "unmeasured GPUs" line names it: ``"<gpu> (efficiency set by
+    analogy, no measurement)"``, or where :func:`analogy_in_fp4_only`, ``"<gpu> (fp4
+    pools: no factors measured in fp4; its measured level x the FP4 derates, see fp4
+    under Assumed)"``."""
+    if analogy_in_fp4_only(plan, gpu):
+        return (
+            f"{gpu} (fp4 pools: no factors measured in fp4; its measured level x the FP4 "
+            "derates, see fp4 under Assumed)"
+        )
+    return f"{gpu} (efficiency set by analogy, no measurement)"
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from planner.plan.notes import notes_of
-from planner.report.borrowed import borrowed_level_note
+from planner.report.borrowed import borrowed_level_note, unmeasured_gpu_note
 from planner.report.served import unserved_lines
 from solver.problem import has_solution
 
@@ -230,12 +230,11 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
     lines = [title] if title else []
     lines += [f"{k.ljust(width)}  {v}" for k, v in rows]
     if risk and plan.get("pools"):
-        unmeasured = ", ".join(str(g) for g in _list(plan.get("unmeasured_gpus")))
+        unmeasured = ", ".join(
+            unmeasured_gpu_note(plan, str(g)) for g in _list(plan.get("unmeasured_gpus"))
+        )
         borrowed = borrowed_level_note(plan)
-        if unmeasured:
-            which = f"{unmeasured} (efficiency set by analogy, no measurement)"
-        else:
-            which = "none set by analogy" if borrowed else NONE_UNMEASURED
+        which = unmeasured or ("none set by analogy" if borrowed else NONE_UNMEASURED)
         lines.append(f"unmeasured GPUs: {which}{borrowed}")
     return lines
 
