@@ -291,7 +291,7 @@ def fp4_gemm_ratio(gpu: Gpu, engine: str | None) -> float:
 
 
 def weight_dtype_derates(
-    gpu: Gpu, dtype: Dtype | str, engine: str | None = None
+    gpu: Gpu, dtype: Dtype | str, engine: str | None = None, mbu: float | None = None
 ) -> tuple[float, float]:
     """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
     MBU for weights in ``dtype`` run by ``engine`` (dimensionless, <= 1).
@@ -303,9 +303,10 @@ def weight_dtype_derates(
       min(FP4_WEIGHT_READ_DERATE x r, max(1, MAX_WEIGHT_READ_MBU / mbu)))`` with ``q``
       :func:`fp4_gemm_ratio` (measured FP4 over FP8 GEMM share on Blackwell, else the
       assumed :data:`FP4_GEMM_DERATE`), ``r = efficiency.fp4_level_ratio`` (the GPU's FP4
-      runs measured against these derates, 1 where none is) and ``mbu`` the GPU's decode
-      MBU, unless the GPU's catalog (or an applied calibration) has factors measured in
-      fp4 (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on
+      runs measured against these derates, 1 where none is) and ``mbu`` the replica's
+      decode MBU (default the GPU's; a hand-set or MoE-scaled one where given), unless
+      the GPU's catalog (or an applied calibration) has factors measured in fp4
+      (``efficiency.by_dtype['fp4']``): the GPU's factors were set or fitted on
       BF16/FP8 runs, and an unmeasured format must not look better than a measured one
       (an unmeasured FP4 GEMM runs at most 1.5x the FP8 one of the same GPU, a measured
       one at most 2x, the peak ratio; unmeasured FP4 weights are read at 0.85 of the
@@ -317,10 +318,10 @@ def weight_dtype_derates(
         return (fp8_gemm_efficiency(gpu, engine), 1.0)
     if d != Dtype.FP4 or Dtype.FP4 in gpu.efficiency.by_dtype:
         return (1.0, 1.0)
-    r = fp4_level_ratio(gpu)
+    r, eff_mbu = fp4_level_ratio(gpu), gpu.efficiency.decode_mbu
     return (
         min(1.0, fp4_gemm_ratio(gpu, engine) * r) * fp8_gemm_efficiency(gpu, engine),
-        min(FP4_WEIGHT_READ_DERATE * r, max(1.0, MAX_WEIGHT_READ_MBU / gpu.efficiency.decode_mbu)),
+        min(FP4_WEIGHT_READ_DERATE * r, max(1.0, MAX_WEIGHT_READ_MBU / (mbu or eff_mbu))),
     )
 
 

@@ -549,8 +549,9 @@ def coefficients_of(replica) -> StepCoefficients:
     assert peak_w is not None  # checked when the replica was built
     peak_a = gpu.peak_tflops(replica.attention_dtype) or gpu.bf16_dense_tflops
     b_w = arch.weight_bytes_per_param(model, replica.weight_dtype, replica.fp4_format)
-    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype, replica.engine)
-    w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * replica.decode_mbu / 1e3
+    mbu = replica.decode_mbu
+    gemm_derate, read_derate = weight_dtype_derates(gpu, replica.weight_dtype, replica.engine, mbu)
+    w_per_ms = tp * gpu.mem_bw_tbps * 1e12 * mbu / 1e3
     windowed = model.sliding_window.windowed_layers if model.sliding_window else 0
     repl = arch.kv_replication(model, replica.attention_tp)
     per_layer = arch.kv_bytes_per_token_per_layer(model, replica.kv_dtype) * repl

@@ -461,3 +461,20 @@ def test_no_gpu_borrowing_a_measured_gemm_share_is_capped():
         assert not fd.capped(CAT, prior, gpu.efficiency.level_scale), gpu.id
         mfu_a = gpu.efficiency.prefill_mfu / gpu.efficiency.level_scale
         assert mfu_a == pytest.approx(prior[0], abs=1e-3), gpu.id
+
+
+def test_a_lifted_fp4_read_never_runs_past_the_best_read_share_of_peak():
+    """B200's FP4 reads at r = 1.332 run at 0.85 x 1.332 = 1.132 of its MBU 0.5713 (0.647
+    of peak); a hand-set MBU of 0.9 keeps its own share (x1, not x1.132: 1.02 of peak)."""
+    import planner.roofline as rl
+
+    gpu = CAT.gpus["b200"]
+    peak_per_ms = gpu.mem_bw_tbps * 1e12 / 1e3
+    shipped = rl.build_replica(CAT, "llama-3.1-70b", "b200", 1, "fp4", check_fit=False)
+    c = shipped.coefficients
+    assert c.w_weights_per_ms / c.w_per_ms == pytest.approx(0.85 * 1.332)
+    assert c.w_weights_per_ms / peak_per_ms == pytest.approx(0.5713 * 0.85 * 1.332, rel=1e-6)
+    hand = rl.build_replica(CAT, "llama-3.1-70b", "b200", 1, "fp4", mbu=0.9, check_fit=False)
+    h = hand.coefficients
+    assert h.w_weights_per_ms / peak_per_ms == pytest.approx(0.9)
+    assert h.w_weights_per_ms <= peak_per_ms
