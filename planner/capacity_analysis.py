@@ -27,6 +27,7 @@ from planner.capacity import (
     replica_capacity,
 )
 from planner.engines import DEFAULT_ENGINE, ENGINES
+from planner.errors import PlanningError
 from planner.request import MAX_RATE_RPS, CatalogRef
 
 if TYPE_CHECKING:
@@ -173,6 +174,38 @@ def capacity_analysis(
         from planner.service import calibrated_catalog
 
         catalog = calibrated_catalog(catalog, req.calibration, calibrations)
+    try:
+        replica, max_batch, result = _priced(catalog, req)
+    except PlanningError as e:
+        raise _with_fitting_engines(catalog, req, e) from e
+    if req.max_batch is None and max_batch is not None and result.bound == Bound.MAX_BATCH:
+        note = (
+            f"the batch is {req.engine}'s default max_num_seqs of {max_batch:,} on this GPU "
+            "(set max_batch to change it)"
+        )
+        result = result.model_copy(update={"notes": [*result.notes, note]})
+    summary = ReplicaSummary.of(replica)
+    fitted_to = summary.decode_sequence_max_batch
+    if summary.decode_sequence_ms and fitted_to and result.batch > fitted_to:
+        note = (
+            f"{result.batch:,.0f} decoding sequences per step, past the {fitted_to:,} the "
+            "per-sequence decode cost was fitted at: it is extrapolated linearly, which errs "
+            "slow (on MI300X, AMD's throughput table at 1,500-3,200 sequences measures up to "
+            "1.5x such predictions)"
+        )
+        result = result.model_copy(update={"notes": [*result.notes, note]})
+    return CapacityAnalysis(
+        replica=summary,
+        calibration=req.calibration,
+        result=result,
+        factors=factor_spread(catalog, req, result),
+    )
+
+
+def _priced(
+    catalog: Catalog, req: CapacityRequest
+) -> tuple[rl.Replica, int | None, CapacityResult]:
+    """``req``'s replica on its engine, the batch cap it runs at and its capacity."""
     kv = req.kv_dtype or (Dtype.BF16 if req.dtype == Dtype.BF16 else Dtype.FP8)
     replica = rl.build_replica(
         catalog,
@@ -201,28 +234,41 @@ def capacity_analysis(
         token_budget=req.token_budget,
         max_batch=max_batch,
     )
-    if req.max_batch is None and max_batch is not None and result.bound == Bound.MAX_BATCH:
-        note = (
-            f"the batch is {req.engine}'s default max_num_seqs of {max_batch:,} on this GPU "
-            "(set max_batch to change it)"
-        )
-        result = result.model_copy(update={"notes": [*result.notes, note]})
-    summary = ReplicaSummary.of(replica)
-    fitted_to = summary.decode_sequence_max_batch
-    if summary.decode_sequence_ms and fitted_to and result.batch > fitted_to:
-        note = (
-            f"{result.batch:,.0f} decoding sequences per step, past the {fitted_to:,} the "
-            "per-sequence decode cost was fitted at: it is extrapolated linearly, which errs "
-            "slow (on MI300X, AMD's throughput table at 1,500-3,200 sequences measures up to "
-            "1.5x such predictions)"
-        )
-        result = result.model_copy(update={"notes": [*result.notes, note]})
-    return CapacityAnalysis(
-        replica=summary,
-        calibration=req.calibration,
-        result=result,
-        factors=factor_spread(catalog, req, result),
-    )
+    return replica, max_batch, result
+
+
+#: The fields a refusal for memory names (:class:`planner.errors.DoesNotFitError` on
+#: ``tp``; one sequence's KV cache on ``prompt_tokens``, planner.capacity._check_shape):
+#: what another engine's memory reserve and KV admission may change.
+MEMORY_FIELDS = ("tp", "prompt_tokens")
+
+
+def _with_fitting_engines(
+    catalog: Catalog, req: CapacityRequest, error: PlanningError
+) -> PlanningError:
+    """``error`` (a refusal of ``req`` on its engine) with the engines the replica does
+    fit on named, where it was refused for memory (:data:`MEMORY_FIELDS`): each engine
+    keeps its own reserve and admits a sequence's KV differently
+    (planner.engines), so a model TensorRT-LLM runs on one H100 may not fit under vLLM's
+    defaults. The error itself otherwise, unchanged."""
+    if not error.issues or error.issues[0][0] not in MEMORY_FIELDS:
+        return error
+    fits = []
+    for name in ENGINES:
+        if name == req.engine:
+            continue
+        try:
+            _priced(catalog, req.model_copy(update={"engine": name}))
+        except PlanningError:
+            continue
+        fits.append(name)
+    if not fits:
+        return error
+    field, message = error.issues[0]
+    hint = f"; it fits on {' and '.join(fits)} (set engine to {fits[0]}: memory reserves differ)"
+    out = type(error).for_field(field, message + hint)
+    out.issues = [(field, message + hint), *error.issues[1:]]
+    return out
 
 
 __all__ = [

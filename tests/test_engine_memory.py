@@ -252,3 +252,40 @@ def test_sglang_share_for_a_plan_keeps_the_plans_kv_cache() -> None:
     planned_gb = r.memory_utilization * device_gb - r.activation_reserve_gb
     assert 0 <= planned_gb - f * device_gb < 0.001 * device_gb
     assert engines.sglang_share_for(0.9, 0.0, 80.0) == 0.9
+
+
+def test_a_refusal_for_memory_names_the_engines_it_fits_on() -> None:
+    """Llama-3.1-70B FP8 on one H100 with a 20,000 + 2,000-token sequence: vLLM's
+    defaults leave 1.39 GB of KV cache (8,514 tokens), TensorRT-LLM's 0.9 of the free
+    memory holds it; the refusal on vLLM says so, and changes nothing else."""
+    from planner.capacity_analysis import CapacityRequest, capacity_analysis
+    from planner.errors import DoesNotFitError
+
+    shape = {
+        "model": "llama-3.1-70b",
+        "gpu": "h100-sxm5-80gb",
+        "dtype": "fp8",
+        "prompt_tokens": 20_000,
+        "output_tokens": 2_000,
+    }
+    with pytest.raises(PlanningError) as e:
+        capacity_analysis(CAT, CapacityRequest.model_validate(shape))
+    assert e.value.issues[0][0] == "prompt_tokens"
+    assert "about 8,514 tokens fit" in e.value.message
+    assert e.value.message.endswith(
+        "; it fits on trtllm (set engine to trtllm: memory reserves differ)"
+    )
+    ok = capacity_analysis(CAT, CapacityRequest.model_validate({**shape, "engine": "trtllm"}))
+    assert ok.result.output_tokens_per_s > 0
+    # refused for the weights on SGLang (its device share), the class kept
+    with pytest.raises(DoesNotFitError) as w:
+        capacity_analysis(
+            CAT,
+            CapacityRequest.model_validate({**shape, "prompt_tokens": 2000, "engine": "sglang"}),
+        )
+    assert w.value.issues[0][0] == "tp"
+    assert "; it fits on vllm and trtllm (set engine to vllm" in w.value.message
+    # nowhere: no engine named
+    with pytest.raises(DoesNotFitError) as n:
+        capacity_analysis(CAT, CapacityRequest.model_validate({**shape, "model": "llama-3.1-405b"}))
+    assert "it fits on" not in n.value.message
