@@ -42,6 +42,7 @@ PosFloat = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
 #: A positive amount with an upper bound far beyond any fleet (money, power, weights).
 Amount = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
 Share = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+PeakShare = Annotated[float, Field(strict=True, ge=0.01, le=1, allow_inf_nan=False)]  # MFU, MBU
 
 DEFAULT_CHUNK_BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
 
@@ -313,19 +314,13 @@ class SolverSpec(Strict):
 class EfficiencySpec(Strict):
     """Override the catalog's efficiency factors for every GPU in this request."""
 
-    prefill_mfu: Annotated[float, Field(strict=True, ge=0.01, le=1, allow_inf_nan=False)] | None = (
-        None
-    )
-    decode_mbu: Annotated[float, Field(strict=True, ge=0.01, le=1, allow_inf_nan=False)] | None = (
-        None
-    )
-    overlap_factor: Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)] | None = (
-        None
-    )
+    prefill_mfu: PeakShare | None = None
+    decode_mbu: PeakShare | None = None
+    overlap_factor: Share | None = None
 
 
 class RiskSpec(Strict):
-    """How sure the fleet must be of its capacity (see planner.risk)."""
+    """How sure the fleet must be of its capacity and latencies (see planner.risk)."""
 
     confidence: Annotated[
         float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE, allow_inf_nan=False)
@@ -333,9 +328,14 @@ class RiskSpec(Strict):
         default=DEFAULT_CONFIDENCE,
         description="Probability that each pool's capacity is at least what the plan "
         "relies on: capacities are derated by exp(-z x sigma), z = Phi^-1(confidence), "
-        "with each GPU's own derate spread (derate_sigma_log: the larger of the MAD of its "
-        "capacity errors and what their low side needs). 0.5 is the nominal plan; "
-        "default 0.8.",
+        "with each GPU's own derate spread (derate_sigma_log). 0.5: the nominal plan.",
+    )
+    hold_latency: bool = Field(
+        default=False,
+        strict=True,
+        description="Hold the TTFT and TPOT SLOs at the same confidence: a GPU's candidates "
+        "must meet each SLO x its capacity derate (planner.candidates.confidence). Off: "
+        "latencies are checked as predicted, and the plan warns where one would miss.",
     )
 
 

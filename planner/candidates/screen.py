@@ -15,6 +15,7 @@ from planner import kernels as kn
 from planner import roofline as rl
 from planner.candidates import sessions as ses
 from planner.candidates.bounds import (
+    Deferred,
     aggregated_rejected_at_once,
     aggregated_usd_per_rps_floor,
     mixed_tpot_rejection,
@@ -27,6 +28,7 @@ from planner.candidates.chunking import (
     chunked_prompt,
     chunked_ttft_ms,
 )
+from planner.candidates.confidence import class_at_confidence
 from planner.candidates.links import (
     dp_ep_options,
     kv_exposed_ms,
@@ -416,10 +418,8 @@ def _screen_gpu(
     overridden = eff.prefill_mfu is not None or eff.decode_mbu is not None
     confidence = req.request.risk.confidence
     roles = roles_for(cls)
-    # (enumeration index, outcomes): sorted back into enumeration order at the end
-    results: list[tuple[int, list[Candidate | Rejection]]] = []
-    # aggregated configurations left for later: (floor, index, replica, budget, dtype)
-    deferred: list[tuple[float, int, rl.Replica, int, Dtype]] = []
+    results: list[tuple[int, list[Candidate | Rejection]]] = []  # (index, outcomes), re-sorted
+    deferred: list[Deferred] = []  # aggregated configurations left for later (bounds.py)
     considered = 0
     gpu = catalog.gpus[gpu_id]
     model = catalog.models[req.model_id]
@@ -438,17 +438,18 @@ def _screen_gpu(
                 out.risk_derate = capacity_derate(unc.derate_sigma_log, confidence)
         return outs
 
-    def screen_aggregated(replica: rl.Replica, budget: int) -> list[Candidate | Rejection]:
-        return _screen_with_sessions(
-            catalog, req, cls, fig, replica, PoolRole.AGGREGATED, budget, None, pair_links
-        )
+    def screen_agg(r: rl.Replica, budget: int, dtype: Dtype) -> list[Candidate | Rejection]:
+        c, role = at_confidence[dtype], PoolRole.AGGREGATED
+        outs = _screen_with_sessions(catalog, req, c, fig, r, role, budget, None, pair_links)
+        return finish(outs, dtype)
 
     slots_of: dict[int, tuple[int, float] | None] = {}  # decode_slots per replica (id)
+    at_confidence: dict[Dtype, ResolvedClass] = {}  # cls, its SLOs held at the confidence
 
     def tighter_floor(replica: rl.Replica, budget: int, dtype: Dtype) -> float | None:
         unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
         return aggregated_usd_per_rps_floor(
-            cls,
+            at_confidence[dtype],
             fig,
             replica,
             budget,
@@ -500,6 +501,7 @@ def _screen_gpu(
         ]
         unc = factor_uncertainty(catalog, gpu_id, dtype, overridden)
         derate = capacity_derate(unc.derate_sigma_log, confidence)
+        dcls = at_confidence[dtype] = class_at_confidence(cls, derate, req.request.risk)
         for tp, pp, dp, ep, kv in shapes:
             check_time()
             try:
@@ -530,7 +532,7 @@ def _screen_gpu(
                     prefill_links = prefill_link_options(catalog, gpu_id, req.gpus)
                 links = prefill_links if role == PoolRole.PREFILL else [None]
                 slots = (
-                    decode_slots(role_replica, fig.decode_context_tokens, cls.slo.tpot_ms)
+                    decode_slots(role_replica, fig.decode_context_tokens, dcls.slo.tpot_ms)
                     if skip_by_floor and role == PoolRole.AGGREGATED
                     else None
                 )
@@ -547,14 +549,14 @@ def _screen_gpu(
                         if skip_by_floor and budget is not None:
                             # aggregated: rejected for TPOT at batch 1, without screening
                             at_once, step1 = aggregated_rejected_at_once(
-                                cls, fig, role_replica, budget, b_mem
+                                dcls, fig, role_replica, budget, b_mem
                             )
                             if at_once is not None:
                                 results.append((index, [at_once]))
                                 continue
                         floor = (
                             aggregated_usd_per_rps_floor(
-                                cls,
+                                dcls,
                                 fig,
                                 role_replica,
                                 budget,
@@ -572,7 +574,7 @@ def _screen_gpu(
                         outs = _screen_with_sessions(
                             catalog,
                             req,
-                            cls,
+                            dcls,
                             fig,
                             role_replica,
                             role,
@@ -587,7 +589,7 @@ def _screen_gpu(
         cls,
         results,
         deferred,
-        lambda replica, budget, dtype: finish(screen_aggregated(replica, budget), dtype),
+        screen_agg,
         tighter_floor,
         check_time,
     )

@@ -20,6 +20,7 @@ from planner.plan.explain import (
     why_not,
 )
 from planner.plan.figures import cost_per_million_tokens, pool_tpot_ms, pool_ttft_ms
+from planner.plan.latency_risk import latency_risk_warnings
 from planner.plan.launch import launch_settings
 from planner.plan.models import (
     BORROWED_LEVEL_MARK,
@@ -218,7 +219,7 @@ def plan_from_result(
         cost_usd_per_million_tokens=cost_per_million_tokens(cost, req) if cost else None,
         cost_band_usd_per_hour=band,
         unmeasured_gpus=unmeasured_gpus(pools),
-        risk=risk_out(req.request.risk.confidence),
+        risk=risk_out(req.request.risk.confidence, req.request.risk.hold_latency),
         gpus_total=sum(gpus_by_type.values()),
         gpus_by_type=dict(sorted(gpus_by_type.items())),
         power_kw=sum(p.power_kw for p in pools),
@@ -232,7 +233,8 @@ def plan_from_result(
         + speculation_warnings(pools)
         + own_llm_warnings(pools, catalog, req.model_id, req.request.risk.confidence)
         + borrowed_level_warnings(pools, catalog, req.model_id)
-        + fp4_weights_warnings(pools, catalog, req.model_id),
+        + fp4_weights_warnings(pools, catalog, req.model_id)
+        + latency_risk_warnings(pools, {c.name: c.slo for c in req.classes}, req.request.risk),
         relaxation=result.relaxation,
         relaxation_alone=result.relaxation_alone,
         margins=plan_margins(req, pools),
@@ -264,11 +266,13 @@ def unmeasured_gpus(pools: list[PoolPlan]) -> list[str]:
     return sorted({p.gpu for p in pools if p.provenance == "analogy"})
 
 
-def risk_out(confidence: float) -> RiskOut:
+def risk_out(confidence: float, hold_latency: bool = False) -> RiskOut:
     """The plan's risk settings: the request's confidence and its z (planner.risk
-    .z_for_confidence), and the band's confidence and z (planner.risk.Z_BAND)."""
+    .z_for_confidence), whether latency SLOs are held at it, and the band's confidence
+    and z (planner.risk.Z_BAND)."""
     return RiskOut(
         confidence=confidence,
+        hold_latency=hold_latency,
         z=risk.z_for_confidence(confidence),
         band_confidence=risk.BAND_CONFIDENCE,
         z_band=risk.Z_BAND,

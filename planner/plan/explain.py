@@ -133,6 +133,14 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
     most capable configuration tried (largest TP, FP8) was rejected."""
     out = []
     have = {(c.class_name, c.config.role) for c in screening.candidates}
+    risk = req.request.risk
+    held = (
+        f" (SLOs held at {risk.confidence:.0%} confidence, risk.hold_latency: each GPU was "
+        "screened against each SLO x its capacity derate, the lower limits named above; "
+        "hold_latency false or a lower confidence checks latencies as predicted)"
+        if risk.hold_latency and risk.confidence > 0.5
+        else ""
+    )
     for cls in req.classes:
         if cls.rate_rps <= 0:
             continue
@@ -172,7 +180,7 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
             parts.append(f"no {role.value} pool (" + "; ".join(reasons[:3]) + ")")
         out.append(
             f"class {cls.name} (p{cls.slo.percentile:g} TTFT {cls.slo.ttft_ms:g} ms, "
-            f"TPOT {cls.slo.tpot_ms:g} ms) cannot be served: " + "; ".join(parts)
+            f"TPOT {cls.slo.tpot_ms:g} ms) cannot be served: " + "; ".join(parts) + held
         )
     return out
 

@@ -210,6 +210,8 @@ class RiskOut(Out):
 
     confidence: float
     z: float
+    #: TTFT and TPOT SLOs held at the confidence too (risk.hold_latency).
+    hold_latency: bool = False
     band_confidence: float
     z_band: float
     note: str = ""

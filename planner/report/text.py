@@ -222,8 +222,9 @@ def _header(plan: Mapping[str, Any], title: str | None) -> list[str]:
             (
                 "risk",
                 f"each pool's capacity derated to hold at {pct(risk.get('confidence'))} "
-                f"confidence (x exp(-{num(risk.get('z'), 3)} x the derate's sigma)); cost band: "
-                f"{pct(risk.get('band_confidence'))} band of the capacity error",
+                f"confidence (x exp(-{num(risk.get('z'), 3)} x the derate's sigma)"
+                + ("; TTFT/TPOT SLOs held at it too" if risk.get("hold_latency") else "")
+                + f"); cost band: {pct(risk.get('band_confidence'))} band of the capacity error",
             )
         )
     width = max(len(k) for k, _ in rows)

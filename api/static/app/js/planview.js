@@ -357,7 +357,7 @@ function uncertaintyBlock(plan, colors) {
   const used = Object.keys(plan.gpus_by_type || {});
   const gpus = (plan.assumptions && plan.assumptions.gpus) || {};
   return [
-    h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence: ` : "", risk.note || ""),
+    h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence: ` : "", risk.note || "", risk.hold_latency ? ". TTFT and TPOT SLOs are held at the same confidence (each GPU screened against each SLO x its capacity derate)." : ""),
     unmeasured.length
       ? notice("info", h("strong", {}, "Unmeasured GPUs in this fleet: "), unmeasured.map((g) => gpuChip(g, colors)), " — their efficiency is set by analogy, with a wider margin.")
       : used.length
