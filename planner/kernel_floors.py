@@ -294,7 +294,7 @@ def weight_dtype_derates(
     gpu: Gpu, dtype: Dtype | str, engine: str | None = None, mbu: float | None = None
 ) -> tuple[float, float]:
     """(GEMM compute, weight-read bandwidth) factors applied on top of the GPU's MFU and
-    MBU for weights in ``dtype`` run by ``engine`` (dimensionless, <= 1).
+    MBU for weights in ``dtype`` run by ``engine`` (dimensionless; <= 1 but a measured FP4 read).
 
     * fp8: ``(fp8_gemm_efficiency(gpu, engine), 1)``: FP8 GEMMs reach a smaller share of
       their (doubled) peak than BF16 GEMMs of theirs, measured per GPU and engine

@@ -401,7 +401,9 @@ def fp4_assumptions(screening: Screening) -> dict[str, Any]:
                 }
                 for g, c in sorted(by_gpu.items())
                 for gemm, read in [
-                    kn.weight_dtype_derates(c.replica.gpu, Dtype.FP4, c.replica.engine)
+                    kn.weight_dtype_derates(
+                        c.replica.gpu, Dtype.FP4, c.replica.engine, c.replica.decode_mbu
+                    )
                 ]
             },
             "note": "GEMMs at the FP4 peak x the GPU's MFU x gemm_derate (the FP4 GEMMs' "
@@ -410,7 +412,8 @@ def fp4_assumptions(screening: Screening) -> dict[str, Any]:
             "fp4_level_ratio, at most 1, x its measured FP8 GEMM efficiency) x the measured "
             "GEMM rate (assumptions.gpus[g].dense_gemm_lift, with its own gain at larger "
             "steps), weight reads at W_eff x weight_read_derate (the assumed derate x "
-            "fp4_level_ratio, at most 1; planner.kernels). fp4_level_ratio is measured where "
+            "fp4_level_ratio, at most the best-measured GPUs' 0.7 of peak bandwidth over the "
+            "replica's MBU where above 1; planner.kernels). fp4_level_ratio is measured where "
             "the GPU's FP4 runs were (make calibrate-defaults), else 1; factors measured "
             "in FP4 (a calibration) replace all this, and otherwise the risk derate takes "
             "the analogy spread",

@@ -323,8 +323,8 @@ def test_the_unmeasured_line_says_a_measured_gpu_is_unmeasured_in_fp4_only():
     assert doc["unmeasured_gpus"] == ["b200"]
     text = render_plan_text(doc)
     assert (
-        "unmeasured GPUs: b200 (fp4 pools: no factors measured in fp4; its measured level x "
-        "the FP4 derates, see fp4 under Assumed)"
+        "unmeasured GPUs: b200 (fp4 pools: no factors measured in fp4; its level x the FP4 "
+        "derates, see fp4 under Assumed)"
     ) in text
     # a GPU set by analogy (level 1, nothing measured) or priced by analogy in another
     # format (a hand-set efficiency) keeps the plain words
@@ -340,5 +340,20 @@ def test_the_unmeasured_line_says_a_measured_gpu_is_unmeasured_in_fp4_only():
 
     md, _ = render_plan_report({"plan": doc, "request": _request(["fp4"])}, "md", CAT)
     assert isinstance(md, str)
-    assert "No FP4 run backs b200 in FP4: its measured level times assumed FP4 derates" in md
+    assert "No factors fitted in FP4 back b200: its level times the FP4 derates, lifted" in md
     assert "No measurement backs b200" not in md
+
+
+def test_an_fp4_pool_on_a_gpu_whose_level_is_borrowed_says_so():
+    """B300 was measured on DeepSeek-V3 only: its dense level is B200's. Its FP4 pools are
+    priced by analogy (no FP4 factors), and the plan says the level is borrowed."""
+    req = _request(["fp4"])
+    req["candidates"]["gpus"] = ["b300"]
+    doc = make_plan(req, CAT, alternatives=False, verify=False).to_json_dict()
+    assert doc["unmeasured_gpus"] == ["b300"]
+    assert any(
+        w.startswith("b300: measured on mixture-of-experts LLMs only") for w in doc["warnings"]
+    )
+    text = render_plan_text(doc)
+    assert "b300 (fp4 pools: no factors measured in fp4; its level x the FP4 derates" in text
+    assert "b300 measured on mixture-of-experts LLMs only: the factors for this model are" in text

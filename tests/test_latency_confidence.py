@@ -88,7 +88,11 @@ def test_held_latencies_cost_at_least_as_much_and_are_said() -> None:
     held_doc = {**doc, "risk": {"hold_latency": True}}
     held = make_plan(held_doc, CAT, alternatives=False, verify=False)
     assert held.cost_usd_per_hour is not None and base.cost_usd_per_hour is not None
-    assert held.cost_usd_per_hour >= base.cost_usd_per_hour
+    # the base plan's pools pass the per-pool check already: only screening the held
+    # SLOs (each GPU's candidates against SLO x its derate) buys more
+    assert not [w for w in base.warnings if "risk.hold_latency" in w]
+    assert base.cost_usd_per_hour == pytest.approx(2869.36)
+    assert held.cost_usd_per_hour == pytest.approx(3045.58)
     assert held.risk is not None and base.risk is not None
     assert held.risk.hold_latency and not base.risk.hold_latency
     assert "TTFT/TPOT SLOs held at it too" in render_plan_text(held.to_json_dict())
@@ -104,8 +108,8 @@ def test_held_latencies_cost_at_least_as_much_and_are_said() -> None:
 
 @pytest.mark.parametrize("confidences", [(0.5, 0.7, 0.8, 0.9)])
 def test_held_plans_never_get_cheaper_as_the_confidence_rises(confidences) -> None:
-    doc = _doc("code-completion-8b.yaml")
-    costs = []
+    doc = _doc("chat-agent-80-20.yaml")
+    costs, unheld = [], []
     for c in confidences:
         plan = make_plan(
             {**doc, "risk": {"confidence": c, "hold_latency": True}},
@@ -114,7 +118,11 @@ def test_held_plans_never_get_cheaper_as_the_confidence_rises(confidences) -> No
             verify=False,
         )
         costs.append(plan.cost_usd_per_hour or float("inf"))
+        free = make_plan({**doc, "risk": {"confidence": c}}, CAT, alternatives=False, verify=False)
+        unheld.append(free.cost_usd_per_hour or float("inf"))
     assert costs == sorted(costs)
+    assert all(h >= u for h, u in zip(costs, unheld, strict=True))
+    assert costs[-1] > unheld[-1]  # at 0.9 holding the latencies costs more
     nominal = make_plan({**doc, "risk": {"confidence": 0.5}}, CAT, alternatives=False, verify=False)
     assert costs[0] == nominal.cost_usd_per_hour  # at 0.5 holding changes nothing
 
@@ -139,3 +147,29 @@ def test_hold_latency_is_a_strict_bool(bad) -> None:
     with pytest.raises((PlanningError, ValueError)) as e:
         make_plan(doc, CAT, alternatives=False, verify=False)
     assert "hold_latency" in str(e.value)
+
+
+def test_a_class_refused_for_memory_alone_does_not_blame_the_held_slos() -> None:
+    doc = {
+        "model": "llama-3.1-405b",
+        "traffic": {"rate_rps": 1, "classes": [{"workload": "chat", "share": 1.0}]},
+        "slo": {"ttft_ms": 5000, "tpot_ms": 200, "percentile": 90},
+        "candidates": {"gpus": ["l4"], "dtypes": ["bf16"], "tp": [1], "pp": [1]},
+        "risk": {"hold_latency": True},
+    }
+    plan = make_plan(doc, CAT, alternatives=False, verify=False)
+    assert plan.status.value == "infeasible"
+    assert all("SLOs held at" not in r for r in plan.infeasible_reasons)
+
+
+def test_warned_slos_of_ten_seconds_or_more_print_whole() -> None:
+    pools = make_plan(_doc("three-class-70b.yaml"), CAT, alternatives=False, verify=False).pools
+    slos = {"coding-agent": Slo(ttft_ms=800, tpot_ms=40), "rag": Slo(ttft_ms=10_000, tpot_ms=40)}
+    pools = [
+        p.model_copy(update={"predicted_ttft_ms": 9_000.0})
+        if p.class_name == "rag" and p.role.value == "prefill"
+        else p
+        for p in pools
+    ]
+    warned = latency_risk_warnings(pools, slos, RiskSpec())
+    assert any("over its 10,000 ms SLO" in w for w in warned)

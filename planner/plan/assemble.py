@@ -468,7 +468,16 @@ def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: s
     if model is None or model.is_moe:
         return []
     out = []
-    for gpu in sorted({p.gpu for p in pools if p.replicas and p.provenance == "scaled"}):
+    # scaled pools, and FP4 pools priced by analogy on a scaled level (planner.risk)
+    served = [p for p in pools if p.replicas]
+    fp4 = {
+        p.gpu
+        for p in served
+        if p.provenance == "analogy"
+        and p.dtype.startswith("fp4")
+        and p.level_scale not in (None, 1.0)  # not a hand-set efficiency
+    }
+    for gpu in sorted({p.gpu for p in served if p.provenance == "scaled"} | fp4):
         spec = catalog.gpus.get(gpu)
         source = spec.efficiency.dense_level_from if spec else None
         if spec is None or source is None:

@@ -128,6 +128,11 @@ def _most_capable(rejections: list[Rejection]) -> Rejection:
     return max(rejections, key=lambda r: (r.tp or 0, r.dtype == "fp8", r.chunk_budget_tokens or 0))
 
 
+#: Rejections for a latency SLO: with ``risk.hold_latency`` the limits they name are the
+#: SLOs held at the confidence (planner.candidates.confidence).
+LATENCY_REASONS = frozenset({"ttft_unreachable", "tpot_unreachable"})
+
+
 def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[str]:
     """For each class that no mode can serve: per missing pool role, why even the
     most capable configuration tried (largest TP, FP8) was rejected."""
@@ -161,6 +166,7 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
         if Mode.DISAGGREGATED in cls.modes:
             roles += [PoolRole.PREFILL, PoolRole.DECODE]
         parts = []
+        latency_bound = False  # a latency SLO binds (the held limits apply)
         for role in roles:
             if (cls.name, role) in have:
                 continue
@@ -178,9 +184,12 @@ def infeasibility_reasons(req: ResolvedRequest, screening: Screening) -> list[st
                 tp = f" tp{best.tp}" if best.tp else ""
                 reasons.append(f"{best.gpu}{tp} {best.dtype}{budget}: {best.detail}")
             parts.append(f"no {role.value} pool (" + "; ".join(reasons[:3]) + ")")
+            latency_bound = latency_bound or any(r.reason in LATENCY_REASONS for r in rej)
         out.append(
             f"class {cls.name} (p{cls.slo.percentile:g} TTFT {cls.slo.ttft_ms:g} ms, "
-            f"TPOT {cls.slo.tpot_ms:g} ms) cannot be served: " + "; ".join(parts) + held
+            f"TPOT {cls.slo.tpot_ms:g} ms) cannot be served: "
+            + "; ".join(parts)
+            + (held if latency_bound else "")
         )
     return out
 

@@ -8,7 +8,9 @@ such a GPU every kernel runs ``1 / d`` times slower, so the pool's latencies gro
 factor too (first-order; :func:`latency_at_confidence_ms`). Unless the request holds the
 SLOs at its confidence (``risk.hold_latency``, planner.candidates.confidence), a pool
 whose latency at the confidence passes the SLO is named in the plan's warnings: its
-capacity holds at the confidence, its latency only as predicted.
+capacity holds at the confidence, its latency only as predicted. The check is a lower
+bound (:func:`latency_at_confidence_ms`): a pool it passes may still miss on the slow
+GPU, which only ``hold_latency`` screens for.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from planner.request import RiskSpec
 
 def latency_at_confidence_ms(latency_ms: float, derate: float) -> float:
     """A predicted latency on a GPU as slow as the capacity derate ``derate``
-    (dimensionless, in (0, 1]) assumes: ``latency_ms / derate`` (ms). First-order: every
-    part of it is scaled, fixed costs (KV transfer, the serving stack) too, which errs
-    slow. 800 ms at derate 0.8: 1,000 ms."""
+    (dimensionless, in (0, 1]) assumes: ``latency_ms / derate`` (ms). First-order, and a
+    lower bound for a loaded pool: at the same rate the slow GPU is busier too, so its
+    queueing wait (TTFT) and its batch (TPOT, Little's law) grow faster than ``1 /
+    derate``, while fixed costs (KV transfer, the serving stack) grow slower. 800 ms at
+    derate 0.8: 1,000 ms."""
     if not 0.0 < derate <= 1.0:
         raise ValueError(f"derate {derate!r} outside (0, 1]")
     return latency_ms / derate
@@ -57,7 +61,7 @@ def latency_risk_warnings(
                     f"p{slo.percentile:g} {name} {value:,.1f} ms would be {slow:,.1f} ms "
                     f"on a GPU as slow as the {risk.confidence:.0%} capacity derate assumes "
                     f"(x{1 / d:.2f}, derate sigma {p.derate_sigma_log:.2f}), over its "
-                    f"{limit:,.4g} ms SLO: capacity holds at that confidence, this latency "
+                    f"{limit:,g} ms SLO: capacity holds at that confidence, this latency "
                     "only as predicted (risk.hold_latency: true sizes for it)"
                 )
     return out

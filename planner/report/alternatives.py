@@ -202,8 +202,9 @@ def uncertainty_sentence(plan: Mapping[str, Any]) -> list[Run] | None:
         )
     if fp4:
         runs.append(
-            f" No FP4 run backs {', '.join(fp4)} in FP4: its measured level times assumed FP4 "
-            "derates (wider band); benchmark FP4 on it before buying at scale."
+            f" No factors fitted in FP4 back {', '.join(fp4)}: its level times the FP4 "
+            "derates, lifted by its FP4 runs' measured ratio where it has some (wider band); "
+            "benchmark FP4 on it before buying at scale."
         )
     if not listed:
         runs.append(" Every GPU bought has factors fitted or scaled to measurements.")

@@ -35,8 +35,9 @@ def borrowed_level_note(plan: Mapping[str, Any]) -> str:
 
 def analogy_in_fp4_only(plan: Mapping[str, Any], gpu: str) -> bool:
     """True when ``gpu``'s pools priced by analogy are all FP4 pools of a GPU whose level
-    was measured (``level_scale`` not 1): factors measured in other formats, none in FP4
-    (planner.risk.factor_uncertainty), so it rests on a measurement, not on none."""
+    was scaled to measurements (``level_scale`` not 1): factors set in other formats, none
+    in FP4 (planner.risk.factor_uncertainty), so it rests on a measurement, not on none
+    (its own, or a sibling's where its level is borrowed: :func:`borrowed_level_gpus`)."""
     pools = [p for p in map(_as_map, _items(plan.get("pools"))) if p.get("gpu") == gpu]
     analogy = [p for p in pools if p.get("provenance") == "analogy"]
     return bool(analogy) and all(
@@ -48,12 +49,12 @@ def analogy_in_fp4_only(plan: Mapping[str, Any], gpu: str) -> bool:
 def unmeasured_gpu_note(plan: Mapping[str, Any], gpu: str) -> str:
     """``gpu`` as the plan's "unmeasured GPUs" line names it: ``"<gpu> (efficiency set by
     analogy, no measurement)"``, or where :func:`analogy_in_fp4_only`, ``"<gpu> (fp4
-    pools: no factors measured in fp4; its measured level x the FP4 derates, see fp4
-    under Assumed)"``."""
+    pools: no factors measured in fp4; its level x the FP4 derates, see fp4 under
+    Assumed)"``."""
     if analogy_in_fp4_only(plan, gpu):
         return (
-            f"{gpu} (fp4 pools: no factors measured in fp4; its measured level x the FP4 "
-            "derates, see fp4 under Assumed)"
+            f"{gpu} (fp4 pools: no factors measured in fp4; its level x the FP4 derates, "
+            "see fp4 under Assumed)"
         )
     return f"{gpu} (efficiency set by analogy, no measurement)"
 

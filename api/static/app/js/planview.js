@@ -351,6 +351,16 @@ function whyBlock(plan, colors, id) {
   ];
 }
 
+// True when every listed GPU is priced by analogy in FP4 pools only, on a level scaled to
+// measurements (planner.report.borrowed.analogy_in_fp4_only).
+function fp4Only(plan, gpus) {
+  const pools = plan.pools || [];
+  return gpus.every((g) => {
+    const analogy = pools.filter((p) => p.gpu === g && p.provenance === "analogy");
+    return analogy.length > 0 && analogy.every((p) => String(p.dtype || "").startsWith("fp4") && p.level_scale != null && p.level_scale !== 1);
+  });
+}
+
 function uncertaintyBlock(plan, colors) {
   const risk = plan.risk || {};
   const unmeasured = plan.unmeasured_gpus || [];
@@ -359,7 +369,9 @@ function uncertaintyBlock(plan, colors) {
   return [
     h("p", {}, risk.confidence ? `Capacities are planned at ${pct(risk.confidence)} confidence: ` : "", risk.note || "", risk.hold_latency ? ". TTFT and TPOT SLOs are held at the same confidence (each GPU screened against each SLO x its capacity derate)." : ""),
     unmeasured.length
-      ? notice("info", h("strong", {}, "Unmeasured GPUs in this fleet: "), unmeasured.map((g) => gpuChip(g, colors)), " — their efficiency is set by analogy, with a wider margin.")
+      ? notice("info", h("strong", {}, "Unmeasured GPUs in this fleet: "), unmeasured.map((g) => gpuChip(g, colors)), fp4Only(plan, unmeasured)
+        ? " — no factors fitted in FP4: their level times the FP4 derates (see the warnings and assumptions), with a wider margin."
+        : " — their efficiency is set by analogy, with a wider margin.")
       : used.length
         ? h("p", {}, "Every GPU type in this fleet has measured efficiency factors.")
         : null,
