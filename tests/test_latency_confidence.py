@@ -173,3 +173,25 @@ def test_warned_slos_of_ten_seconds_or_more_print_whole() -> None:
     ]
     warned = latency_risk_warnings(pools, slos, RiskSpec())
     assert any("over its 10,000 ms SLO" in w for w in warned)
+
+
+def test_the_report_says_which_latencies_may_miss_at_the_confidence() -> None:
+    from planner.report.render import render_plan_report
+
+    doc = _doc("three-class-70b.yaml")
+    plan = make_plan(doc, CAT, alternatives=False, verify=False).to_json_dict()
+    md, _ = render_plan_report({"plan": plan, "request": doc}, "md", CAT)
+    assert isinstance(md, str)
+    assert (
+        "Every class meets its p90 TTFT and TPOT objectives (predicted by the queueing model); "
+        "at 80% confidence 2 may not (see the warnings)."
+    ) in md
+    held = make_plan(
+        {**_doc("code-completion-8b.yaml"), "risk": {"hold_latency": True}},
+        CAT,
+        alternatives=False,
+        verify=False,
+    ).to_json_dict()
+    md, _ = render_plan_report({"plan": held, "request": doc}, "md", CAT)
+    assert isinstance(md, str)
+    assert "objectives (predicted by the queueing model), held at 80% confidence." in md

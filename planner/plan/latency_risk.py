@@ -21,6 +21,9 @@ from catalog.schema import Slo
 from planner.plan.models import PoolPlan
 from planner.request import RiskSpec
 
+#: The words every latency warning ends with (reports count them: planner.report.blocks).
+LATENCY_RISK_MARK = "(risk.hold_latency: true sizes for it)"
+
 
 def latency_at_confidence_ms(latency_ms: float, derate: float) -> float:
     """A predicted latency on a GPU as slow as the capacity derate ``derate``
@@ -62,6 +65,6 @@ def latency_risk_warnings(
                     f"on a GPU as slow as the {risk.confidence:.0%} capacity derate assumes "
                     f"(x{1 / d:.2f}, derate sigma {p.derate_sigma_log:.2f}), over its "
                     f"{limit:,g} ms SLO: capacity holds at that confidence, this latency "
-                    "only as predicted (risk.hold_latency: true sizes for it)"
+                    f"only as predicted {LATENCY_RISK_MARK}"
                 )
     return out

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from catalog.schema import ANALOGY_SIGMA_LOG, Catalog
+from planner.plan.latency_risk import LATENCY_RISK_MARK
 from planner.report import text as _text
 from planner.report.bom import Bom
 from planner.report.document import (
@@ -309,12 +310,21 @@ def slo_sentence(plan: Mapping[str, Any]) -> Para | None:
             ],
             kind="warn",
         )
+    risk = _map(plan.get("risk"))
+    at = [w for w in _list(plan.get("warnings")) if LATENCY_RISK_MARK in str(w)]
+    if at:
+        conf = f"{risk.get('confidence', 0):.0%}"
+        tail = f"; at {conf} confidence {len(at)} may not (see the warnings)."
+    elif risk.get("hold_latency"):
+        tail = f", held at {risk.get('confidence', 0):.0%} confidence."
+    else:
+        tail = "."
     return Para(
         [
             f"Every class meets its {ptxt} TTFT and TPOT objectives "
-            "(predicted by the queueing model)."
+            "(predicted by the queueing model)" + tail
         ],
-        kind="ok",
+        kind="ok" if not at else "warn",
     )
 
 
