@@ -35,6 +35,7 @@ from planner.plan.models import (
     RiskOut,
     SloOut,
     SolverInfo,
+    fp4_analogy_on_scaled_level,
 )
 from planner.request import ResolvedRequest
 from solver.problem import PoolRole, SolveResult, SolveStatus
@@ -471,11 +472,7 @@ def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: s
     # scaled pools, and FP4 pools priced by analogy on a scaled level (planner.risk)
     served = [p for p in pools if p.replicas]
     fp4 = {
-        p.gpu
-        for p in served
-        if p.provenance == "analogy"
-        and p.dtype.startswith("fp4")
-        and p.level_scale not in (None, 1.0)  # not a hand-set efficiency
+        p.gpu for p in served if fp4_analogy_on_scaled_level(p.provenance, p.dtype, p.level_scale)
     }
     for gpu in sorted({p.gpu for p in served if p.provenance == "scaled"} | fp4):
         spec = catalog.gpus.get(gpu)

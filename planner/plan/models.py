@@ -23,6 +23,19 @@ HOURS_PER_MONTH = 730.0
 BORROWED_LEVEL_MARK = "measured on mixture-of-experts LLMs only"
 
 
+def fp4_analogy_on_scaled_level(provenance: object, dtype: object, level_scale: object) -> bool:
+    """True for a pool priced by analogy only for its FP4 weights: ``provenance``
+    ``"analogy"`` (no factors fitted in FP4, planner.risk.factor_uncertainty), an FP4
+    ``dtype``, and a GPU level scaled to measurements (``level_scale`` set and not 1; a
+    hand-set efficiency or a GPU set by analogy has 1). Read from a pool's fields, as a
+    :class:`PoolPlan` or its JSON (planner.report.borrowed)."""
+    return (
+        provenance == "analogy"
+        and str(dtype or "").startswith("fp4")
+        and level_scale not in (None, 1.0)
+    )
+
+
 class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

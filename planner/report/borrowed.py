@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from planner.plan.models import BORROWED_LEVEL_MARK
+from planner.plan.models import BORROWED_LEVEL_MARK, fp4_analogy_on_scaled_level
 
 
 def borrowed_level_gpus(plan: Mapping[str, Any]) -> list[str]:
@@ -41,7 +41,7 @@ def analogy_in_fp4_only(plan: Mapping[str, Any], gpu: str) -> bool:
     pools = [p for p in map(_as_map, _items(plan.get("pools"))) if p.get("gpu") == gpu]
     analogy = [p for p in pools if p.get("provenance") == "analogy"]
     return bool(analogy) and all(
-        str(p.get("dtype", "")).startswith("fp4") and p.get("level_scale") not in (None, 1.0)
+        fp4_analogy_on_scaled_level(p.get("provenance"), p.get("dtype"), p.get("level_scale"))
         for p in analogy
     )
 
