@@ -472,7 +472,10 @@ def borrowed_level_warnings(pools: list[PoolPlan], catalog: Catalog, model_id: s
     # scaled pools, and FP4 pools priced by analogy on a scaled level (planner.risk)
     served = [p for p in pools if p.replicas]
     fp4 = {
-        p.gpu for p in served if fp4_analogy_on_scaled_level(p.provenance, p.dtype, p.level_scale)
+        p.gpu
+        for p in served
+        if p.provenance == "analogy"  # (a scaled pool may be built without a dtype)
+        and fp4_analogy_on_scaled_level(p.provenance, p.dtype, p.level_scale)
     }
     for gpu in sorted({p.gpu for p in served if p.provenance == "scaled"} | fp4):
         spec = catalog.gpus.get(gpu)
